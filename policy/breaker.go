@@ -1,0 +1,4 @@
+package policy
+
+// Breaker refuses makes at the rate a failing backend deserves.
+type Breaker struct{}

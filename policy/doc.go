@@ -1,0 +1,28 @@
+// Package policy is moonpool's pure core: the bookkeeping of a resource pool,
+// a retry backoff, a token bucket, a sliding-window quota and a concurrency gate.
+//
+// Nothing here opens, closes, sleeps, reads a clock, draws a random number,
+// locks or does I/O. The pool says what to do with a resource, the backoff
+// says how long, the limiter says whether; the caller does it. Time is passed
+// in as int64 nanoseconds from the caller's own clock (only differences
+// matter) and spans are time.Duration, so an hour of traffic is a test that
+// runs in microseconds and the same calls always give the same answers.
+//
+// The types are not safe for concurrent use: each value has one owner. In
+// moonpool that owner is an actor (package actors), which is what makes the
+// absence of locks here safe.
+package policy
+
+import (
+	"math"
+	"time"
+)
+
+// Forever is the span that means "no limit": a Keep or Life of Forever never
+// retires a resource. It is zero, so a zero Limits field means no limit too.
+const Forever time.Duration = 0
+
+// Never is a wait that no amount of time ends: what Next answers when the
+// thing asked for can never be had (more tokens than the burst, a bucket with
+// no rate).
+const Never time.Duration = math.MaxInt64

@@ -1,0 +1,4 @@
+package policy
+
+// Shedder stops lending while the process is hot.
+type Shedder struct{}
