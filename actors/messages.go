@@ -1,0 +1,162 @@
+package actors
+
+import (
+	"errors"
+	"time"
+
+	"github.com/moonpool-go/moonpool/policy"
+)
+
+// The protocol. Every request carries the caller's timestamp, Now, read from
+// the engine's clock: an actor never reads a clock itself. A request that
+// wants an answer carries a Reply channel with room for one, so the actor
+// never waits on a slow reader; the caller must not touch a request it has
+// sent until its answer has arrived. A request that reaches a stopped actor
+// is answered with ErrStopped.
+
+// Errors found in answers.
+var (
+	// ErrStopped answers a request that reached a stopped actor.
+	ErrStopped = errors.New("moonpool/actors: actor stopped")
+	// ErrClosed answers a Take on a closed pool, and every waiter a Close finds.
+	ErrClosed = errors.New("moonpool/actors: pool closed")
+	// ErrNotLent answers a strict Give of a resource the pool has not lent.
+	ErrNotLent = errors.New("moonpool/actors: resource is not lent out")
+	// ErrCancelled answers a parked request withdrawn by Cancel or Withdraw.
+	ErrCancelled = errors.New("moonpool/actors: request withdrawn")
+	// ErrDeadline answers a limiter wait that would end after its Deadline.
+	ErrDeadline = errors.New("moonpool/actors: wait would pass the deadline")
+	// ErrShed answers a waiter turned away because the waiter queue is full.
+	ErrShed = errors.New("moonpool/actors: too many waiting")
+)
+
+// Pool requests.
+type (
+	// Take asks a pool for a resource. With Wait, a Wait or Later verdict
+	// parks the caller in the pool's FIFO instead of being answered, and the
+	// answer comes when a resource or room is there for it: Ready with the
+	// resource, or Make with room reserved. Stale never reaches a caller: the
+	// actor retires stale resources itself (see Collect).
+	Take[T comparable] struct {
+		Now   int64
+		Wait  bool
+		Reply chan Answer[T]
+		gen   uint64 // which parking this is; owned by the actor
+	}
+	// Give returns a lent resource. Answer.Kept says whether the pool kept it;
+	// if not, the caller closes it. With Strict, a resource the pool has not
+	// lent is refused with ErrNotLent (a misuse: given twice, or never lent).
+	Give[T comparable] struct {
+		Now    int64
+		Item   T
+		Strict bool
+		Reply  chan Answer[T]
+	}
+	// Made registers a resource made after a Make. Answer.Kept is false when
+	// the pool could not take it (it closed meanwhile); the caller closes it.
+	Made[T comparable] struct {
+		Now   int64
+		Item  T
+		Reply chan Answer[T]
+	}
+	// Unmade says the make that a Make answered failed: the room is free
+	// again and the ward hears of the failure. No answer.
+	Unmade struct{ Now int64 }
+	// Release frees the room a Make reserved without trying to make anything,
+	// for a caller that gave up first; the ward hears nothing. No answer.
+	Release struct{ Now int64 }
+	// Drop says a lent resource broke; the caller closes it. No answer.
+	Drop[T comparable] struct {
+		Now  int64
+		Item T
+	}
+	// Cancel withdraws a parked Take. If it was still parked, it is answered
+	// with ErrCancelled; if it had been answered already, nothing happens, and
+	// the caller gives back what the answer granted. Either way the Take gets
+	// exactly one answer. No answer of its own.
+	Cancel[T comparable] struct{ Take *Take[T] }
+	// Close closes the pool: Takes are refused with ErrClosed, parked callers
+	// are answered ErrClosed, idle resources go to be retired, and lent ones
+	// are retired as they come home. Reply gets the stats at that moment.
+	Close struct {
+		Now   int64
+		Reply chan Stats
+	}
+	// Drained is answered once nothing is lent or being made.
+	Drained struct{ Reply chan Stats }
+	// Collect takes the resources the pool has retired (stale, evicted,
+	// surplus after Close) for the caller to close. The pool signals its
+	// Retired channel when there is something to collect.
+	Collect[T comparable] struct{ Reply chan []T }
+	// Inspect asks for the pool's stats.
+	Inspect struct{ Reply chan Stats }
+	// Heat reports how hot the process is, for the ward's shedder.
+	Heat struct {
+		Now   int64
+		Value float64
+	}
+)
+
+// Answer is a pool's reply.
+type Answer[T comparable] struct {
+	Verdict policy.Verdict
+	Item    T             // for Ready
+	After   time.Duration // for Later
+	Kept    bool          // for Give and Made
+	Err     error         // ErrStopped, ErrClosed, ErrNotLent, ErrCancelled, ErrShed
+}
+
+// Tick is the engine's timer firing at Now: a pool evicts and wakes callers
+// parked on Later; a limiter wakes its waiters.
+type Tick struct{ Now int64 }
+
+// Limiter requests (Bucket, Window, and their keyed forms).
+type (
+	// Allow asks for N tokens (a bucket; a window counts one event whatever
+	// N) for Key (keyed limiters only). Without Wait it is answered at once.
+	// With Wait, a refusal parks the caller in FIFO order until it is granted;
+	// if the wait would end after Deadline (0: none) it is answered at once
+	// with ErrDeadline and After set to the wait it would have faced.
+	Allow struct {
+		Now      int64
+		Key      string
+		N        float64
+		Wait     bool
+		Deadline int64
+		Reply    chan Permit
+		gen      uint64
+	}
+	// Withdraw withdraws a parked Allow, which is then answered with
+	// ErrCancelled unless it was granted first. Either way the Allow gets
+	// exactly one answer. No answer of its own.
+	Withdraw struct{ Allow *Allow }
+	// Left asks how many tokens or events are left for Key now.
+	Left struct {
+		Now   int64
+		Key   string
+		Reply chan Permit
+	}
+	// Enter asks a gate for room; it answers at once, never queues.
+	Enter struct{ Reply chan Permit }
+	// Leave gives a gate's room back. No answer.
+	Leave struct{}
+)
+
+// Permit is a limiter's or gate's reply.
+type Permit struct {
+	OK    bool          // granted
+	After time.Duration // refused: how long until it could be granted (policy.Never: never)
+	Left  float64       // for Left: tokens or events left; for Enter: how many are inside
+	Err   error
+}
+
+func (m *Take[T]) Refuse()    { m.Reply <- Answer[T]{Verdict: policy.Shed, Err: ErrStopped} }
+func (m *Give[T]) Refuse()    { m.Reply <- Answer[T]{Err: ErrStopped} }
+func (m *Made[T]) Refuse()    { m.Reply <- Answer[T]{Err: ErrStopped} }
+func (m *Collect[T]) Refuse() { m.Reply <- nil }
+func (m *Close) Refuse()      { m.Reply <- Stats{} }
+func (m *Drained) Refuse()    { m.Reply <- Stats{} }
+func (m *Inspect) Refuse()    { m.Reply <- Stats{} }
+func (m *Allow) Refuse()      { m.Reply <- Permit{After: policy.Never, Err: ErrStopped} }
+func (m *Left) Refuse()       { m.Reply <- Permit{Err: ErrStopped} }
+func (m *Enter) Refuse()      { m.Reply <- Permit{Err: ErrStopped} }

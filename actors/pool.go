@@ -1,0 +1,424 @@
+package actors
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/policy"
+)
+
+// PoolConfig configures a pool actor.
+type PoolConfig struct {
+	Limits policy.Limits
+	Ward   policy.Ward // Ward.Draw is ignored: the actor draws from its own source, seeded by Seed
+	Seed   uint64      // seeds the backoff's jitter; pools that failed together spread apart only if their seeds differ
+	// MaxWaiting caps the callers parked in the FIFO; past it a waiting Take
+	// is answered Shed with ErrShed. Zero or less is no cap.
+	MaxWaiting int
+	// Retired, if not nil, is signalled (without blocking) whenever the pool
+	// has retired resources waiting to be collected with Collect.
+	Retired chan<- struct{}
+}
+
+// SpawnPool starts a pool actor on e under name (a fresh name when empty).
+// shutdown is the hook the engine runs before stopping it (see
+// engine.Engine.Spawn); a client passes its own Close. The books live in a
+// value the actor instance only points to, and the engine's supervision
+// resumes a failed actor rather than restarting it, so a panic never loses a
+// lent resource.
+func SpawnPool[T comparable](e *engine.Engine, name string, cfg PoolConfig, shutdown func(context.Context) error) (*engine.Ref, error) {
+	b := newBooks[T](e, cfg)
+	ref, err := e.Spawn(name, &poolActor[T]{b: b}, shutdown)
+	if err != nil {
+		return nil, err
+	}
+	b.self = ref
+	return ref, nil
+}
+
+// books is everything a pool actor knows. It outlives any one actor
+// instance.
+type books[T comparable] struct {
+	pool    *policy.Pool[T]
+	engine  *engine.Engine
+	self    *engine.Ref
+	max     int
+	retired chan<- struct{}
+	rng     *rand.Rand
+
+	queue   []parked[T] // FIFO of parked Takes; head at front, stale entries skipped
+	head    int
+	waiting int // parked Takes still waiting
+	gen     uint64
+
+	retire  []T         // retired resources for the client to close
+	drained []chan Stats // Drained requests waiting for Busy() == 0
+
+	timer   engine.Timer
+	timerAt int64
+	later   int64 // when a parked caller may next be made for, after Later; 0 if none
+
+	stats Stats
+}
+
+type parked[T comparable] struct {
+	take *Take[T]
+	gen  uint64
+	at   int64
+}
+
+func newBooks[T comparable](e *engine.Engine, cfg PoolConfig) *books[T] {
+	b := &books[T]{engine: e, max: cfg.MaxWaiting, retired: cfg.Retired}
+	b.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
+	ward := cfg.Ward
+	ward.Draw = b.rng.Float64
+	b.pool = policy.NewPool[T](cfg.Limits, ward)
+	return b
+}
+
+type poolActor[T comparable] struct{ b *books[T] }
+
+// Receive runs one message. A panic answers the message's caller (so no
+// caller waits for ever) and is passed on to the engine's supervision, which
+// resumes this same actor with its books.
+func (a *poolActor[T]) Receive(c actor.Context) {
+	msg := c.Message()
+	defer func() {
+		if r := recover(); r != nil {
+			if rf, ok := msg.(engine.Refusable); ok {
+				rf.Refuse()
+			}
+			panic(r)
+		}
+	}()
+	b := a.b
+	switch m := msg.(type) {
+	case *Take[T]:
+		b.take(m)
+	case *Give[T]:
+		b.give(m)
+	case *Made[T]:
+		b.pool.Made(m.Item, m.Now)
+		lent := b.pool.Lent(m.Item)
+		if lent {
+			b.stats.Made++
+		}
+		m.Reply <- Answer[T]{Kept: lent}
+		b.settle(m.Now)
+	case *Unmade:
+		if b.pool.Reserved() > 0 {
+			b.stats.MakeFailures++
+		}
+		b.pool.Unmade(m.Now)
+		b.settle(m.Now)
+	case *Release:
+		b.pool.Release()
+		b.settle(m.Now)
+	case *Drop[T]:
+		if b.pool.Lent(m.Item) {
+			b.stats.Broken++
+		}
+		b.pool.Drop(m.Item)
+		b.settle(m.Now)
+	case *Cancel[T]:
+		b.cancel(m.Take)
+	case *Tick:
+		b.tick(m.Now)
+	case *Heat:
+		b.pool.Heat(m.Value, m.Now)
+	case *Close:
+		b.close(m.Now)
+		m.Reply <- b.snapshot()
+	case *Drained:
+		if b.pool.Busy() == 0 {
+			m.Reply <- b.snapshot()
+		} else {
+			b.drained = append(b.drained, m.Reply)
+		}
+	case *Collect[T]:
+		out := b.retire
+		b.retire = nil
+		m.Reply <- out
+	case *Inspect:
+		m.Reply <- b.snapshot()
+	case *inspect[T]:
+		m.fn(b)
+	case *actor.Stopping:
+		b.stop()
+	}
+}
+
+// inspect runs fn inside the actor: how tests read the books consistently
+// and inject a failure.
+type inspect[T comparable] struct{ fn func(*books[T]) }
+
+func (b *books[T]) take(m *Take[T]) {
+	if m.Wait && b.waiting > 0 {
+		// Parked callers are ahead: no overtaking.
+		b.park(m)
+		b.serve(m.Now)
+		return
+	}
+	t := b.decide(m.Now)
+	if m.Wait && (t.Verdict == policy.Wait || t.Verdict == policy.Later) {
+		if t.Verdict == policy.Later {
+			b.wakeAt(m.Now, t.After)
+		}
+		b.park(m)
+		return
+	}
+	b.answer(m, t)
+}
+
+// decide asks the policy, retiring stale resources on the caller's behalf:
+// the caller would only close them and ask again.
+func (b *books[T]) decide(now int64) policy.Taken[T] {
+	for {
+		t := b.pool.Take(now)
+		if t.Verdict != policy.Stale {
+			return t
+		}
+		b.stats.Stale++
+		b.retireItem(t.Item)
+	}
+}
+
+func (b *books[T]) answer(m *Take[T], t policy.Taken[T]) {
+	a := Answer[T]{Verdict: t.Verdict, Item: t.Item, After: t.After}
+	if t.Verdict == policy.Shed {
+		b.stats.Shed++
+		if b.pool.Closed() {
+			a.Err = ErrClosed
+		}
+	}
+	m.Reply <- a
+}
+
+func (b *books[T]) park(m *Take[T]) {
+	if b.max > 0 && b.waiting >= b.max {
+		b.stats.Shed++
+		m.Reply <- Answer[T]{Verdict: policy.Shed, Err: ErrShed}
+		return
+	}
+	b.gen++
+	m.gen = b.gen
+	b.queue = append(b.queue, parked[T]{take: m, gen: b.gen, at: m.Now})
+	b.waiting++
+}
+
+// front is the oldest parked Take still waiting, skipping withdrawn ones.
+func (b *books[T]) front() (parked[T], bool) {
+	for b.head < len(b.queue) {
+		p := b.queue[b.head]
+		if p.take.gen == p.gen {
+			return p, true
+		}
+		b.pop()
+	}
+	return parked[T]{}, false
+}
+
+func (b *books[T]) pop() {
+	b.queue[b.head] = parked[T]{}
+	b.head++
+	if b.head == len(b.queue) {
+		b.queue, b.head = b.queue[:0], 0
+	} else if b.head > 1024 && b.head*2 > len(b.queue) {
+		n := copy(b.queue, b.queue[b.head:])
+		clear(b.queue[n:])
+		b.queue, b.head = b.queue[:n], 0
+	}
+}
+
+// serve answers parked callers, oldest first, for as long as the pool has a
+// resource or room for them. A returned resource therefore goes to the
+// oldest waiter before anything new is made.
+func (b *books[T]) serve(now int64) {
+	for b.waiting > 0 {
+		p, ok := b.front()
+		if !ok {
+			b.waiting = 0
+			return
+		}
+		t := b.decide(now)
+		if t.Verdict == policy.Later {
+			b.wakeAt(now, t.After)
+		}
+		if t.Verdict == policy.Wait || t.Verdict == policy.Later {
+			return
+		}
+		b.pop()
+		b.waiting--
+		p.take.gen = 0
+		b.stats.Waited++
+		b.stats.WaitTime += time.Duration(max(now-p.at, 0))
+		b.answer(p.take, t)
+	}
+}
+
+func (b *books[T]) cancel(m *Take[T]) {
+	if m.gen == 0 {
+		return // answered already: the caller gives back what it got
+	}
+	m.gen = 0 // its queue entry is now stale and will be skipped
+	b.waiting--
+	b.stats.Cancelled++
+	m.Reply <- Answer[T]{Verdict: policy.Wait, Err: ErrCancelled}
+}
+
+func (b *books[T]) give(m *Give[T]) {
+	if m.Strict && !b.pool.Lent(m.Item) && !b.pool.Closed() {
+		m.Reply <- Answer[T]{Err: ErrNotLent}
+		return
+	}
+	closed := b.pool.Closed()
+	kept := b.pool.Give(m.Item, m.Now)
+	if !kept {
+		if closed {
+			b.stats.Shutdown++
+		} else {
+			b.stats.Surplus++
+		}
+	}
+	m.Reply <- Answer[T]{Kept: kept}
+	b.settle(m.Now)
+}
+
+// settle runs after anything that may free a resource or room: serve the
+// parked, see whether a Close is drained, and keep the eviction timer at the
+// pool's next deadline.
+func (b *books[T]) settle(now int64) {
+	b.serve(now)
+	if len(b.drained) > 0 && b.pool.Busy() == 0 {
+		s := b.snapshot()
+		for _, r := range b.drained {
+			r <- s
+		}
+		b.drained = b.drained[:0]
+	}
+	if at, ok := b.pool.Deadline(); ok {
+		b.arm(now, at)
+	}
+}
+
+// tick is the engine's timer: evict what is due, and try the parked again.
+func (b *books[T]) tick(now int64) {
+	b.timer, b.timerAt = nil, 0
+	if b.later != 0 && now >= b.later {
+		b.later = 0
+	}
+	n := len(b.retire)
+	b.retire = b.pool.EvictInto(now, b.retire)
+	if evicted := len(b.retire) - n; evicted > 0 {
+		b.stats.Evicted += int64(evicted)
+		b.signal()
+	}
+	b.settle(now)
+	if b.later != 0 {
+		b.arm(now, b.later)
+	}
+}
+
+// wakeAt remembers that a make may be tried after d, and asks for a Tick
+// then if callers are parked.
+func (b *books[T]) wakeAt(now int64, d time.Duration) {
+	at := now + int64(d)
+	if d >= policy.Never || at < now {
+		at = math.MaxInt64
+	}
+	if b.later == 0 || at < b.later {
+		b.later = at
+	}
+	b.arm(now, b.later)
+}
+
+// arm keeps one timer, at the earliest instant anything is due.
+func (b *books[T]) arm(now, at int64) {
+	if at == math.MaxInt64 || b.self == nil || b.self.Stopped() {
+		return
+	}
+	if b.timer != nil {
+		if b.timerAt <= at {
+			return
+		}
+		b.timer.Stop()
+	}
+	d := time.Duration(max(at-now, 0))
+	ref := b.self
+	clock := b.engine.Clock()
+	b.timerAt = at
+	b.timer = clock.AfterFunc(d, func() { ref.Send(&Tick{Now: clock.Now()}) })
+}
+
+func (b *books[T]) retireItem(item T) {
+	b.retire = append(b.retire, item)
+	b.signal()
+}
+
+func (b *books[T]) signal() {
+	if b.retired == nil {
+		return
+	}
+	select {
+	case b.retired <- struct{}{}:
+	default:
+	}
+}
+
+func (b *books[T]) close(now int64) {
+	if b.pool.Closed() {
+		return
+	}
+	idle := b.pool.Close()
+	b.stats.Shutdown += int64(len(idle))
+	b.retire = append(b.retire, idle...)
+	b.signal()
+	for b.waiting > 0 {
+		p, ok := b.front()
+		if !ok {
+			break
+		}
+		b.pop()
+		b.waiting--
+		p.take.gen = 0
+		b.stats.Shed++
+		p.take.Reply <- Answer[T]{Verdict: policy.Shed, Err: ErrClosed}
+	}
+	b.waiting = 0
+	b.settle(now)
+}
+
+// stop runs as the actor stops: the timer goes, and whoever still waits is
+// told the actor is gone.
+func (b *books[T]) stop() {
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	for b.waiting > 0 {
+		p, ok := b.front()
+		if !ok {
+			break
+		}
+		b.pop()
+		b.waiting--
+		p.take.gen = 0
+		p.take.Refuse()
+	}
+	for _, r := range b.drained {
+		r <- b.snapshot()
+	}
+	b.drained = nil
+}
+
+func (b *books[T]) snapshot() Stats {
+	s := b.stats
+	s.Live, s.Idle, s.Busy = b.pool.Live(), b.pool.Idle(), b.pool.Busy()
+	s.Waiting = b.waiting
+	s.Closed = b.pool.Closed()
+	return s
+}

@@ -1,0 +1,26 @@
+package actors
+
+import "time"
+
+// Stats is a snapshot of a pool's books and of what its actor has decided.
+// Counts of closes are by reason: the actor decides to retire a resource,
+// and the client closes it.
+type Stats struct {
+	Live, Idle, Busy int // as policy.Pool counts them: Busy is lent plus being made
+	Waiting          int // callers parked in the FIFO
+
+	Made         int64 // resources registered after a Make
+	MakeFailures int64 // Unmade: makes that failed
+
+	Stale    int64 // retired by Take: idle past Keep or Life
+	Evicted  int64 // retired by the eviction timer
+	Surplus  int64 // given back when the idle limit was full
+	Broken   int64 // dropped by their holder
+	Shutdown int64 // retired by Close, idle or coming home after it
+
+	Shed      int64         // Takes answered Shed (closed, shedder, breaker, waiter cap)
+	Cancelled int64         // parked Takes withdrawn
+	Waited    int64         // parked Takes answered
+	WaitTime  time.Duration // total time parked Takes spent waiting, by their own clocks
+	Closed    bool
+}

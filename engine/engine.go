@@ -1,0 +1,293 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/moonpool-go/moonpool/internal/vclock"
+)
+
+// Clock is the engine's one clock: every timestamp an actor sees and every
+// timer it asks for comes from here. Now is in nanoseconds and only its
+// differences matter. AfterFunc runs f once after d. Production uses the
+// real clock; tests hand in a virtual one so time moves only when they say.
+type Clock = vclock.Clock
+
+// Timer is a pending AfterFunc; Stop reports whether it stopped the timer
+// before it fired.
+type Timer = vclock.Timer
+
+// Errors the engine answers with.
+var (
+	// ErrShutdown is returned by Spawn after Shutdown has begun.
+	ErrShutdown = errors.New("moonpool/engine: engine is shut down")
+	// ErrNameTaken is returned by Spawn when the name is in use.
+	ErrNameTaken = errors.New("moonpool/engine: name is taken")
+	// ErrNotFound is returned by Stop for a name nobody holds.
+	ErrNotFound = errors.New("moonpool/engine: no actor by that name")
+)
+
+// Option configures an Engine.
+type Option func(*Engine)
+
+// WithClock makes c the engine's clock. The default is the real, monotonic
+// clock. A nil c is ignored.
+func WithClock(c Clock) Option {
+	return func(e *Engine) {
+		if c != nil {
+			e.clock = c
+		}
+	}
+}
+
+// WithLogger sends the engine's and protoactor's log lines to l. The default
+// discards them: a library prints nothing unless asked. A nil l is ignored.
+func WithLogger(l *slog.Logger) Option {
+	return func(e *Engine) {
+		if l != nil {
+			e.logger = l
+		}
+	}
+}
+
+// WithDispatch chooses how actors' messages are run (see Dispatch); budget is
+// how many messages a sender may run inline under Hybrid (values below 1 are
+// read as 1). The default is Hybrid with a budget of 4.
+func WithDispatch(d Dispatch, budget int) Option {
+	return func(e *Engine) {
+		if d <= Synchronized {
+			e.dispatch = d
+		}
+		e.budget = max(budget, 1)
+	}
+}
+
+// WithHeatEvery sets how often the engine measures the process's heat for
+// the pools' shedders (see Heat). The default is 250 ms; zero or less turns
+// measuring off, and shedders then never see the process as hot.
+func WithHeatEvery(d time.Duration) Option {
+	return func(e *Engine) { e.heatEvery = d }
+}
+
+// Engine owns the actor system, the clock, the timers and the names. Pools
+// and limiters run as its actors; Shutdown stops them all. The zero Engine is
+// not usable: build one with New. Its methods are safe for concurrent use.
+type Engine struct {
+	system    *actor.ActorSystem
+	clock     Clock
+	logger    *slog.Logger
+	dispatch  Dispatch
+	budget    int
+	heatEvery time.Duration
+	names     *names
+	down      atomic.Bool
+	seq       atomic.Uint64
+}
+
+// New starts an engine and its directory actor. It does not block; Shutdown
+// stops everything it started.
+func New(opts ...Option) *Engine {
+	e := &Engine{
+		clock:     vclock.Real(),
+		logger:    slog.New(slog.DiscardHandler),
+		dispatch:  Hybrid,
+		budget:    4,
+		heatEvery: 250 * time.Millisecond,
+	}
+	for _, o := range opts {
+		o(e)
+	}
+	logger := e.logger
+	e.system = actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }),
+		actor.WithDeadLetterRequestLogging(false),
+	)
+	newNames(e)
+	return e
+}
+
+// Clock is the engine's clock.
+func (e *Engine) Clock() Clock { return e.clock }
+
+// Now reads the engine's clock, in nanoseconds.
+func (e *Engine) Now() int64 { return e.clock.Now() }
+
+// Logger is where the engine logs; it discards unless WithLogger was given.
+func (e *Engine) Logger() *slog.Logger { return e.logger }
+
+// Sleep blocks for d on the engine's clock, or until ctx is done, in which
+// case it returns an error matching ctx.Err(). It leaves no timer behind.
+func (e *Engine) Sleep(ctx context.Context, d time.Duration) error {
+	return vclock.Sleep(ctx, e.clock, d)
+}
+
+// Spawn starts a as an actor under name, or under a fresh name when name is
+// empty. shutdown, if not nil, is what Stop and Shutdown run before stopping
+// the actor: it hands the actor's resources back and waits, within ctx, for
+// lent ones to come home. Spawn does not block on the actor.
+func (e *Engine) Spawn(name string, a actor.Actor, shutdown func(context.Context) error) (*Ref, error) {
+	if e.down.Load() {
+		return nil, ErrShutdown
+	}
+	if name == "" {
+		name = fmt.Sprintf("actor-%d", e.seq.Add(1))
+	}
+	mb := newMailbox(e.dispatch, e.budget)
+	ref := &Ref{name: name, mb: mb, engine: e, shutdown: shutdown}
+	if err := e.names.add(ref); err != nil {
+		return nil, err
+	}
+	props := actor.PropsFromProducer(
+		func() actor.Actor { return &member{inner: a, mb: mb} },
+		actor.WithMailbox(func() actor.Mailbox { return mb }),
+		actor.WithDispatcher(e.dispatcher()),
+		actor.WithGuardian(resume{}),
+	)
+	pid, err := e.system.Root.SpawnNamed(props, name)
+	if err != nil {
+		e.names.remove(name)
+		if errors.Is(err, actor.ErrNameExists) {
+			return nil, ErrNameTaken
+		}
+		return nil, err
+	}
+	ref.pid = pid
+	return ref, nil
+}
+
+func (e *Engine) dispatcher() actor.Dispatcher {
+	if e.dispatch == Synchronized {
+		return actor.NewSynchronizedDispatcher(throughput)
+	}
+	return actor.NewDefaultDispatcher(throughput)
+}
+
+// WatchHeat calls fn with the process's heat (see HeatTarget) every
+// WithHeatEvery on the engine's clock, until the returned cancel is called.
+// fn runs on the engine's directory actor and must not block: a pool's handle
+// passes the reading on to its actor as a message. Nothing is measured while
+// nobody watches.
+func (e *Engine) WatchHeat(fn func(now int64, heat float64)) (cancel func()) {
+	id := e.seq.Add(1)
+	e.names.watchHeat(id, fn)
+	return func() { e.names.unwatchHeat(id) }
+}
+
+// Lookup finds the actor spawned under name.
+func (e *Engine) Lookup(name string) (*Ref, bool) { return e.names.get(name) }
+
+// Stop runs the named actor's shutdown (within ctx) and stops it. It blocks
+// until the actor has stopped; if ctx ends first the actor is stopped anyway
+// and ctx's error is returned. Requests that reach a stopped actor are
+// refused, never lost.
+func (e *Engine) Stop(ctx context.Context, name string) error {
+	ref, ok := e.names.get(name)
+	if !ok {
+		return ErrNotFound
+	}
+	err := ref.close(ctx)
+	e.names.remove(name)
+	return err
+}
+
+// Shutdown stops every actor: it runs each one's shutdown concurrently, so
+// idle resources are handed back for closing and lent ones are waited for
+// within ctx, then stops the actors and the actor system. It returns ctx's
+// error if ctx ended before every shutdown finished; the actors are stopped
+// all the same and no goroutine of the engine's is left. After Shutdown,
+// Spawn answers ErrShutdown; calling Shutdown again does nothing more.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	if !e.down.CompareAndSwap(false, true) {
+		return nil
+	}
+	refs := e.names.all()
+	errs := make(chan error, len(refs))
+	for _, r := range refs {
+		go func() { errs <- r.close(ctx) }()
+	}
+	var first error
+	for range refs {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	e.names.stop()
+	e.system.Shutdown()
+	return first
+}
+
+// Ref is a handle on one actor of the engine: its name, its protoactor PID,
+// and a direct line to its mailbox.
+type Ref struct {
+	name     string
+	pid      *actor.PID
+	mb       *mailbox
+	engine   *Engine
+	shutdown func(context.Context) error
+	closing  atomic.Bool
+}
+
+// Name is the name the actor was spawned under.
+func (r *Ref) Name() string { return r.name }
+
+// PID is the actor's protoactor address.
+func (r *Ref) PID() *actor.PID { return r.pid }
+
+// Engine is the engine the actor runs on.
+func (r *Ref) Engine() *Engine { return r.engine }
+
+// Send delivers msg to the actor's mailbox. It goes straight to the mailbox,
+// which is all protoactor does for a local actor, so a message for a stopped
+// actor is refused by the mailbox (see Refusable) instead of becoming a dead
+// letter. It blocks only while the mailbox is full.
+func (r *Ref) Send(msg any) { r.mb.PostUserMessage(msg) }
+
+// Stopped reports whether the actor has stopped.
+func (r *Ref) Stopped() bool { return r.mb.closed.Load() }
+
+func (r *Ref) close(ctx context.Context) error {
+	if !r.closing.CompareAndSwap(false, true) {
+		r.wait()
+		return nil
+	}
+	var err error
+	if r.shutdown != nil {
+		err = r.shutdown(ctx)
+	}
+	r.engine.system.Root.Stop(r.pid)
+	r.wait()
+	return err
+}
+
+// wait blocks until the actor has stopped and its goroutine has returned.
+func (r *Ref) wait() {
+	<-r.mb.quit
+	<-r.mb.done
+}
+
+// member wraps an actor so that its mailbox learns when it has stopped.
+type member struct {
+	inner actor.Actor
+	mb    *mailbox
+}
+
+func (m *member) Receive(c actor.Context) {
+	m.inner.Receive(c)
+	if _, ok := c.Message().(*actor.Stopped); ok {
+		m.mb.stop()
+	}
+}
+
+// resume is the supervision strategy of every engine actor: a panic resumes
+// the same instance with its state, rather than protoactor's default restart,
+// which would build a fresh actor and forget every resource it had lent.
+type resume struct{}
+
+func (resume) HandleFailure(_ *actor.ActorSystem, s actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, _, _ any) {
+	s.ResumeChildren(child)
+}
