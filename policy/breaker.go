@@ -1,4 +1,205 @@
 package policy
 
-// Breaker refuses makes at the rate a failing backend deserves.
-type Breaker struct{}
+import (
+	"math"
+	"time"
+)
+
+// breakerSlots is how many slots a Breaker's period is counted in: a count
+// ages out a twenty-fourth of the period at a time (five seconds at the
+// default two minutes), in a fixed ring that never allocates.
+const breakerSlots = 24
+
+// The Breaker's defaults, both from Google's SRE book, "Handling Overload".
+const (
+	breakerK      = 2.0
+	breakerPeriod = 2 * time.Minute
+)
+
+// Breaker refuses makes at the rate a failing backend deserves, rather than
+// all or nothing. It is the client-side adaptive throttling of Google's SRE
+// book ("Handling Overload"): over a sliding period it counts requests (every
+// make attempted, including the ones it refused itself) and accepts (makes
+// that worked), and refuses a fraction
+//
+//	max(0, (requests − K·accepts) / (requests + 1))
+//
+// of attempts. While the backend accepts at least one in K, nothing is
+// refused; as it fails more, more is refused, but never all: the +1 lets a
+// trickle through to notice the backend is back.
+//
+// The book draws a random number per attempt; this breaker is deterministic
+// instead. Each attempt adds the reject fraction to a running debt, and an
+// attempt is refused when the debt reaches one (and one is paid off), so the
+// same calls at the same times always give the same answers, and a fraction
+// of a quarter refuses exactly every fourth attempt.
+//
+// It never latches shut: counts age out of the period, so with no traffic it
+// admits again, and the debt is forgiven once the period holds no count.
+// (go-redis/go-redis#3062 is a breaker that stayed open because only traffic
+// could close it, and none was let through.)
+//
+// Used alone, ask Allow before each attempt and report what an admitted one
+// did with Success or Failure. In a pool's Ward the pool does all three. The
+// zero Breaker is ready to use with the defaults, K = 2 over two minutes. A
+// Breaker is not safe for concurrent use.
+type Breaker struct {
+	k     float64
+	width int64 // nanoseconds per slot
+	slots [breakerSlots]tally
+	head  int64 // number of the newest slot: now / width
+	begun bool  // whether head has been set
+
+	requests, accepts int64   // the sums over slots
+	debt              float64 // reject fractions owed; an attempt is refused when it reaches 1
+}
+
+// tally is one slot's counts.
+type tally struct{ requests, accepts int64 }
+
+// NewBreaker returns a breaker that has counted nothing, refusing at the SRE
+// book's rate with multiplier k over a sliding period.
+//
+// k is how many requests per accept the backend may take before anything is
+// refused; the book's 2 lets through twice what the backend has been
+// accepting, and a lower k refuses sooner. A k below 1 (or NaN) would refuse
+// attempts at a backend that never fails, so it is read as the book's 2; an
+// infinite k never refuses. A period of zero or less is the book's two
+// minutes; the period is counted in 24 slots and rounded up to a whole
+// number of nanoseconds per slot.
+func NewBreaker(k float64, period time.Duration) *Breaker {
+	b := &Breaker{}
+	b.set(k, period)
+	return b
+}
+
+// set applies NewBreaker's knobs and their clamps.
+func (b *Breaker) set(k float64, period time.Duration) {
+	if math.IsNaN(k) || k < 1 {
+		k = breakerK
+	}
+	if period <= 0 {
+		period = breakerPeriod
+	}
+	b.k = k
+	b.width = int64(period) / breakerSlots
+	if int64(period)%breakerSlots != 0 {
+		b.width++
+	}
+}
+
+// Allow says whether an attempt may go ahead now. A refused attempt counts
+// as a request (the backend was asked for nothing, but the demand was
+// there); an admitted one counts when its outcome is reported by Success or
+// Failure.
+func (b *Breaker) Allow(now int64) bool {
+	b.advance(now)
+	b.debt += b.fraction()
+	if b.debt >= 1 {
+		b.debt--
+		b.count(1, 0)
+		return false
+	}
+	return true
+}
+
+// admits says whether Allow would admit an attempt now, changing no count:
+// a pool asks it before the backoff and bucket, and calls Allow only when
+// it will answer Shed or Make, so an attempt they hold back costs no debt.
+func (b *Breaker) admits(now int64) bool {
+	b.advance(now)
+	return b.debt+b.fraction() < 1
+}
+
+// Success counts an admitted attempt the backend accepted.
+func (b *Breaker) Success(now int64) {
+	b.advance(now)
+	b.count(1, 1)
+}
+
+// Failure counts an admitted attempt the backend did not accept.
+func (b *Breaker) Failure(now int64) {
+	b.advance(now)
+	b.count(1, 0)
+}
+
+// Reject is the fraction of attempts refused now, from 0 to just under 1:
+// what a caller reports as its breaker's state.
+func (b *Breaker) Reject(now int64) float64 {
+	b.advance(now)
+	return b.fraction()
+}
+
+// fraction is the SRE book's rejection probability over the counts held.
+func (b *Breaker) fraction() float64 {
+	if b.requests == 0 {
+		return 0
+	}
+	over := float64(b.requests)
+	if b.accepts > 0 { // skip 0·K, which is NaN for an infinite K
+		over -= b.k * float64(b.accepts)
+	}
+	if over <= 0 {
+		return 0
+	}
+	return over / (float64(b.requests) + 1)
+}
+
+// count adds to the newest slot.
+func (b *Breaker) count(requests, accepts int64) {
+	t := &b.slots[ring(b.head, breakerSlots)]
+	t.requests += requests
+	t.accepts += accepts
+	b.requests += requests
+	b.accepts += accepts
+}
+
+// advance ages out the slots that have left the period by now. A clock that
+// goes backwards is read as standing still: its counts go to the newest slot.
+func (b *Breaker) advance(now int64) {
+	if b.width == 0 { // the zero Breaker
+		b.set(0, 0)
+	}
+	s := floorDiv(now, b.width)
+	if !b.begun {
+		b.head, b.begun = s, true
+		return
+	}
+	if s <= b.head {
+		return
+	}
+	if gap := s - b.head; gap < 0 || gap >= breakerSlots { // gap < 0: overflowed, so vast
+		b.slots = [breakerSlots]tally{}
+		b.requests, b.accepts = 0, 0
+	} else {
+		for h := b.head + 1; h <= s; h++ {
+			t := &b.slots[ring(h, breakerSlots)]
+			b.requests -= t.requests
+			b.accepts -= t.accepts
+			*t = tally{}
+		}
+	}
+	b.head = s
+	if b.requests == 0 {
+		b.debt = 0
+	}
+}
+
+// floorDiv is a / b rounded down, for b > 0, so negative times fall into
+// slots of their own rather than sharing slot 0.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
+}
+
+// ring is slot number s's place in a ring of n.
+func ring(s int64, n int64) int {
+	r := s % n
+	if r < 0 {
+		r += n
+	}
+	return int(r)
+}

@@ -11,6 +11,13 @@
 // The types are not safe for concurrent use: each value has one owner. In
 // moonpool that owner is an actor (package actors), which is what makes the
 // absence of locks here safe.
+//
+// Every input has an answer. A negative, NaN or infinite number, an n of
+// zero, a clock that steps back or a zero value declared without its
+// constructor gets a documented clamp or refusal: nothing here panics, no
+// count goes below zero, and no limiter lets more through than it promised.
+// The hot paths — Bucket.Take, Window.Take after its ring has grown,
+// Gate.Enter and Leave, Backoff.Delay — allocate nothing.
 package policy
 
 import (

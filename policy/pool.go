@@ -1,78 +1,525 @@
 package policy
 
-import "time"
+import (
+	"math"
+	"strconv"
+	"time"
+)
 
 // Limits are the four numbers a pool holds itself to.
+//
+// A zero field means no limit, so the zero Limits bounds nothing. A negative
+// field is read as zero, as database/sql reads a maximum of open connections
+// or a lifetime of zero or less: there is no other sensible meaning for it.
 type Limits struct {
-	Size int           // most live at once (idle, lent and being made); 0 is no limit
+	Size int           // most live at once: idle, lent and being made; 0 is no limit
 	Idle int           // most sitting idle; 0 is no limit
-	Keep time.Duration // how long an idle one may sit; Forever is no limit
-	Life time.Duration // how long one may live at all; Forever is no limit
+	Keep time.Duration // how long an idle one may sit before it is retired; Forever is no limit
+	Life time.Duration // how long one may live at all, however busy; Forever is no limit
 }
 
-// DefaultLimits is the preset.
+// DefaultLimits is the preset: ten live, ten of them allowed to sit idle,
+// retired after thirty minutes idle and never by age.
+//
+// Ten is the default pool size of HikariCP and of database/sql. Idle equal to
+// Size is database/sql's behaviour, so a pool that grew under load keeps what
+// it made instead of throwing it away the moment the load passes.
 var DefaultLimits = Limits{Size: 10, Idle: 10, Keep: 30 * time.Minute, Life: Forever}
 
-// Verdict is what Take tells the caller to do.
+// clamp reads the negative fields as "no limit".
+func (l Limits) clamp() Limits {
+	l.Size = max(l.Size, 0)
+	l.Idle = max(l.Idle, 0)
+	l.Keep = max(l.Keep, Forever)
+	l.Life = max(l.Life, Forever)
+	return l
+}
+
+// Verdict is what Take tells the caller to do. Each one is an instruction:
+// the pool never opens, closes or waits itself.
 type Verdict uint8
 
 // The six verdicts.
 const (
-	Ready Verdict = iota
-	Stale
-	Make
-	Wait
-	Later
-	Shed
+	Ready Verdict = iota // an idle resource: use it, then Give it back
+	Stale                // an idle resource too old to use, already off the books: close it and Take again
+	Make                 // there is room, and it is reserved: open one, then Made (or Unmade if that fails)
+	Wait                 // every resource is in use: queue the caller
+	Later                // a make is held back by the ward: try again after Taken.After
+	Shed                 // refused: the pool is closed, or the ward's breaker or shedder says no
 )
 
-// Taken is Take's answer.
+var verdictNames = [...]string{"Ready", "Stale", "Make", "Wait", "Later", "Shed"}
+
+// String gives the verdict's name, "Ready" to "Shed", or "Verdict(n)" for a
+// number that is none of them.
+func (v Verdict) String() string {
+	if int(v) < len(verdictNames) {
+		return verdictNames[v]
+	}
+	return "Verdict(" + strconv.Itoa(int(v)) + ")"
+}
+
+// Taken is Take's answer: a Verdict, the resource for Ready and Stale, and
+// for Later how long until a make may be tried.
 type Taken[T any] struct {
 	Verdict Verdict
-	Item    T
-	After   time.Duration
+	Item    T             // for Ready and Stale
+	After   time.Duration // for Later: how long until a make may be tried
 }
 
-// Ward guards a pool's backend.
+// Ward stands in front of a pool's backend and holds back or refuses what
+// would hurt it. Every part is optional, and the zero Ward behaves exactly as
+// no ward: nothing is held back and nothing is refused.
+//
+// The bucket, backoff and breaker hold back makes only, never the lending of
+// an idle resource; the shedder refuses lending as well, because it protects
+// the process rather than the backend.
 type Ward struct {
-	Breaker *Breaker
-	Bucket  *Bucket
-	Backoff *Backoff
-	Shedder *Shedder
+	Breaker *Breaker // refuses makes (Shed) at the rate a failing backend deserves
+	Bucket  *Bucket  // spaces makes out (Later); its token is spent when Take answers Make
+	Backoff *Backoff // after an Unmade, holds makes back (Later) for a delay growing with each failure in a row
+	Shedder *Shedder // stops lending (Shed) while the process is hot with more in flight than it can finish
+
+	// Draw supplies the Backoff's draws in [0, 1), one per failed make. The
+	// owner hands it in (a seeded source makes a run reproducible); policy
+	// never draws a random number itself. nil means no spread: every hold is
+	// exactly the Backoff's Ceiling. Spreading matters because a fleet of
+	// pools that failed together must not retry together.
+	Draw func() float64
 }
 
-// Pool is the bookkeeping of holding a limited number of things.
-type Pool[T comparable] struct{}
+// Pool is the bookkeeping of holding a limited number of things: how many
+// are live, which are idle, which are lent and since when each was made,
+// which have sat or lived long enough to be let go, and whether the ward
+// lets another be made.
+//
+// It does not open, close or wait: the caller does all three, told what to
+// do by Take's verdict. A resource is recognised on its way back by identity
+// (T is comparable), which is how its birth survives a loan: a pool that
+// stamped a returned resource as new would never retire one by Life.
+//
+// Time is nanoseconds from the caller's clock. A clock that goes backwards is
+// read as standing still: the pool uses the latest time it has been given,
+// so no resource gets younger and none is retired early.
+//
+// Under any sequence of calls Live() <= Size (when Size > 0), Idle() stays
+// within the idle limit, Live() == Idle() + Busy(), and no resource is lent
+// to two holders at once. The zero Pool has no limits and no ward; NewPool
+// makes any other. A Pool is not safe for concurrent use: it has one owner.
+type Pool[T comparable] struct {
+	limits Limits
+	ward   Ward
 
-// NewPool returns an empty pool.
-func NewPool[T comparable](limits Limits, ward Ward) *Pool[T] { return &Pool[T]{} }
+	books map[T]int  // every registered resource → its index in recs
+	recs  []entry[T] // the records, reused through free
+	free  []int      // indices of vacant records
+	idle  []int      // indices of idle records, the most recently returned last
 
-// Take decides.
-func (p *Pool[T]) Take(now int64) Taken[T] { return Taken[T]{} }
+	lent     int // registered and lent out
+	reserved int // room reserved by Make and not yet filled
+	closed   bool
 
-// Made registers.
-func (p *Pool[T]) Made(item T, now int64) {}
+	now   int64 // the latest time given
+	timed bool  // whether now has been set
 
-// Unmade frees.
-func (p *Pool[T]) Unmade(now int64) {}
+	failures int           // failed makes in a row, ended by a make that worked
+	last     time.Duration // the hold the last failure was given
+	hold     int64         // while failures > 0, no make before this instant
+}
 
-// Give returns.
-func (p *Pool[T]) Give(item T, now int64) bool { return false }
+// entry is what the pool remembers of a registered resource.
+type entry[T comparable] struct {
+	item  T
+	birth int64 // when it was made
+	at    int64 // when it was last returned (idle) or lent (lent)
+	lent  bool
+}
 
-// Drop forgets.
-func (p *Pool[T]) Drop(item T) {}
+// NewPool returns an empty pool holding itself to limits, with ward in front
+// of its backend. Negative limits are read as no limit (see Limits).
+func NewPool[T comparable](limits Limits, ward Ward) *Pool[T] {
+	return &Pool[T]{limits: limits.clamp(), ward: ward, books: make(map[T]int)}
+}
 
-// Evict retires.
-func (p *Pool[T]) Evict(now int64) []T { return nil }
+// Take answers whether the caller gets a resource, and if not what to do.
+//
+// In order: a closed pool answers Shed; the ward's shedder may refuse (Shed)
+// even with an idle resource there; an idle resource is lent (Ready), or
+// handed back as Stale if it sat past Keep or lived past Life; a full pool
+// answers Wait; then the breaker may refuse the make (Shed), the backoff hold
+// it back after a failure (Later) and the bucket space it out (Later, nothing
+// reserved); and only then is room reserved and the answer Make.
+//
+// The most recently returned resource is lent first. A warm connection is
+// likelier to still be good, and lending the newest lets the oldest sit past
+// Keep and be evicted, which is how a pool shrinks again after a burst; a
+// queue would keep every one just warm enough never to be retired.
+//
+// Stale is handed back rather than skipped so the caller closes it: a pool
+// that dropped it silently would leak whatever it holds whenever Evict had
+// not run first.
+func (p *Pool[T]) Take(now int64) Taken[T] {
+	now = p.clock(now)
+	if p.closed {
+		return Taken[T]{Verdict: Shed}
+	}
+	if s := p.ward.Shedder; s != nil && !s.Allow(now, p.lent) {
+		return Taken[T]{Verdict: Shed}
+	}
+	if n := len(p.idle); n > 0 {
+		i := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		e := &p.recs[i]
+		if p.stale(e, now) {
+			item := e.item
+			p.forget(i)
+			return Taken[T]{Verdict: Stale, Item: item}
+		}
+		e.lent, e.at = true, now
+		p.lent++
+		return Taken[T]{Verdict: Ready, Item: e.item}
+	}
+	if p.full() {
+		return Taken[T]{Verdict: Wait}
+	}
+	return p.make(now)
+}
 
-// Close empties.
-func (p *Pool[T]) Close() []T { return nil }
+// make runs the ward's checks on a make the limits allow, reserving room
+// when they all pass.
+func (p *Pool[T]) make(now int64) Taken[T] {
+	w := &p.ward
+	if w.Breaker != nil && !w.Breaker.admits(now) {
+		w.Breaker.Allow(now) // counts the refusal as a request, as the SRE book does
+		return Taken[T]{Verdict: Shed}
+	}
+	if w.Backoff != nil && p.failures > 0 && now < p.hold {
+		return Taken[T]{Verdict: Later, After: elapsed(p.hold, now)}
+	}
+	if w.Bucket != nil && !w.Bucket.Take(now, 1) {
+		return Taken[T]{Verdict: Later, After: w.Bucket.Next(now, 1)}
+	}
+	if w.Breaker != nil {
+		w.Breaker.Allow(now) // admits: admits said so, and nothing has changed since
+	}
+	p.reserved++
+	return Taken[T]{Verdict: Make}
+}
 
-// Live counts.
-func (p *Pool[T]) Live() int { return 0 }
+// Made registers a resource made after Take said Make, as lent and born now,
+// and tells the ward the make worked: the breaker counts a success and any
+// backoff run ends.
+//
+// Made with nothing reserved registers the resource only if there is room
+// and the pool is open, and is otherwise ignored; the ward hears nothing,
+// since no make the pool asked for is answered. Made of a resource already on
+// the books changes nothing: it is counted already, and the room stays
+// reserved until Unmade (or a Give or Drop of an unknown resource) frees it.
+func (p *Pool[T]) Made(item T, now int64) {
+	now = p.clock(now)
+	if _, ok := p.books[item]; ok {
+		return
+	}
+	if p.reserved > 0 {
+		p.reserved--
+		p.worked(now)
+	} else if p.closed || p.full() {
+		return
+	}
+	i := p.register(item, now)
+	p.recs[i].lent = true
+	p.lent++
+}
 
-// Idle counts.
-func (p *Pool[T]) Idle() int { return 0 }
+// Unmade says the resource Take reserved room for could not be made, so the
+// room is free again; without it a factory that failed once would shrink the
+// pool for good. The ward hears of the failure: the breaker counts it and
+// the backoff holds makes back. Unmade with nothing reserved changes nothing.
+func (p *Pool[T]) Unmade(now int64) {
+	now = p.clock(now)
+	if p.reserved == 0 {
+		return
+	}
+	p.reserved--
+	if b := p.ward.Breaker; b != nil {
+		b.Failure(now)
+	}
+	p.failures++
+	if b := p.ward.Backoff; b != nil {
+		var d time.Duration
+		if p.ward.Draw != nil {
+			d = b.Delay(p.failures, p.ward.Draw(), p.last)
+		} else {
+			d = b.Ceiling(p.failures)
+		}
+		d = max(d, 0)
+		p.last = d
+		p.hold = after(now, d)
+	}
+}
 
-// Busy counts.
-func (p *Pool[T]) Busy() int { return 0 }
+// Release frees the room a Make reserved without anything being tried: the
+// caller that was told Make gave up (its context ended) before opening. The
+// ward hears nothing, because the backend was never asked; Unmade is for a
+// make that failed. Release with nothing reserved changes nothing.
+func (p *Pool[T]) Release() {
+	if p.reserved > 0 {
+		p.reserved--
+	}
+}
+
+// worked ends a backoff run and tells the breaker a make succeeded.
+func (p *Pool[T]) worked(now int64) {
+	if b := p.ward.Breaker; b != nil {
+		b.Success(now)
+	}
+	p.failures, p.last = 0, 0
+}
+
+// Give hands a resource back, keeping the birth it was lent with. true means
+// the pool kept it; false means it did not and the caller closes it.
+//
+// It answers false when Idle is already full, when the resource has lived
+// past Life (lending it again would only hand it back as Stale), and when
+// the pool is closed. A resource already idle answers true and changes
+// nothing: it is in the pool, and telling the caller to close it would close
+// what the pool may lend. A resource the pool does not know fills the room a
+// Make reserved, born now, as if Made had been called (the ward hears the
+// make worked); when no room is reserved it is refused (false) and never
+// counted, which is where the original library let Live drift upwards.
+func (p *Pool[T]) Give(item T, now int64) bool {
+	now = p.clock(now)
+	i, ok := p.books[item]
+	if !ok {
+		if p.reserved == 0 {
+			return false
+		}
+		p.reserved--
+		p.worked(now)
+		if p.closed || p.idleFull() {
+			return false
+		}
+		p.idle = append(p.idle, p.register(item, now))
+		return true
+	}
+	e := &p.recs[i]
+	if !e.lent {
+		return true
+	}
+	p.lent--
+	if s := p.ward.Shedder; s != nil {
+		s.Done(now, elapsed(now, e.at))
+	}
+	if p.closed || p.idleFull() || p.tooOld(e, now) {
+		p.forget(i)
+		return false
+	}
+	e.lent, e.at = false, now
+	p.idle = append(p.idle, i)
+	return true
+}
+
+// Drop says a resource is not coming back, because it broke: it leaves the
+// books and frees its place. Without it a broken connection would hold a
+// slot for ever and the pool would stop making new ones.
+//
+// Dropping an idle resource takes it out of the pool (an idle connection the
+// caller found dead). Dropping one the pool does not know frees the room a
+// Make reserved, if any: the resource asked for broke before it was
+// registered. The ward does not count that as a failed make. Drop takes no
+// time; the shedder's completion is stamped with the latest time the pool
+// has been given.
+func (p *Pool[T]) Drop(item T) {
+	i, ok := p.books[item]
+	if !ok {
+		if p.reserved > 0 {
+			p.reserved--
+		}
+		return
+	}
+	e := &p.recs[i]
+	if e.lent {
+		p.lent--
+		if s := p.ward.Shedder; s != nil {
+			s.Done(p.now, elapsed(p.now, e.at))
+		}
+	} else {
+		for k, j := range p.idle {
+			if j == i {
+				p.idle = append(p.idle[:k], p.idle[k+1:]...)
+				break
+			}
+		}
+	}
+	p.forget(i)
+}
+
+// Evict removes every idle resource that has sat for Keep or lived for Life
+// and hands them back for the caller to close. The owner calls it on a
+// timer, at Deadline; Take hands a stale one back as well, so nothing is lost
+// when the timer has not run. It answers nil when there is none.
+func (p *Pool[T]) Evict(now int64) []T {
+	return p.EvictInto(now, nil)
+}
+
+// EvictInto is Evict appending to dst, for an owner that reuses one buffer
+// on every tick. The resources still idle keep their order.
+func (p *Pool[T]) EvictInto(now int64, dst []T) []T {
+	now = p.clock(now)
+	kept := p.idle[:0]
+	for _, i := range p.idle {
+		if e := &p.recs[i]; p.stale(e, now) {
+			dst = append(dst, e.item)
+			p.forget(i)
+			continue
+		}
+		kept = append(kept, i)
+	}
+	p.idle = kept
+	return dst
+}
+
+// Deadline is the earliest instant at which an idle resource becomes stale,
+// by Keep or by Life: when the owner should next call Evict, instead of
+// polling. ok is false when no idle resource can ever become stale (none
+// idle, or neither Keep nor Life set). An instant already past means Evict
+// has work now.
+func (p *Pool[T]) Deadline() (at int64, ok bool) {
+	keep, life := p.limits.Keep, p.limits.Life
+	if len(p.idle) == 0 || keep == Forever && life == Forever {
+		return 0, false
+	}
+	at = math.MaxInt64
+	for _, i := range p.idle {
+		e := &p.recs[i]
+		if keep != Forever {
+			at = min(at, after(e.at, keep))
+		}
+		if life != Forever {
+			at = min(at, after(e.birth, life))
+		}
+	}
+	return at, true
+}
+
+// Close shuts the pool: it hands back every idle resource for the caller to
+// close (nil when there is none), and from then on Take answers Shed and
+// Give answers false. Lent resources are their borrowers' to return; each
+// comes back through Give or Drop and leaves the books then. Closing twice
+// is harmless.
+func (p *Pool[T]) Close() []T {
+	p.closed = true
+	var out []T
+	for _, i := range p.idle {
+		out = append(out, p.recs[i].item)
+		p.forget(i)
+	}
+	p.idle = p.idle[:0]
+	return out
+}
+
+// Heat reports how hot the process is, a number such as the share of CPU in
+// use from 0 to 1, to the ward's shedder; without a shedder it does nothing.
+// See Shedder.
+func (p *Pool[T]) Heat(heat float64, now int64) {
+	now = p.clock(now)
+	if s := p.ward.Shedder; s != nil {
+		s.Heat(heat, now)
+	}
+}
+
+// Live is how many resources exist right now: idle, lent, and being made.
+func (p *Pool[T]) Live() int { return len(p.idle) + p.lent + p.reserved }
+
+// Idle is how many are sitting idle.
+func (p *Pool[T]) Idle() int { return len(p.idle) }
+
+// Busy is how many are lent out or being made.
+func (p *Pool[T]) Busy() int { return p.lent + p.reserved }
+
+// Reserved is how many makes are in flight: room reserved by Make and not
+// yet filled by Made, Unmade, or a Give or Drop of an unknown resource.
+func (p *Pool[T]) Reserved() int { return p.reserved }
+
+// Lent says whether item is registered and lent out now. With Reserved it
+// lets a caller tell a Give refused as misuse (a resource never lent, no
+// room reserved) from one refused because the pool is full.
+func (p *Pool[T]) Lent(item T) bool {
+	i, ok := p.books[item]
+	return ok && p.recs[i].lent
+}
+
+// Closed says whether Close has been called.
+func (p *Pool[T]) Closed() bool { return p.closed }
+
+// clock reads a clock that went backwards as standing still.
+func (p *Pool[T]) clock(now int64) int64 {
+	if p.timed && now < p.now {
+		return p.now
+	}
+	p.now, p.timed = now, true
+	return now
+}
+
+// full says whether no more may be live.
+func (p *Pool[T]) full() bool { return p.limits.Size > 0 && p.Live() >= p.limits.Size }
+
+// idleFull says whether no more may sit idle.
+func (p *Pool[T]) idleFull() bool { return p.limits.Idle > 0 && len(p.idle) >= p.limits.Idle }
+
+// stale says whether an idle resource has sat for Keep or lived for Life.
+func (p *Pool[T]) stale(e *entry[T], now int64) bool {
+	return p.limits.Keep != Forever && elapsed(now, e.at) >= p.limits.Keep || p.tooOld(e, now)
+}
+
+// tooOld says whether a resource has lived for Life.
+func (p *Pool[T]) tooOld(e *entry[T], now int64) bool {
+	return p.limits.Life != Forever && elapsed(now, e.birth) >= p.limits.Life
+}
+
+// register puts a new resource on the books, idle and born now, reusing a
+// vacant record when there is one.
+func (p *Pool[T]) register(item T, now int64) int {
+	if p.books == nil {
+		p.books = make(map[T]int)
+	}
+	var i int
+	if n := len(p.free); n > 0 {
+		i = p.free[n-1]
+		p.free = p.free[:n-1]
+	} else {
+		i = len(p.recs)
+		p.recs = append(p.recs, entry[T]{})
+	}
+	p.recs[i] = entry[T]{item: item, birth: now, at: now}
+	p.books[item] = i
+	return i
+}
+
+// forget takes a resource off the books; its record is vacant for reuse.
+func (p *Pool[T]) forget(i int) {
+	delete(p.books, p.recs[i].item)
+	p.recs[i] = entry[T]{}
+	p.free = append(p.free, i)
+}
+
+// elapsed is now − then, zero when then is later, and saturating rather
+// than overflowing when the two are further apart than an int64 holds.
+func elapsed(now, then int64) time.Duration {
+	if now <= then {
+		return 0
+	}
+	if d := now - then; d > 0 {
+		return time.Duration(d)
+	}
+	return time.Duration(math.MaxInt64)
+}
+
+// after is t + d for d >= 0, saturating at the largest instant.
+func after(t int64, d time.Duration) int64 {
+	if t > 0 && int64(d) > math.MaxInt64-t {
+		return math.MaxInt64
+	}
+	return t + int64(d)
+}

@@ -2,17 +2,180 @@ package policy
 
 import "time"
 
-// Window is a sliding-window quota.
-type Window struct{}
+// Window is a sliding-window quota: at most allow events in any stretch of
+// time window long. An event at t counts while now − t < window.
+//
+// Where a bucket smooths, a window counts. "A thousand a day" is a window,
+// not a rate: answered with a bucket, a client could spend the whole day's
+// allowance in the first minute.
+//
+// The stamps of the counted events are kept, so the count is exact rather
+// than the estimate a two-counter scheme gives. They sit in a ring that
+// grows by doubling up to allow as it fills, and is never copied otherwise:
+// Take is O(1) amortized, a quota of a million a day costs the same per
+// call as one of ten, and memory follows the events actually counted, not
+// allow. Left and Next change nothing, so they search for the stamps that
+// have fallen out since the last Take rather than dropping them: O(1) when
+// none have, O(log k) for k.
+//
+// A clock that goes backwards is read as standing still at the latest time
+// an event was counted: an earlier now is taken as that time, and an event
+// counted then is stamped with it. It counts for longer, never shorter, so
+// in the window's own time no window-long stretch ever holds more than
+// allow.
+//
+// The zero Window has allow 0 and so refuses everything. Build one with
+// NewWindow.
+type Window struct {
+	allow  int
+	window int64   // nanoseconds
+	ring   []int64 // stamps, oldest at head, in order
+	head   int     // index of the oldest stamp
+	n      int     // stamps in the ring
+	last   int64   // newest stamp ever counted; meaningful once one was
+}
 
-// NewWindow returns an empty window.
-func NewWindow(allow int, window time.Duration) *Window { return &Window{} }
+// NewWindow is an empty window allowing allow events in any stretch window
+// long.
+//
+// An allow <= 0 is a quota of nothing: every Take is refused, Left is 0 and
+// Next is Never. A window <= 0 forgets each event the moment it happens,
+// so nothing is ever refused (unless allow <= 0).
+func NewWindow(allow int, window time.Duration) *Window {
+	return &Window{allow: allow, window: int64(window)}
+}
 
-// Take counts an event.
-func (w *Window) Take(now int64) bool { return false }
+// clock is the window's reading of now: never before the last event.
+func (w *Window) clock(now int64) int64 {
+	if w.ring != nil { // an event has been counted
+		return max(now, w.last)
+	}
+	return now
+}
 
-// Left is how many remain.
-func (w *Window) Left(now int64) int { return 0 }
+// gone is how many of the oldest stamps have left the window at t, which
+// is never before the newest stamp. It finds the boundary by galloping from
+// the oldest, so it costs O(log k) for k gone and O(1) for none, and it
+// changes nothing.
+func (w *Window) gone(t int64) int {
+	if w.n == 0 || !w.out(w.at(0), t) {
+		return 0
+	}
+	// at(lo) is out; find the first index in [lo+1, n) that is still in.
+	lo, step := 0, 1
+	hi := w.n
+	for lo+step < w.n {
+		if !w.out(w.at(lo+step), t) {
+			hi = lo + step
+			break
+		}
+		lo += step
+		step *= 2
+	}
+	for hi-lo > 1 { // at(lo) out, at(hi) in or hi == n
+		mid := lo + (hi-lo)/2
+		if w.out(w.at(mid), t) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi
+}
 
-// Next is when there will be room.
-func (w *Window) Next(now int64) time.Duration { return 0 }
+// out is whether an event stamped s has left the window at t >= s.
+func (w *Window) out(s, t int64) bool {
+	// t >= s, so the wrapped difference read unsigned is exact.
+	return uint64(t-s) >= uint64(w.window)
+}
+
+// at is the i-th oldest stamp.
+func (w *Window) at(i int) int64 {
+	j := w.head + i
+	if j >= len(w.ring) {
+		j -= len(w.ring)
+	}
+	return w.ring[j]
+}
+
+// Take is whether an event is within the quota at now, counting it if it
+// is. A refused Take changes nothing.
+func (w *Window) Take(now int64) bool {
+	if w.allow <= 0 {
+		return false
+	}
+	if w.window <= 0 {
+		return true
+	}
+	t := w.clock(now)
+	k := w.gone(t)
+	if w.n-k >= w.allow {
+		return false
+	}
+	w.head += k
+	if w.head >= len(w.ring) {
+		w.head -= len(w.ring)
+	}
+	w.n -= k
+	if w.n == len(w.ring) {
+		w.grow()
+	}
+	j := w.head + w.n
+	if j >= len(w.ring) {
+		j -= len(w.ring)
+	}
+	w.ring[j] = t
+	w.n++
+	w.last = t
+	return true
+}
+
+// grow doubles the ring, up to allow, keeping the stamps in order.
+func (w *Window) grow() {
+	size := min(max(2*len(w.ring), 8), w.allow)
+	ring := make([]int64, size)
+	for i := range w.n {
+		ring[i] = w.at(i)
+	}
+	w.ring, w.head = ring, 0
+}
+
+// Left is how many more events the window would count at now. It changes
+// nothing.
+func (w *Window) Left(now int64) int {
+	if w.allow <= 0 {
+		return 0
+	}
+	if w.window <= 0 {
+		return w.allow
+	}
+	return w.allow - (w.n - w.gone(w.clock(now)))
+}
+
+// Next is how long from now until the window has room: 0 when it has room
+// now, else the moment its oldest counted event falls out. It changes
+// nothing, and is Never for a window of allow <= 0, or when that moment is
+// past the end of the clock.
+func (w *Window) Next(now int64) time.Duration {
+	if w.allow <= 0 {
+		return Never
+	}
+	if w.window <= 0 {
+		return 0
+	}
+	k := w.gone(w.clock(now))
+	if w.n-k < w.allow {
+		return 0
+	}
+	oldest := w.at(k)
+	if oldest > int64(Never)-w.window {
+		return Never
+	}
+	// oldest+window is after the window's clock, and so after now: the
+	// wrapped difference read unsigned is exact, if perhaps too long.
+	d := uint64(oldest + w.window - now)
+	if d > uint64(Never) {
+		return Never
+	}
+	return time.Duration(d)
+}

@@ -1,0 +1,316 @@
+package vclock
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// Epoch is where NewVirtual starts: 2026-01-01T00:00:00Z in Unix
+// nanoseconds. A fixed start keeps logs and failure messages the same from
+// run to run, and a date near the present reads naturally in them.
+const Epoch int64 = 1767225600 * int64(time.Second)
+
+// Virtual is a Clock whose time moves only when Advance, AdvanceTo or
+// AdvanceNext is called. Timers live in a heap ordered by deadline, then by
+// registration, and fire on the goroutine that advances time, with Now set to
+// their deadline and no lock held, so a callback may read the clock, register
+// or stop timers, and send to the code under test.
+//
+// The race every virtual clock has to close: a test advances time while the
+// code under test, on another goroutine, has not yet registered the timer the
+// test means to fire, and the timer is silently skipped. WaitPending and
+// WaitRegistered let the test wait for the registration first.
+//
+// A Virtual is safe for concurrent use. Time never goes back, even with two
+// goroutines advancing at once, but the ordering promises of Advance hold
+// only for one advancing goroutine at a time, which is how tests use it. The
+// zero Virtual is usable and starts at 0; NewVirtual starts at Epoch.
+type Virtual struct {
+	mu      sync.Mutex
+	now     int64
+	seq     uint64        // registrations so far; also the tie-break order
+	timers  []*timer      // min-heap by (at, seq): the pending timers
+	changed chan struct{} // closed on the next registration; nil while nobody waits
+}
+
+var _ Clock = (*Virtual)(nil)
+
+// NewVirtual returns a Virtual clock reading Epoch, with no timers.
+func NewVirtual() *Virtual { return &Virtual{now: Epoch} }
+
+// Now is the clock's current time. While a timer's f runs, it is that
+// timer's deadline.
+func (v *Virtual) Now() int64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.now
+}
+
+// AfterFunc registers f to run once the clock reaches Now()+d. A d of zero or
+// less is due at Now() and fires on the next Advance, AdvanceTo or
+// AdvanceNext, even Advance(0): nothing fires from inside AfterFunc itself,
+// so a caller holding its own lock cannot deadlock on its callback. A
+// deadline past the largest int64 is clamped to it. A nil f is allowed and
+// does nothing when it fires.
+//
+// The cost is one small allocation and a heap insert; no goroutine is started.
+func (v *Virtual) AfterFunc(d time.Duration, f func()) Timer {
+	if d < 0 {
+		d = 0
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.seq++
+	t := &timer{v: v, at: later(v.now, d), seq: v.seq, f: f}
+	v.push(t)
+	if v.changed != nil {
+		close(v.changed)
+		v.changed = nil
+	}
+	return t
+}
+
+// Advance moves the clock forward by d, firing every timer due by then in
+// deadline order (ties in registration order), each with Now set to its
+// deadline while its f runs. A timer registered by a callback fires in the
+// same Advance if it falls due within it. Afterwards Now is the start plus d
+// (clamped at the largest int64). A negative d does nothing: time never goes
+// back, and no timer fires.
+func (v *Virtual) Advance(d time.Duration) {
+	if d < 0 {
+		return
+	}
+	v.mu.Lock()
+	end := later(v.now, d)
+	v.mu.Unlock()
+	v.advanceTo(end)
+}
+
+// AdvanceTo moves the clock forward to t, as Advance(t - Now()). A t before
+// Now does nothing; t equal to Now fires what is due now.
+func (v *Virtual) AdvanceTo(t int64) {
+	v.mu.Lock()
+	past := t < v.now
+	v.mu.Unlock()
+	if !past {
+		v.advanceTo(t)
+	}
+}
+
+// AdvanceNext moves the clock to the earliest pending deadline and fires
+// every timer due then, in registration order. It reports how far the clock
+// moved, and false (moving nothing) if no timer was pending.
+func (v *Virtual) AdvanceNext() (time.Duration, bool) {
+	v.mu.Lock()
+	if len(v.timers) == 0 {
+		v.mu.Unlock()
+		return 0, false
+	}
+	at := v.timers[0].at
+	d := time.Duration(at - v.now)
+	v.mu.Unlock()
+	v.advanceTo(at)
+	return d, true
+}
+
+// Next reports how long until the earliest pending timer is due, and false
+// if none is pending. A test reads it to check that the code under test
+// scheduled its wake-up at the right deadline.
+func (v *Virtual) Next() (time.Duration, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.timers) == 0 {
+		return 0, false
+	}
+	return time.Duration(v.timers[0].at - v.now), true
+}
+
+// Pending counts the timers registered and not yet fired or stopped. A timer
+// stops being pending just before its f runs.
+func (v *Virtual) Pending() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.timers)
+}
+
+// Registered counts every AfterFunc call so far, whether its timer is still
+// pending, fired or stopped. Unlike Pending it only grows, so it still
+// shows a registration when the code under test replaces one timer by
+// another.
+func (v *Virtual) Registered() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return int(v.seq)
+}
+
+// WaitPending blocks until at least n timers are pending, or ctx is done. It
+// is how a test waits for code on another goroutine to register the timer it
+// is about to fire; without it, an Advance could run first and skip it. It
+// wakes on each registration, not by polling. An n of zero or less returns
+// nil at once. When ctx ends first the error matches ctx.Err() under
+// errors.Is.
+func (v *Virtual) WaitPending(ctx context.Context, n int) error {
+	return v.wait(ctx, "pending timers", n, func() int { return len(v.timers) })
+}
+
+// WaitRegistered blocks until AfterFunc has been called at least n times in
+// all, or ctx is done. Take r := Registered() before poking the code under
+// test, then WaitRegistered(ctx, r+1): this catches a timer that replaces
+// another (Stop, then AfterFunc), which leaves Pending unchanged. Errors as
+// for WaitPending.
+func (v *Virtual) WaitRegistered(ctx context.Context, n int) error {
+	return v.wait(ctx, "registrations", n, func() int { return int(v.seq) })
+}
+
+// wait blocks until count() >= n, woken by each registration. count runs
+// with v.mu held.
+func (v *Virtual) wait(ctx context.Context, what string, n int, count func() int) error {
+	for {
+		v.mu.Lock()
+		have := count()
+		if have >= n {
+			v.mu.Unlock()
+			return nil
+		}
+		if v.changed == nil {
+			v.changed = make(chan struct{})
+		}
+		changed := v.changed
+		v.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("vclock: waiting for %d %s, have %d: %w", n, what, have, ctx.Err())
+		}
+	}
+}
+
+// advanceTo fires every timer due by end, one at a time and without the
+// lock, then leaves the clock at end. Time only moves forward.
+func (v *Virtual) advanceTo(end int64) {
+	v.mu.Lock()
+	for len(v.timers) > 0 && v.timers[0].at <= end {
+		t := v.remove(0)
+		if t.at > v.now {
+			v.now = t.at
+		}
+		f := t.f
+		t.f = nil
+		v.mu.Unlock()
+		if f != nil {
+			f()
+		}
+		v.mu.Lock()
+	}
+	if end > v.now {
+		v.now = end
+	}
+	v.mu.Unlock()
+}
+
+// later is now+d, clamped at the largest int64 instead of wrapping into the
+// past.
+func later(now int64, d time.Duration) int64 {
+	if int64(d) > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + int64(d)
+}
+
+// timer is one AfterFunc registration.
+type timer struct {
+	v     *Virtual
+	at    int64  // deadline
+	seq   uint64 // registration order, for ties
+	f     func()
+	index int // position in v.timers; -1 once fired or stopped
+}
+
+// Stop removes the timer if it is still pending. It is safe to call from any
+// goroutine, at any time, including from f itself (which reports false).
+func (t *timer) Stop() bool {
+	v := t.v
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if t.index < 0 {
+		return false
+	}
+	v.remove(t.index)
+	t.f = nil
+	return true
+}
+
+// before orders the heap: earlier deadline first, then earlier registration.
+func (t *timer) before(u *timer) bool {
+	return t.at < u.at || (t.at == u.at && t.seq < u.seq)
+}
+
+// The heap is written out rather than taken from container/heap so that the
+// hot path makes no interface calls; v.mu is held for all of these.
+
+func (v *Virtual) push(t *timer) {
+	t.index = len(v.timers)
+	v.timers = append(v.timers, t)
+	v.up(t.index)
+}
+
+// remove takes the timer at i out of the heap and marks it not pending.
+func (v *Virtual) remove(i int) *timer {
+	h := v.timers
+	last := len(h) - 1
+	t := h[i]
+	if i != last {
+		h[i] = h[last]
+		h[i].index = i
+	}
+	h[last] = nil // let the fired timer and its closure be collected
+	v.timers = h[:last]
+	if i != last && !v.down(i) {
+		v.up(i)
+	}
+	t.index = -1
+	return t
+}
+
+func (v *Virtual) up(i int) {
+	h := v.timers
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h[i].before(h[p]) {
+			return
+		}
+		v.swap(i, p)
+		i = p
+	}
+}
+
+// down sifts the timer at i toward the leaves and reports whether it moved.
+func (v *Virtual) down(i int) bool {
+	h := v.timers
+	start := i
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			break
+		}
+		if r := c + 1; r < len(h) && h[r].before(h[c]) {
+			c = r
+		}
+		if !h[c].before(h[i]) {
+			break
+		}
+		v.swap(i, c)
+		i = c
+	}
+	return i > start
+}
+
+func (v *Virtual) swap(i, j int) {
+	h := v.timers
+	h[i], h[j] = h[j], h[i]
+	h[i].index = i
+	h[j].index = j
+}
