@@ -65,10 +65,14 @@ type (
 	// Release frees the room a Make reserved without trying to make anything,
 	// for a caller that gave up first; the ward hears nothing. No answer.
 	Release struct{ Now int64 }
-	// Drop says a lent resource broke; the caller closes it. No answer.
+	// Drop says a lent resource broke; the caller closes it. With Strict, a
+	// resource the pool has not lent is refused with ErrNotLent and nothing
+	// changes. Reply, if not nil, gets the answer.
 	Drop[T comparable] struct {
-		Now  int64
-		Item T
+		Now    int64
+		Item   T
+		Strict bool
+		Reply  chan Answer[T]
 	}
 	// Cancel withdraws a parked Take. If it was still parked, it is answered
 	// with ErrCancelled; if it had been answered already, nothing happens, and

@@ -31,13 +31,11 @@ type PoolConfig struct {
 // resumes a failed actor rather than restarting it, so a panic never loses a
 // lent resource.
 func SpawnPool[T comparable](e *engine.Engine, name string, cfg PoolConfig, shutdown func(context.Context) error) (*engine.Ref, error) {
-	b := newBooks[T](e, cfg)
-	ref, err := e.Spawn(name, &poolActor[T]{b: b}, shutdown)
-	if err != nil {
-		return nil, err
+	if e == nil {
+		return nil, errNoEngine
 	}
-	b.self = ref
-	return ref, nil
+	b := newBooks[T](e, cfg)
+	return e.Spawn(name, &poolActor[T]{b: b}, shutdown)
 }
 
 // books is everything a pool actor knows. It outlives any one actor
@@ -55,7 +53,7 @@ type books[T comparable] struct {
 	waiting int // parked Takes still waiting
 	gen     uint64
 
-	retire  []T         // retired resources for the client to close
+	retire  []T          // retired resources for the client to close
 	drained []chan Stats // Drained requests waiting for Busy() == 0
 
 	timer   engine.Timer
@@ -82,6 +80,9 @@ func newBooks[T comparable](e *engine.Engine, cfg PoolConfig) *books[T] {
 
 type poolActor[T comparable] struct{ b *books[T] }
 
+// Bind gives the books their own address, for the timers' Ticks.
+func (a *poolActor[T]) Bind(r *engine.Ref) { a.b.self = r }
+
 // Receive runs one message. A panic answers the message's caller (so no
 // caller waits for ever) and is passed on to the engine's supervision, which
 // resumes this same actor with its books.
@@ -102,13 +103,14 @@ func (a *poolActor[T]) Receive(c actor.Context) {
 	case *Give[T]:
 		b.give(m)
 	case *Made[T]:
-		b.pool.Made(m.Item, m.Now)
+		now := m.Now // m is the caller's again once answered
+		b.pool.Made(m.Item, now)
 		lent := b.pool.Lent(m.Item)
 		if lent {
 			b.stats.Made++
 		}
 		m.Reply <- Answer[T]{Kept: lent}
-		b.settle(m.Now)
+		b.settle(now)
 	case *Unmade:
 		if b.pool.Reserved() > 0 {
 			b.stats.MakeFailures++
@@ -119,11 +121,7 @@ func (a *poolActor[T]) Receive(c actor.Context) {
 		b.pool.Release()
 		b.settle(m.Now)
 	case *Drop[T]:
-		if b.pool.Lent(m.Item) {
-			b.stats.Broken++
-		}
-		b.pool.Drop(m.Item)
-		b.settle(m.Now)
+		b.drop(m)
 	case *Cancel[T]:
 		b.cancel(m.Take)
 	case *Tick:
@@ -157,16 +155,17 @@ func (a *poolActor[T]) Receive(c actor.Context) {
 type inspect[T comparable] struct{ fn func(*books[T]) }
 
 func (b *books[T]) take(m *Take[T]) {
+	now := m.Now // m is the caller's again once answered
 	if m.Wait && b.waiting > 0 {
 		// Parked callers are ahead: no overtaking.
 		b.park(m)
-		b.serve(m.Now)
+		b.serve(now)
 		return
 	}
-	t := b.decide(m.Now)
+	t := b.decide(now)
 	if m.Wait && (t.Verdict == policy.Wait || t.Verdict == policy.Later) {
 		if t.Verdict == policy.Later {
-			b.wakeAt(m.Now, t.After)
+			b.wakeAt(now, t.After)
 		}
 		b.park(m)
 		return
@@ -271,12 +270,13 @@ func (b *books[T]) cancel(m *Take[T]) {
 }
 
 func (b *books[T]) give(m *Give[T]) {
-	if m.Strict && !b.pool.Lent(m.Item) && !b.pool.Closed() {
+	now := m.Now // m is the caller's again once answered
+	if m.Strict && !b.pool.Lent(m.Item) {
 		m.Reply <- Answer[T]{Err: ErrNotLent}
 		return
 	}
 	closed := b.pool.Closed()
-	kept := b.pool.Give(m.Item, m.Now)
+	kept := b.pool.Give(m.Item, now)
 	if !kept {
 		if closed {
 			b.stats.Shutdown++
@@ -285,7 +285,26 @@ func (b *books[T]) give(m *Give[T]) {
 		}
 	}
 	m.Reply <- Answer[T]{Kept: kept}
-	b.settle(m.Now)
+	b.settle(now)
+}
+
+func (b *books[T]) drop(m *Drop[T]) {
+	now := m.Now // m is the caller's again once answered
+	lent := b.pool.Lent(m.Item)
+	if m.Strict && !lent {
+		if m.Reply != nil {
+			m.Reply <- Answer[T]{Err: ErrNotLent}
+		}
+		return
+	}
+	if lent {
+		b.stats.Broken++
+	}
+	b.pool.Drop(m.Item)
+	if m.Reply != nil {
+		m.Reply <- Answer[T]{}
+	}
+	b.settle(now)
 }
 
 // settle runs after anything that may free a resource or room: serve the

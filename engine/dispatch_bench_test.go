@@ -27,10 +27,18 @@ func (echo) Receive(c actor.Context) {
 // BenchmarkDispatch measures a send-and-reply round trip through each
 // dispatch at 1, 8, 64 and 512 callers, with the p99 of a single call.
 func BenchmarkDispatch(b *testing.B) {
-	for _, d := range []Dispatch{Hybrid, Dedicated, Spawn, Synchronized} {
+	type setting struct {
+		d      Dispatch
+		budget int
+	}
+	for _, s := range []setting{{Hybrid, 1}, {Hybrid, 4}, {Hybrid, 16}, {Dedicated, 1}, {Spawn, 1}, {Synchronized, 1}} {
 		for _, callers := range []int{1, 8, 64, 512} {
-			b.Run(fmt.Sprintf("%s/callers=%d", d, callers), func(b *testing.B) {
-				e := New(WithDispatch(d, 4))
+			name := s.d.String()
+			if s.d == Hybrid {
+				name = fmt.Sprintf("%s%d", name, s.budget)
+			}
+			b.Run(fmt.Sprintf("%s/callers=%d", name, callers), func(b *testing.B) {
+				e := New(WithDispatch(s.d, s.budget))
 				defer e.Shutdown(context.Background())
 				ref, err := e.Spawn("", echo{}, nil)
 				if err != nil {

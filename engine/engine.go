@@ -57,7 +57,7 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithDispatch chooses how actors' messages are run (see Dispatch); budget is
 // how many messages a sender may run inline under Hybrid (values below 1 are
-// read as 1). The default is Hybrid with a budget of 4.
+// read as 1). The default is Hybrid with a budget of 16.
 func WithDispatch(d Dispatch, budget int) Option {
 	return func(e *Engine) {
 		if d <= Synchronized {
@@ -96,7 +96,7 @@ func New(opts ...Option) *Engine {
 		clock:     vclock.Real(),
 		logger:    slog.New(slog.DiscardHandler),
 		dispatch:  Hybrid,
-		budget:    4,
+		budget:    16,
 		heatEvery: 250 * time.Millisecond,
 	}
 	for _, o := range opts {
@@ -139,6 +139,9 @@ func (e *Engine) Spawn(name string, a actor.Actor, shutdown func(context.Context
 	}
 	mb := newMailbox(e.dispatch, e.budget)
 	ref := &Ref{name: name, mb: mb, engine: e, shutdown: shutdown}
+	if b, ok := a.(Binder); ok {
+		b.Bind(ref)
+	}
 	if err := e.names.add(ref); err != nil {
 		return nil, err
 	}
@@ -219,6 +222,12 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	e.names.stop()
 	e.system.Shutdown()
 	return first
+}
+
+// Binder is an actor that wants its own Ref, for the timers it asks of the
+// engine's clock. Spawn calls Bind before anyone can reach the actor.
+type Binder interface {
+	Bind(*Ref)
 }
 
 // Ref is a handle on one actor of the engine: its name, its protoactor PID,

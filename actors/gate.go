@@ -1,0 +1,54 @@
+package actors
+
+import (
+	"math"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/policy"
+)
+
+// SpawnGate starts a gate actor on e under name (a fresh name when empty):
+// a count with a ceiling, letting at most limit callers in at once, as
+// policy.NewGate reads it (limit <= 0 is no limit).
+//
+// Enter is answered at once and never queued — a server past its limit
+// answers rather than waits, which is the point of a gate: OK with Left set
+// to how many are inside now, itself included; or not OK, with Left how many
+// are inside and After 0, since a gate cannot know when someone will leave.
+// Leave gives room back; a Leave with nobody inside changes nothing, so an
+// unmatched Leave never lets an extra caller in later. Left is answered with
+// the room left (+Inf with no limit).
+func SpawnGate(e *engine.Engine, name string, limit int) (*engine.Ref, error) {
+	if e == nil {
+		return nil, errNoEngine
+	}
+	return e.Spawn(name, &gateActor{gate: *policy.NewGate(limit), limit: limit}, nil)
+}
+
+// gateActor owns one policy.Gate.
+type gateActor struct {
+	gate  policy.Gate
+	limit int
+}
+
+func (g *gateActor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *Enter:
+		ok := g.gate.Enter()
+		reply(m.Reply, Permit{OK: ok, Left: float64(g.gate.Held())})
+	case *Leave:
+		g.gate.Leave()
+	case Leave:
+		g.gate.Leave()
+	case *Left:
+		room := math.Inf(1)
+		if g.limit > 0 {
+			room = float64(max(g.limit-g.gate.Held(), 0))
+		}
+		reply(m.Reply, Permit{Left: room})
+	case *actor.Started, *actor.Stopping, *actor.Stopped:
+	default:
+		refuseOther(m)
+	}
+}

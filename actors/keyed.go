@@ -1,0 +1,411 @@
+package actors
+
+import (
+	"math"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/moonpool-go/moonpool/engine"
+)
+
+// How much forgetting each message does. A call forgets up to sweepPerCall
+// idle keys, so keys are forgotten at least as fast as calls can add them;
+// a Tick forgets up to sweepPerTick and asks again at once if more are due,
+// so a million idle keys go in slices without holding the actor long.
+const (
+	sweepPerCall = 2
+	sweepPerTick = 4096
+)
+
+// SpawnKeyedBucket starts one actor on e under name (a fresh name when
+// empty) holding a token bucket per Allow.Key — one per API key, say — each
+// as SpawnBucket's: rate tokens a second up to burst, full when its key is
+// first seen. Keys are independent: each has its own bucket and its own
+// line of parked callers, and is answered exactly as SpawnBucket's actor
+// answers. Left for a key never seen (or forgotten) is the burst.
+//
+// Memory follows the keys in use, not the keys ever seen: a key is forgotten
+// once its bucket is full again and nobody waits on it, since a full bucket
+// is what a new key gets anyway. Keys are kept in the order they last took
+// tokens; each call forgets the oldest if they are full, and a Tick asked of
+// e's clock does so when calls stop, so a million keys that came once are
+// gone within about burst/rate (plus an eighth, to batch the Ticks) after
+// their last call. A rate <= 0 never refills, so such a bucket is never
+// forgotten once it has given tokens: forgetting would hand its burst back.
+func SpawnKeyedBucket(e *engine.Engine, name string, rate, burst float64) (*engine.Ref, error) {
+	if e == nil {
+		return nil, errNoEngine
+	}
+	return spawnKeyed(e, name, newBucketRule(rate, burst))
+}
+
+// SpawnKeyedWindow starts one actor on e under name (a fresh name when
+// empty) holding a sliding window per Allow.Key, each as SpawnWindow's:
+// allow events in any stretch window long. A key is forgotten once its
+// window is empty and nobody waits on it, within about window and an eighth
+// of its last counted event; otherwise it answers as SpawnKeyedBucket's
+// actor does. Left for a key never seen (or forgotten) is allow.
+func SpawnKeyedWindow(e *engine.Engine, name string, allow int, window time.Duration) (*engine.Ref, error) {
+	if e == nil {
+		return nil, errNoEngine
+	}
+	return spawnKeyed(e, name, windowRule{allow: allow, window: window})
+}
+
+func spawnKeyed[S any, R rule[S]](e *engine.Engine, name string, r R) (*engine.Ref, error) {
+	k := &keyed[S, R]{
+		rule:   r,
+		index:  make(map[string]int32),
+		free:   -1,
+		oldest: -1,
+		newest: -1,
+		slack:  r.span() / 8,
+		now:    e.Now(),
+	}
+	k.alarm.clock = e.Clock()
+	k.q.init()
+	return e.Spawn(name, k, nil)
+}
+
+// keyCount asks a keyed actor how many keys it holds, and how many entries
+// its slice has room for: a test hook.
+type keyCount struct{ reply chan [2]int }
+
+func (m *keyCount) Refuse() { m.reply <- [2]int{-1, -1} }
+
+// keyed is the actor of a keyed limiter. Its keys live by value in one
+// slice, reused through a free list and found through index, and are linked
+// in the order they last took (oldest first), which is the order they are
+// forgotten in.
+type keyed[S any, R rule[S]] struct {
+	rule           R
+	index          map[string]int32
+	keys           []entry[S]
+	free           int32   // first free entry, chained through next; -1 when none
+	oldest, newest int32   // ends of the taking order; -1 when no keys
+	q              queue   // the lines of keys with parked callers
+	wakes          []int32 // lines by the instant their head can be granted: a min-heap
+	alarm          alarm
+	slack          time.Duration // how late forgetting may be, to batch Ticks
+	now            int64         // latest Now seen, for a Withdraw, which carries none
+	spare          S             // a new key's state before it is kept: a local would escape
+}
+
+// entry is one key's limit.
+type entry[S any] struct {
+	name       string
+	state      S
+	due        int64 // when state is full (empty) again if nothing more is taken
+	prev, next int32 // the taking order; next also chains free entries
+	line       int32 // its parked callers in q, -1 when none
+}
+
+func (k *keyed[S, R]) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *Allow:
+		k.allow(m)
+	case *Withdraw:
+		k.withdraw(m.Allow)
+	case Withdraw:
+		k.withdraw(m.Allow)
+	case *Tick:
+		k.tick(m)
+	case Tick:
+		k.tick(&m)
+	case *Left:
+		k.seen(m.Now)
+		var left float64
+		if i, ok := k.index[m.Key]; ok {
+			left = k.rule.left(&k.keys[i].state, m.Now)
+		} else {
+			k.spare = k.rule.fresh(m.Now)
+			left = k.rule.left(&k.spare, m.Now)
+		}
+		reply(m.Reply, Permit{Left: left})
+	case *keyCount:
+		m.reply <- [2]int{len(k.index), len(k.keys)}
+	case *actor.Started:
+		k.alarm.start(c)
+	case *actor.Stopped:
+		k.alarm.stop()
+		k.q.refuseAll()
+	default:
+		refuseOther(m)
+	}
+}
+
+func (k *keyed[S, R]) seen(now int64) { k.now = max(k.now, now) }
+
+func (k *keyed[S, R]) allow(m *Allow) {
+	k.seen(m.Now)
+	i, ok := k.index[m.Key]
+	if !ok {
+		// Only a caller that takes (or waits) makes a key: one refused
+		// at once leaves nothing behind.
+		k.spare = k.rule.fresh(m.Now)
+		v := decide(k.rule, &k.spare, 0, 0, m)
+		if v == answered {
+			k.sweep(m.Now, sweepPerCall)
+			return
+		}
+		i = k.add(m.Key, k.spare, m.Now)
+		if v == granted {
+			k.touch(i, m.Now)
+		} else {
+			k.park(i, m)
+		}
+	} else {
+		e := &k.keys[i]
+		var waiting int32
+		var ahead float64
+		if e.line >= 0 {
+			waiting, ahead = k.q.lines[e.line].n, k.q.lines[e.line].ahead
+		}
+		switch decide(k.rule, &e.state, waiting, ahead, m) {
+		case granted:
+			k.touch(i, m.Now)
+		case parks:
+			k.park(i, m)
+		}
+	}
+	k.sweep(m.Now, sweepPerCall)
+	k.arm(m.Now)
+}
+
+func (k *keyed[S, R]) withdraw(req *Allow) {
+	li, ok := k.q.withdraw(req)
+	if !ok {
+		return
+	}
+	reply(req.Reply, Permit{Err: ErrCancelled})
+	k.serve(li, k.now) // its head may have changed, or its line emptied
+	k.arm(k.now)
+}
+
+func (k *keyed[S, R]) tick(m *Tick) {
+	now := m.Now
+	k.seen(now)
+	k.alarm.fired(m)
+	for len(k.wakes) > 0 && k.q.lines[k.wakes[0]].at <= now {
+		k.serve(k.wakes[0], now)
+	}
+	if k.sweep(now, sweepPerTick) {
+		k.alarm.set(now, now, false) // more are due: come back at once
+	}
+	k.arm(now)
+}
+
+// arm keeps the alarm at the earliest of the next head to grant and the
+// next key to forget (late by the slack, so one Tick forgets a batch).
+func (k *keyed[S, R]) arm(now int64) {
+	at := int64(math.MaxInt64)
+	if len(k.wakes) > 0 {
+		at = k.q.lines[k.wakes[0]].at
+	}
+	if o := k.oldest; o >= 0 && k.keys[o].line < 0 {
+		at = min(at, later(k.keys[o].due, k.slack))
+	}
+	k.alarm.set(now, at, false)
+}
+
+// add makes a key holding s, newest in the taking order, and returns it.
+func (k *keyed[S, R]) add(name string, s S, now int64) int32 {
+	i := k.free
+	if i >= 0 {
+		k.free = k.keys[i].next
+	} else {
+		i = int32(len(k.keys))
+		k.keys = append(k.keys, entry[S]{})
+	}
+	k.keys[i] = entry[S]{name: name, state: s, due: now, prev: -1, next: -1, line: -1}
+	k.link(i)
+	k.index[name] = i
+	return i
+}
+
+// touch notes that key i took at now: it goes to the back of the order and
+// its due moves to when it will be full (empty) again.
+func (k *keyed[S, R]) touch(i int32, now int64) {
+	e := &k.keys[i]
+	e.due = max(e.due, later(now, k.rule.quiet(&e.state, now)))
+	if k.newest != i {
+		k.unlink(i)
+		k.link(i)
+	}
+}
+
+func (k *keyed[S, R]) link(i int32) {
+	e := &k.keys[i]
+	e.prev, e.next = k.newest, -1
+	if k.newest >= 0 {
+		k.keys[k.newest].next = i
+	} else {
+		k.oldest = i
+	}
+	k.newest = i
+}
+
+func (k *keyed[S, R]) unlink(i int32) {
+	e := &k.keys[i]
+	if e.prev >= 0 {
+		k.keys[e.prev].next = e.next
+	} else {
+		k.oldest = e.next
+	}
+	if e.next >= 0 {
+		k.keys[e.next].prev = e.prev
+	} else {
+		k.newest = e.prev
+	}
+}
+
+// sweep forgets up to limit keys from the front of the order that are full
+// (empty) at now with nobody waiting, and reports whether it stopped with
+// more of them due. A key that is not idle yet stops it: the keys behind it
+// took later, and each is certainly idle by its last take plus the span.
+func (k *keyed[S, R]) sweep(now int64, limit int) bool {
+	for range limit {
+		if !k.idle(k.oldest, now) {
+			break
+		}
+		k.forget(k.oldest)
+	}
+	if n := len(k.keys); n >= 1024 && len(k.index) < n/4 {
+		k.compact()
+	}
+	return k.idle(k.oldest, now)
+}
+
+// idle is whether key i exists, is full (empty) at now and has nobody
+// waiting: whether it may be forgotten.
+func (k *keyed[S, R]) idle(i int32, now int64) bool {
+	return i >= 0 && k.keys[i].line < 0 && k.keys[i].due <= now
+}
+
+func (k *keyed[S, R]) forget(i int32) {
+	k.unlink(i)
+	delete(k.index, k.keys[i].name)
+	k.keys[i] = entry[S]{next: k.free, line: -1} // lets the name and state go
+	k.free = i
+}
+
+// compact rebuilds the keys and the index once three quarters of the slice
+// is free, since neither a slice nor a map ever shrinks by itself: memory
+// follows the keys in use, not the most there ever were. It is paid for by
+// the forgetting that made the room, so sweeping stays O(1) amortized.
+func (k *keyed[S, R]) compact() {
+	n := len(k.index)
+	keys := make([]entry[S], 0, n)
+	index := make(map[string]int32, n)
+	for i := k.oldest; i >= 0; i = k.keys[i].next {
+		e := k.keys[i]
+		j := int32(len(keys))
+		e.prev, e.next = j-1, j+1
+		if e.line >= 0 {
+			k.q.lines[e.line].key = j
+		}
+		keys = append(keys, e)
+		index[e.name] = j
+	}
+	k.oldest, k.newest, k.free = -1, -1, -1
+	if n := int32(len(keys)); n > 0 {
+		keys[n-1].next = -1
+		k.oldest, k.newest = 0, n-1
+	}
+	k.keys, k.index = keys, index
+}
+
+// park puts m in key i's line, making the line if it is the first.
+func (k *keyed[S, R]) park(i int32, m *Allow) {
+	li := k.keys[i].line
+	if li < 0 {
+		li = k.q.newLine(i)
+		k.keys[i].line = li
+	}
+	k.q.park(li, m, k.rule.cost(m.N))
+	if k.q.lines[li].n == 1 { // a new head: schedule it
+		k.serve(li, m.Now)
+	}
+}
+
+// serve grants whom it can in line li at now, then either drops the line,
+// if it emptied, or files it in the wake heap at its head's instant.
+func (k *keyed[S, R]) serve(li int32, now int64) {
+	i := k.q.lines[li].key
+	n, d := serve(k.rule, &k.keys[i].state, &k.q, li, now)
+	if n > 0 {
+		k.touch(i, now)
+	}
+	ln := &k.q.lines[li]
+	if ln.n == 0 {
+		if ln.heap >= 0 {
+			k.wakeRemove(ln.heap)
+		}
+		k.q.dropLine(li)
+		k.keys[i].line = -1
+		return
+	}
+	ln.at = later(now, d)
+	if ln.heap < 0 {
+		ln.heap = int32(len(k.wakes))
+		k.wakes = append(k.wakes, li)
+		k.wakeUp(ln.heap)
+	} else if !k.wakeDown(ln.heap) {
+		k.wakeUp(ln.heap)
+	}
+}
+
+// The wake heap, written out to keep each line's position in it current.
+
+func (k *keyed[S, R]) wakeLess(a, b int32) bool {
+	return k.q.lines[k.wakes[a]].at < k.q.lines[k.wakes[b]].at
+}
+
+func (k *keyed[S, R]) wakeSwap(a, b int32) {
+	k.wakes[a], k.wakes[b] = k.wakes[b], k.wakes[a]
+	k.q.lines[k.wakes[a]].heap = a
+	k.q.lines[k.wakes[b]].heap = b
+}
+
+func (k *keyed[S, R]) wakeUp(j int32) {
+	for j > 0 {
+		p := (j - 1) / 2
+		if !k.wakeLess(j, p) {
+			return
+		}
+		k.wakeSwap(j, p)
+		j = p
+	}
+}
+
+func (k *keyed[S, R]) wakeDown(j int32) bool {
+	start, n := j, int32(len(k.wakes))
+	for {
+		c := 2*j + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && k.wakeLess(r, c) {
+			c = r
+		}
+		if !k.wakeLess(c, j) {
+			break
+		}
+		k.wakeSwap(j, c)
+		j = c
+	}
+	return j > start
+}
+
+func (k *keyed[S, R]) wakeRemove(j int32) {
+	last := int32(len(k.wakes) - 1)
+	k.q.lines[k.wakes[j]].heap = -1
+	if j != last {
+		k.wakes[j] = k.wakes[last]
+		k.q.lines[k.wakes[j]].heap = j
+	}
+	k.wakes = k.wakes[:last]
+	if j != last && !k.wakeDown(j) {
+		k.wakeUp(j)
+	}
+}

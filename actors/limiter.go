@@ -1,0 +1,563 @@
+package actors
+
+import (
+	"errors"
+	"math"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/policy"
+)
+
+// errNoEngine answers a Spawn given no engine to run on.
+var errNoEngine = errors.New("moonpool/actors: no engine")
+
+// SpawnBucket starts a token-bucket actor on e under name (a fresh name when
+// empty): rate tokens a second accrue up to burst, and the bucket is full at
+// e's Now, so the first burst goes through. rate and burst are read as
+// policy.NewBucket reads them: a burst <= 0 is a second's worth, a rate <= 0
+// passes the first burst and then nothing.
+//
+// It answers Allow (N tokens), Withdraw, Left (tokens held) and Tick. An
+// Allow without Wait is answered at once: OK, or After, how long until its
+// tokens would be there. An Allow with Wait is granted at once if nobody is
+// parked and the tokens are there; otherwise it is parked in FIFO order and
+// granted when its turn comes and its tokens are there — unless the wait
+// would end after its Deadline, or can never end (N more than the burst, a
+// bucket that earns nothing), when it is answered at once with ErrDeadline
+// and After set to that wait. A caller without Wait does not overtake parked
+// ones either: while anybody is parked it is refused, with After counted
+// from the back of the line, so a steady trickle of small requests cannot
+// starve a large one that waits.
+//
+// Parked callers are woken by a Tick the actor asks e's clock for at the
+// exact instant the first in line can be granted; nothing polls. A reply
+// channel without room loses its answer rather than stall the actor. When
+// the actor stops, parked callers are answered ErrStopped.
+func SpawnBucket(e *engine.Engine, name string, rate, burst float64) (*engine.Ref, error) {
+	if e == nil {
+		return nil, errNoEngine
+	}
+	r := newBucketRule(rate, burst)
+	return spawnLimiter(e, name, r, *policy.NewBucket(r.rate, r.burst, e.Now()))
+}
+
+// SpawnWindow starts a sliding-window actor on e under name (a fresh name
+// when empty): at most allow events in any stretch of time window long, read
+// as policy.NewWindow reads them (allow <= 0 refuses everything, window <= 0
+// refuses nothing). It answers as SpawnBucket's actor does, except that an
+// Allow is one event whatever its N, and Left is the events left.
+//
+// The window keeps its stamps to itself, so the wait it reports to a caller
+// behind others in line is a lower bound once the first slot to open is
+// spoken for: it assumes each further allow callers need one more window. A
+// Deadline is therefore refused at once only when it certainly cannot be
+// met; a caller parked on a low estimate is answered when its turn comes or
+// when it withdraws.
+func SpawnWindow(e *engine.Engine, name string, allow int, window time.Duration) (*engine.Ref, error) {
+	if e == nil {
+		return nil, errNoEngine
+	}
+	r := windowRule{allow: allow, window: window}
+	return spawnLimiter(e, name, r, r.fresh(e.Now()))
+}
+
+func spawnLimiter[S any, R rule[S]](e *engine.Engine, name string, r R, s S) (*engine.Ref, error) {
+	l := &limiter[S, R]{rule: r, state: s, now: e.Now()}
+	l.alarm.clock = e.Clock()
+	l.q.init()
+	l.q.newLine(-1)
+	return e.Spawn(name, l, nil)
+}
+
+// limiter is the actor of one bucket or one window: the policy state, the
+// line of parked callers, and one alarm.
+type limiter[S any, R rule[S]] struct {
+	rule  R
+	state S
+	q     queue // one line, number 0
+	alarm alarm
+	now   int64 // latest Now seen, for a Withdraw, which carries none
+}
+
+func (l *limiter[S, R]) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *Allow:
+		l.seen(m.Now)
+		ln := &l.q.lines[0]
+		if decide(l.rule, &l.state, ln.n, ln.ahead, m) == parks {
+			l.q.park(0, m, l.rule.cost(m.N))
+			if l.q.lines[0].n == 1 { // a new head: ask for its wake-up
+				l.serve(m.Now)
+			}
+		}
+	case *Withdraw:
+		l.withdraw(m.Allow)
+	case Withdraw:
+		l.withdraw(m.Allow)
+	case *Tick:
+		l.tick(m)
+	case Tick:
+		l.tick(&m)
+	case *Left:
+		l.seen(m.Now)
+		reply(m.Reply, Permit{Left: l.rule.left(&l.state, m.Now)})
+	case *actor.Started:
+		l.alarm.start(c)
+	case *actor.Stopped:
+		l.alarm.stop()
+		l.q.refuseAll()
+	default:
+		refuseOther(m)
+	}
+}
+
+func (l *limiter[S, R]) seen(now int64) { l.now = max(l.now, now) }
+
+func (l *limiter[S, R]) withdraw(req *Allow) {
+	if _, ok := l.q.withdraw(req); ok {
+		reply(req.Reply, Permit{Err: ErrCancelled})
+		l.serve(l.now) // the head may have changed
+	}
+}
+
+func (l *limiter[S, R]) tick(m *Tick) {
+	l.seen(m.Now)
+	l.alarm.fired(m)
+	l.serve(m.Now)
+}
+
+// serve grants whom it can and keeps the alarm at the head's instant.
+func (l *limiter[S, R]) serve(now int64) {
+	_, d := serve(l.rule, &l.state, &l.q, 0, now)
+	l.alarm.set(now, later(now, d), true)
+}
+
+// verdict is what decide did with an Allow.
+type verdict uint8
+
+const (
+	granted  verdict = iota // answered OK
+	answered                // answered with a refusal
+	parks                   // the caller is to be parked; not answered yet
+)
+
+// decide answers m against state s, whose line holds waiting callers costing
+// ahead in all, or says it is to be parked.
+func decide[S any, R rule[S]](r R, s *S, waiting int32, ahead float64, m *Allow) verdict {
+	if waiting == 0 && r.take(s, m.Now, m.N) {
+		reply(m.Reply, Permit{OK: true})
+		return granted
+	}
+	wait := r.wait(s, m.Now, ahead, m.N)
+	switch {
+	case !m.Wait:
+		reply(m.Reply, Permit{After: wait})
+		return answered
+	case wait == policy.Never || (m.Deadline != 0 && later(m.Now, wait) > m.Deadline):
+		reply(m.Reply, Permit{After: wait, Err: ErrDeadline})
+		return answered
+	}
+	return parks
+}
+
+// serve grants the callers at the head of line li in order while their
+// tokens are there at now. It reports how many it granted and how long until
+// the head can be, Never when the line is empty. A head that can never be
+// granted is answered ErrDeadline (parking refuses those, so this is only a
+// guard).
+func serve[S any, R rule[S]](r R, s *S, q *queue, li int32, now int64) (int, time.Duration) {
+	n := 0
+	for {
+		req := q.front(li)
+		if req == nil {
+			return n, policy.Never
+		}
+		if !r.take(s, now, req.N) {
+			d := r.next(s, now, req.N)
+			if d < policy.Never {
+				return n, d
+			}
+			q.pop(li)
+			reply(req.Reply, Permit{After: policy.Never, Err: ErrDeadline})
+			continue
+		}
+		q.pop(li)
+		reply(req.Reply, Permit{OK: true})
+		n++
+	}
+}
+
+// reply answers without blocking: a channel without room (a caller's
+// misuse) loses its answer rather than stall the actor and all behind it.
+func reply(ch chan Permit, p Permit) {
+	select {
+	case ch <- p:
+	default:
+	}
+}
+
+// refuseOther answers a request this actor does not serve as if the actor
+// had stopped, so its caller does not wait for ever.
+func refuseOther(m any) {
+	if r, ok := m.(engine.Refusable); ok {
+		r.Refuse()
+	}
+}
+
+// later is now+d, clamped at the largest int64 (read as never) instead of
+// wrapping into the past.
+func later(now int64, d time.Duration) int64 {
+	if d >= policy.Never || (d > 0 && now > math.MaxInt64-int64(d)) {
+		return math.MaxInt64
+	}
+	return now + int64(d)
+}
+
+// rule adapts the policy type a limiter actor owns, S, held by value so
+// that a keyed actor keeps a million of them in one slice.
+type rule[S any] interface {
+	// fresh is a new state at now: a full bucket, an empty window.
+	fresh(now int64) S
+	take(s *S, now int64, n float64) bool
+	// next is how long until a take of n would succeed.
+	next(s *S, now int64, n float64) time.Duration
+	// wait is how long until a caller wanting n gets it, with callers
+	// costing ahead in all parked before it.
+	wait(s *S, now int64, ahead, n float64) time.Duration
+	// cost is what a caller wanting n adds to the line's ahead.
+	cost(n float64) float64
+	left(s *S, now int64) float64
+	// quiet is, after a successful take at now, how long until s is full
+	// (empty) again if nothing more is taken.
+	quiet(s *S, now int64) time.Duration
+	// span is the longest quiet can be.
+	span() time.Duration
+}
+
+// bucketRule is the rule of a policy.Bucket, with the rate and burst as
+// NewBucket settled them.
+type bucketRule struct {
+	rate, burst float64
+	full        policy.Bucket // what a new key gets
+}
+
+func newBucketRule(rate, burst float64) bucketRule {
+	if !(rate > 0) {
+		rate = 0
+	}
+	// A full bucket with the earliest reference time is full at every
+	// instant and takes its reference time from its first Take, so a new
+	// key is a copy of it: no allocation, where NewBucket's result escapes.
+	full := *policy.NewBucket(rate, burst, math.MinInt64)
+	// What a fresh bucket holds is the burst as NewBucket read it: the
+	// rules for odd bursts live in one place.
+	return bucketRule{rate: rate, burst: full.Tokens(math.MinInt64), full: full}
+}
+
+func (r bucketRule) fresh(int64) policy.Bucket { return r.full }
+
+func (bucketRule) take(b *policy.Bucket, now int64, n float64) bool { return b.Take(now, n) }
+
+func (bucketRule) next(b *policy.Bucket, now int64, n float64) time.Duration { return b.Next(now, n) }
+
+func (r bucketRule) wait(b *policy.Bucket, now int64, ahead, n float64) time.Duration {
+	if !(n <= r.burst) { // more than it ever holds, or NaN
+		return policy.Never
+	}
+	need := ahead + max(n, 0)
+	if need <= r.burst {
+		return b.Next(now, need)
+	}
+	if r.rate == 0 {
+		return policy.Never
+	}
+	// More than the bucket holds: those ahead take their tokens as they
+	// come, so the caller's turn is when the whole deficit has been earned.
+	w := math.Ceil((need - b.Tokens(now)) / r.rate * 1e9)
+	if !(w < float64(policy.Never)) {
+		return policy.Never
+	}
+	return time.Duration(w)
+}
+
+func (bucketRule) cost(n float64) float64 { return max(n, 0) }
+
+func (bucketRule) left(b *policy.Bucket, now int64) float64 { return b.Tokens(now) }
+
+func (r bucketRule) quiet(b *policy.Bucket, now int64) time.Duration { return b.Next(now, r.burst) }
+
+func (r bucketRule) span() time.Duration {
+	s := r.burst / r.rate * 1e9 // +Inf for a rate of 0
+	if !(s < float64(policy.Never)) {
+		return policy.Never
+	}
+	return time.Duration(s)
+}
+
+// windowRule is the rule of a policy.Window.
+type windowRule struct {
+	allow  int
+	window time.Duration
+}
+
+func (r windowRule) fresh(int64) policy.Window { return *policy.NewWindow(r.allow, r.window) }
+
+func (windowRule) take(w *policy.Window, now int64, _ float64) bool { return w.Take(now) }
+
+func (windowRule) next(w *policy.Window, now int64, _ float64) time.Duration { return w.Next(now) }
+
+// wait is exact for the first caller to need a slot that is not open yet;
+// behind it the window's stamps are out of sight, so it assumes each further
+// allow callers need one more window: a lower bound.
+func (r windowRule) wait(w *policy.Window, now int64, ahead, _ float64) time.Duration {
+	if r.allow <= 0 {
+		return policy.Never
+	}
+	open := w.Left(now)
+	if r.window <= 0 || ahead < float64(open) {
+		return 0
+	}
+	var first time.Duration
+	if open == 0 {
+		first = w.Next(now)
+	}
+	laps := math.Floor((ahead - float64(open)) / float64(r.allow))
+	total := float64(first) + laps*float64(r.window)
+	if !(total < float64(policy.Never)) {
+		return policy.Never
+	}
+	return time.Duration(total)
+}
+
+func (windowRule) cost(float64) float64 { return 1 }
+
+func (windowRule) left(w *policy.Window, now int64) float64 { return float64(w.Left(now)) }
+
+// quiet is the window itself: the event just counted is the newest, and the
+// window is empty once it has left.
+func (r windowRule) quiet(*policy.Window, int64) time.Duration { return r.span() }
+
+func (r windowRule) span() time.Duration {
+	if r.allow <= 0 {
+		return 0
+	}
+	return max(r.window, 0)
+}
+
+// queue holds an actor's parked Allows, each in the FIFO line of its limit
+// (one line for a Bucket or Window, one per waiting key for a keyed one).
+// Slots and lines live in slices reused through free lists, so parking does
+// not allocate once the slices have grown, and a Withdraw finds its slot in
+// O(1): the Allow's gen names the slot and the parking, and a slot whose gen
+// or request differs is a parking long over.
+type queue struct {
+	slots    []slot
+	lines    []line
+	free     int32  // first free slot, chained through next; -1 when none
+	freeLine int32  // first free line, chained through next; -1 when none
+	seq      uint32 // parkings so far, the high half of gen
+	parked   int    // in all lines
+}
+
+// slot is one parked Allow, linked into its line.
+type slot struct {
+	req        *Allow // nil while free
+	gen        uint64
+	cost       float64
+	line       int32
+	prev, next int32
+}
+
+// line is the FIFO of one limit's parked callers.
+type line struct {
+	head, tail int32   // oldest and newest slot; -1 when empty
+	n          int32   // parked
+	ahead      float64 // their cost in all: what they take before a newcomer
+	key        int32   // keyed: whose line; -1 otherwise
+	at         int64   // keyed: when the head can be granted
+	heap       int32   // keyed: position in the wake heap, -1 outside it
+	next       int32   // chains free lines
+}
+
+func (q *queue) init() { q.free, q.freeLine = -1, -1 }
+
+// newLine makes an empty line for key and returns its index.
+func (q *queue) newLine(key int32) int32 {
+	li := q.freeLine
+	if li >= 0 {
+		q.freeLine = q.lines[li].next
+	} else {
+		li = int32(len(q.lines))
+		q.lines = append(q.lines, line{})
+	}
+	q.lines[li] = line{head: -1, tail: -1, key: key, heap: -1, next: -1}
+	return li
+}
+
+// dropLine frees an empty line.
+func (q *queue) dropLine(li int32) {
+	q.lines[li] = line{head: -1, tail: -1, key: -1, heap: -1, next: q.freeLine}
+	q.freeLine = li
+	if q.parked == 0 && len(q.slots) > 1024 {
+		// A spike of waiters has passed: give its slots back. No gen can
+		// name them any more, since nothing is parked.
+		q.slots, q.free = nil, -1
+	}
+}
+
+// park puts req at the back of line li. gen is written while the caller
+// waits for its answer, the one time the actor may touch the request.
+func (q *queue) park(li int32, req *Allow, cost float64) {
+	i := q.free
+	if i >= 0 {
+		q.free = q.slots[i].next
+	} else {
+		i = int32(len(q.slots))
+		q.slots = append(q.slots, slot{})
+	}
+	q.seq++
+	if q.seq == 0 {
+		q.seq = 1 // gen 0 names no parking, as in a fresh Allow
+	}
+	ln := &q.lines[li]
+	gen := uint64(q.seq)<<32 | uint64(uint32(i))
+	req.gen = gen
+	q.slots[i] = slot{req: req, gen: gen, cost: cost, line: li, prev: ln.tail, next: -1}
+	if ln.tail >= 0 {
+		q.slots[ln.tail].next = i
+	} else {
+		ln.head = i
+	}
+	ln.tail = i
+	ln.n++
+	ln.ahead += cost
+	q.parked++
+}
+
+// front is the oldest caller in line li, or nil.
+func (q *queue) front(li int32) *Allow {
+	if h := q.lines[li].head; h >= 0 {
+		return q.slots[h].req
+	}
+	return nil
+}
+
+// pop takes the oldest caller out of line li, which must not be empty.
+func (q *queue) pop(li int32) { q.unlink(q.lines[li].head) }
+
+// withdraw takes req out of its line if it is parked, and says which line.
+// A request answered already (or never parked) is not found: its slot is
+// free or holds another parking. Reading gen is the one read of a request
+// that may be answered already; a caller reusing its Allow sets the exported
+// fields and leaves gen alone, so the two never touch the same word (one
+// that overwrites the whole struct while its Withdraw is in flight races
+// here, though the answer would still be right).
+func (q *queue) withdraw(req *Allow) (int32, bool) {
+	if req == nil {
+		return -1, false
+	}
+	gen := req.gen
+	i := int(uint32(gen))
+	if gen == 0 || i >= len(q.slots) || q.slots[i].req != req || q.slots[i].gen != gen {
+		return -1, false
+	}
+	li := q.slots[i].line
+	q.unlink(int32(i))
+	return li, true
+}
+
+func (q *queue) unlink(i int32) {
+	s := &q.slots[i]
+	ln := &q.lines[s.line]
+	if s.prev >= 0 {
+		q.slots[s.prev].next = s.next
+	} else {
+		ln.head = s.next
+	}
+	if s.next >= 0 {
+		q.slots[s.next].prev = s.prev
+	} else {
+		ln.tail = s.prev
+	}
+	ln.n--
+	ln.ahead -= s.cost
+	if ln.n == 0 {
+		ln.ahead = 0 // no rounding left behind by the sums
+	}
+	q.parked--
+	*s = slot{next: q.free}
+	q.free = i
+}
+
+// refuseAll answers every parked caller ErrStopped, as the engine refuses
+// requests that reach a stopped actor.
+func (q *queue) refuseAll() {
+	for i := range q.slots {
+		if req := q.slots[i].req; req != nil {
+			q.unlink(int32(i))
+			reply(req.Reply, Permit{After: policy.Never, Err: ErrStopped})
+		}
+	}
+}
+
+// alarm is an actor's one timer on the engine's clock. It sends the actor a
+// Tick stamped with the instant it was asked for, so the actor's time comes
+// only from messages and the timer's own.
+type alarm struct {
+	send  func(any) // to the actor itself; set on Started
+	clock engine.Clock
+	timer engine.Timer
+	at    int64
+	tick  *Tick // what the pending timer will send
+	off   bool
+}
+
+// start learns the actor's address. The actor sends to itself through
+// protoactor rather than through its engine.Ref, which its spawner only gets
+// after the actor may already be running.
+func (a *alarm) start(c actor.Context) {
+	root, self := c.ActorSystem().Root, c.Self()
+	a.send = func(m any) { root.Send(self, m) }
+}
+
+// set asks for a Tick at at, as seen from now; at math.MaxInt64 is never.
+// exact replaces a pending timer for any other instant; otherwise one due
+// no later is kept, since an early Tick only looks and asks again.
+func (a *alarm) set(now, at int64, exact bool) {
+	if a.timer != nil {
+		if a.at == at || (!exact && a.at <= at) {
+			return
+		}
+		a.timer.Stop()
+		a.timer, a.tick = nil, nil
+	}
+	if at == math.MaxInt64 || a.off || a.send == nil {
+		return
+	}
+	var d time.Duration
+	if at > now {
+		d = time.Duration(min(uint64(at-now), uint64(policy.Never)))
+	}
+	t := &Tick{Now: at}
+	send := a.send
+	a.at, a.tick = at, t
+	a.timer = a.clock.AfterFunc(d, func() { send(t) })
+}
+
+// fired notes that the pending timer has sent t, if t is its Tick.
+func (a *alarm) fired(t *Tick) {
+	if t == a.tick {
+		a.timer, a.tick = nil, nil
+	}
+}
+
+// stop stops the timer for good.
+func (a *alarm) stop() {
+	a.off = true
+	if a.timer != nil {
+		a.timer.Stop()
+		a.timer, a.tick = nil, nil
+	}
+}
