@@ -1,0 +1,81 @@
+// Package client is what a server author types: moonpool's pools and
+// limiters as ordinary blocking calls that honour context.Context.
+//
+// The layers below decide; this one acts. policy says what to do (lend
+// this, open one, wait, try later, refuse) and never waits; the actors own
+// that state on an engine and answer messages. client sends the messages,
+// and does the opening, closing and sleeping the layers below refuse to do.
+//
+// # Using a pool
+//
+// Start one engine per process and build a Pool on it with an Open and a
+// Close for your resource:
+//
+//	eng := engine.New()
+//	defer eng.Shutdown(ctx) // closes every pool still open
+//
+//	dialer := &net.Dialer{Timeout: 5 * time.Second} // Open's own timeout
+//	pool, err := client.NewPool(eng, client.PoolConfig[net.Conn]{
+//		Open:   func(ctx context.Context) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) },
+//		Close:  func(c net.Conn) error { return c.Close() },
+//		Limits: policy.DefaultLimits,
+//	})
+//
+// Then, per request:
+//
+//	c, err := pool.Get(ctx) // idle, freshly opened, or waited for
+//	if err != nil {
+//		return err // ctx's error, ErrShed, ErrClosed, or an *OpenError
+//	}
+//	if err := use(c); isBroken(err) {
+//		pool.Discard(c) // it broke: closed, and its room freed
+//		return err
+//	}
+//	pool.Put(c) // back for the next caller
+//
+// Get lends the most recently returned resource first: a warm connection is
+// likelier to still be good, and the ones nobody needs sit until Keep runs
+// out and are closed, which is how a pool that grew in a burst shrinks
+// again. Callers that find the pool full wait in line, first come first
+// served; a resource coming back goes to the one who waited longest.
+//
+// # What cancellation does
+//
+// Every call that can block takes ctx first. When ctx ends, the call returns
+// promptly with an error that errors.Is matches to ctx.Err(), and leaves
+// nothing behind: no goroutine, no place in line, no room reserved, no
+// resource lost or lent twice. One thing it does not do is cancel an Open
+// already under way: the connection half made is finished and goes to the
+// pool for the next caller, instead of being thrown away or leaked.
+//
+// # The ward
+//
+// PoolConfig.Ward stands in front of the backend. A bucket spaces opens out,
+// so a reconnection storm arrives as a queue instead of a spike; a backoff
+// holds opens back after one fails, longer after each failure in a row; a
+// breaker refuses opens (ErrShed) at the rate a failing backend deserves,
+// never all of them, so it notices when the backend is back; a shedder stops
+// lending while the process is too hot. A failed Open is reported to the
+// ward on its own, so the breaker and backoff see the backend failing.
+//
+// # Errors
+//
+// Refusals a caller may want to tell apart are sentinels with a "moonpool:"
+// prefix: ErrShed (refused, not queued), ErrClosed, ErrNotLent (a Put of
+// something the pool did not lend), ErrExceedsBurst. Details travel in typed
+// errors that unwrap to their cause: *OpenError for a failed Open,
+// *CloseError for a failed Close. Misuse is an error, never silent damage.
+//
+// # Closing
+//
+// Close stops new Gets at once, closes idle resources, and waits within its
+// ctx for lent ones to come home, closing each as it does. The engine's
+// Shutdown closes every pool the same way.
+//
+// # Time
+//
+// Everything here reads time from the engine's clock and sleeps on it. Tests
+// hand the engine a virtual clock, so an hour of pool traffic, or a
+// thirty-second outage with five hundred callers, runs in milliseconds and
+// the same way every time.
+package client

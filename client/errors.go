@@ -1,0 +1,66 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Each is a refusal a caller may want to tell apart with
+// errors.Is; the details, when there are any, travel in a typed error that
+// unwraps to the sentinel or to the cause.
+var (
+	// ErrShed says the call was turned away rather than queued: the pool's
+	// ward shed it (breaker open, process too hot, backoff) or too many
+	// callers were already waiting. Retrying at once is unlikely to help.
+	ErrShed = errors.New("moonpool: shed")
+	// ErrClosed says the pool or limiter has been closed; nothing more will
+	// be handed out.
+	ErrClosed = errors.New("moonpool: closed")
+	// ErrExceedsBurst says a limiter was asked for more at once than its
+	// burst, so no amount of waiting would grant it.
+	ErrExceedsBurst = errors.New("moonpool: request exceeds burst")
+	// ErrNotLent says Put or Discard was given a resource the pool has not
+	// lent out: it was never taken from this pool, or it was returned twice.
+	// The pool leaves the resource alone; the caller still owns it.
+	ErrNotLent = errors.New("moonpool: resource is not lent out")
+)
+
+// OpenError is returned by Get when the pool's Open failed. It unwraps to
+// the error Open returned, so errors.Is and errors.As see through it.
+type OpenError struct {
+	Err error // what Open returned
+}
+
+// Error reports the Open failure with the package prefix.
+func (e *OpenError) Error() string { return "moonpool: open: " + errText(e.Err) }
+
+// Unwrap returns the error Open returned.
+func (e *OpenError) Unwrap() error { return e.Err }
+
+// CloseError is returned by Put, Discard and Close when the pool's Close
+// function failed for one or more resources. The resources are gone from
+// the pool either way; the error is only reported. Count says how many
+// closes failed; Err is the first failure (Close collects them all with
+// errors.Join).
+type CloseError struct {
+	Count int   // how many closes failed
+	Err   error // the failure, or several joined
+}
+
+// Error reports the Close failure with the package prefix.
+func (e *CloseError) Error() string {
+	if e.Count > 1 {
+		return fmt.Sprintf("moonpool: close: %d failures: %s", e.Count, errText(e.Err))
+	}
+	return "moonpool: close: " + errText(e.Err)
+}
+
+// Unwrap returns the error Close returned.
+func (e *CloseError) Unwrap() error { return e.Err }
+
+func errText(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}

@@ -1,0 +1,139 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/policy"
+)
+
+// conns opens fake connections named conn-1, conn-2, ... and says when one
+// is closed.
+func conns() client.PoolConfig[string] {
+	n := 0
+	return client.PoolConfig[string]{
+		Open: func(ctx context.Context) (string, error) {
+			n++ // Opens of one pool may run at once; this one is only ever asked once at a time
+			return fmt.Sprintf("conn-%d", n), nil
+		},
+		Close: func(c string) error {
+			fmt.Println("closed", c)
+			return nil
+		},
+		Limits: policy.DefaultLimits,
+	}
+}
+
+// A pool lends the connection it made once, again and again, and closes it
+// when the pool closes.
+func ExamplePool() {
+	eng := engine.New()
+	defer eng.Shutdown(context.Background())
+	pool, err := client.NewPool(eng, conns())
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for range 3 {
+		c, err := pool.Get(ctx)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println("using", c)
+		pool.Put(c)
+	}
+	pool.Close(ctx)
+	s := pool.Stats()
+	fmt.Println("made", s.Made(), "closed", s.Closes())
+	// Output:
+	// using conn-1
+	// using conn-1
+	// using conn-1
+	// closed conn-1
+	// made 1 closed 1
+}
+
+// A connection found broken is discarded: the pool closes it and makes a
+// new one for the next caller.
+func ExamplePool_Discard() {
+	eng := engine.New()
+	defer eng.Shutdown(context.Background())
+	pool, _ := client.NewPool(eng, conns())
+	ctx := context.Background()
+
+	c, _ := pool.Get(ctx)
+	pool.Discard(c) // say a ping on it failed
+	c, _ = pool.Get(ctx)
+	fmt.Println("using", c)
+	pool.Put(c)
+	fmt.Println("broken", pool.Stats().Broken())
+	pool.Close(ctx)
+	// Output:
+	// closed conn-1
+	// using conn-2
+	// broken 1
+	// closed conn-2
+}
+
+// A Get whose ctx ends while it waits returns ctx's error and leaves its
+// place in line.
+func ExamplePool_Get_cancel() {
+	eng := engine.New()
+	defer eng.Shutdown(context.Background())
+	cfg := conns()
+	cfg.Limits = policy.Limits{Size: 1}
+	pool, _ := client.NewPool(eng, cfg)
+	held, _ := pool.Get(context.Background())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the client went away
+	_, err := pool.Get(ctx)
+	fmt.Println(errors.Is(err, context.Canceled), pool.Stats().Waiting())
+
+	pool.Put(held)
+	pool.Close(context.Background())
+	// Output:
+	// true 0
+	// closed conn-1
+}
+
+// A failed Open comes back as an *OpenError holding the cause; the ward
+// hears of it too, so a breaker or backoff sees the backend failing.
+func ExampleOpenError() {
+	eng := engine.New()
+	defer eng.Shutdown(context.Background())
+	refused := errors.New("connection refused")
+	pool, _ := client.NewPool(eng, client.PoolConfig[string]{
+		Open: func(ctx context.Context) (string, error) { return "", refused },
+	})
+	defer pool.Close(context.Background())
+
+	_, err := pool.Get(context.Background())
+	var oe *client.OpenError
+	fmt.Println(errors.As(err, &oe), errors.Is(err, refused))
+	fmt.Println(err)
+	fmt.Println("make failures", pool.Stats().MakeFailures())
+	// Output:
+	// true true
+	// moonpool: open: connection refused
+	// make failures 1
+}
+
+// After Close, Get answers ErrClosed.
+func ExamplePool_Close() {
+	eng := engine.New()
+	defer eng.Shutdown(context.Background())
+	pool, _ := client.NewPool(eng, conns())
+	c, _ := pool.Get(context.Background())
+	pool.Put(c)
+
+	pool.Close(context.Background())
+	_, err := pool.Get(context.Background())
+	fmt.Println(err, errors.Is(err, client.ErrClosed))
+	// Output:
+	// closed conn-1
+	// moonpool: closed true
+}

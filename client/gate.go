@@ -1,0 +1,102 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/moonpool-go/moonpool/actors"
+	"github.com/moonpool-go/moonpool/engine"
+)
+
+// Gate caps how many things happen at once: the concurrency limit a server
+// puts on itself. Enter answers at once and never queues — past its limit
+// a server should say "busy" rather than line callers up, since a queue is
+// how an overload becomes an outage. Leave gives the room back.
+//
+// The count lives in one actor on the engine (see actors.SpawnGate); a Gate
+// is safe for concurrent use. Build one with NewGate; the zero Gate is not
+// usable.
+type Gate struct {
+	eng    *engine.Engine
+	ref    *engine.Ref
+	limit  int // as the actor holds it; gateNoLimit for none
+	closed atomic.Bool
+}
+
+// gateNoLimit stands for "no limit": the actor reports room rather than
+// the count, and room under no limit would be +Inf, from which the count
+// cannot be read back. 2^52 is more than any process holds at once and
+// still exact in the float64 the answer travels in.
+const gateNoLimit = 1 << 52
+
+// NewGate starts a gate on eng letting at most limit callers in at once.
+// A limit <= 0 is no limit, as for policy.NewGate: the gate only counts. It
+// returns an error if eng is nil or refuses the actor.
+func NewGate(eng *engine.Engine, limit int) (*Gate, error) {
+	if eng == nil {
+		return nil, errors.New("moonpool: NewGate: nil engine")
+	}
+	if limit <= 0 || limit > gateNoLimit {
+		limit = gateNoLimit
+	}
+	ref, err := actors.SpawnGate(eng, "", limit)
+	if err != nil {
+		return nil, fmt.Errorf("moonpool: NewGate: %w", err)
+	}
+	return &Gate{eng: eng, ref: ref, limit: limit}, nil
+}
+
+// enterReqs holds Enter requests with their reply channels for reuse, so
+// Enter allocates nothing; one goes back once its answer is read.
+var enterReqs = sync.Pool{New: func() any {
+	return &actors.Enter{Reply: make(chan actors.Permit, 1)}
+}}
+
+// Enter is whether there is room, taking it if so. It never blocks on
+// other callers: a full gate says no at once. Each true must be matched by
+// one Leave. After Close it says no.
+func (g *Gate) Enter() bool {
+	if g.closed.Load() {
+		return false
+	}
+	req := enterReqs.Get().(*actors.Enter)
+	g.ref.Send(req)
+	p := <-req.Reply
+	enterReqs.Put(req)
+	return p.OK
+}
+
+// Leave gives back the room an Enter took. A Leave with nobody inside
+// changes nothing — an unmatched Leave must not let an extra caller in
+// later — and so does a Leave after Close.
+func (g *Gate) Leave() {
+	if g.closed.Load() {
+		return
+	}
+	g.ref.Send(actors.Leave{})
+}
+
+// Held is how many are inside now; 0 after Close.
+func (g *Gate) Held() int {
+	if g.closed.Load() {
+		return 0
+	}
+	reply := permitChans.Get().(chan actors.Permit)
+	g.ref.Send(&actors.Left{Reply: reply})
+	p := <-reply
+	permitChans.Put(reply)
+	if p.Err != nil {
+		return 0
+	}
+	return g.limit - int(p.Left)
+}
+
+// Close stops the gate's actor, waiting within ctx; afterwards Enter says
+// no. A second Close does nothing and returns nil, as does a Close after
+// the engine shut down.
+func (g *Gate) Close(ctx context.Context) error {
+	return stopActor(ctx, g.eng, g.ref, &g.closed)
+}

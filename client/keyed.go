@@ -1,0 +1,125 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/moonpool-go/moonpool/actors"
+	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/policy"
+)
+
+// KeyedBucket is a token bucket per key — per API key, per client address
+// — all in one actor on an engine. Keys are independent: each has its own
+// tokens and its own line of waiters, and each answers as a Bucket does. A
+// key is made full when first seen and forgotten once it is full again with
+// nobody waiting, so memory follows the keys in use, not every key ever
+// seen (see actors.SpawnKeyedBucket).
+//
+// It is safe for concurrent use. Build one with NewKeyedBucket; the zero
+// KeyedBucket is not usable.
+type KeyedBucket struct {
+	l    limiter
+	rate float64 // tokens a second, as each key's bucket reads it
+}
+
+// NewKeyedBucket starts a keyed bucket on eng: each key earns rate tokens a
+// second up to burst, read as NewBucket reads them. It returns an error if
+// eng is nil or refuses the actor.
+func NewKeyedBucket(eng *engine.Engine, rate, burst float64) (*KeyedBucket, error) {
+	if eng == nil {
+		return nil, errors.New("moonpool: NewKeyedBucket: nil engine")
+	}
+	ref, err := actors.SpawnKeyedBucket(eng, "", rate, burst)
+	if err != nil {
+		return nil, fmt.Errorf("moonpool: NewKeyedBucket: %w", err)
+	}
+	if !(rate > 0) {
+		rate = 0
+	}
+	return &KeyedBucket{l: limiter{eng: eng, ref: ref, keyed: true}, rate: rate}, nil
+}
+
+// Allow is whether key has a token now, taking it if so, as Bucket.Allow.
+func (k *KeyedBucket) Allow(key string) bool { return k.l.allow(key, 1) }
+
+// Wait blocks until a token of key's is taken for the caller, in line
+// behind key's other waiters (and nobody else's), or ctx is done. It
+// answers as Bucket.WaitN does.
+func (k *KeyedBucket) Wait(ctx context.Context, key string) error { return k.l.wait(ctx, key, 1) }
+
+// Delay is how long a caller wanting one of key's tokens would wait now, as
+// Bucket.Delay. A key not seen yet has its burst, so 0.
+func (k *KeyedBucket) Delay(key string) time.Duration {
+	p, ok := k.l.left(key)
+	if !ok {
+		return policy.Never
+	}
+	if p.After > 0 {
+		return p.After
+	}
+	return refill(p.Left, 1, k.rate)
+}
+
+// Tokens is how many tokens key holds now: the burst for a key not seen
+// yet, 0 after Close.
+func (k *KeyedBucket) Tokens(key string) float64 {
+	p, _ := k.l.left(key)
+	return p.Left
+}
+
+// Close stops the actor, as Bucket.Close does, for every key at once.
+func (k *KeyedBucket) Close(ctx context.Context) error { return k.l.close(ctx) }
+
+// KeyedWindow is a sliding-window quota per key, all in one actor: at most
+// allow events for each key in any stretch window long. Keys are
+// independent and answer as a Window does; a key is forgotten once its
+// window is empty with nobody waiting.
+//
+// It is safe for concurrent use. Build one with NewKeyedWindow; the zero
+// KeyedWindow is not usable.
+type KeyedWindow struct {
+	l      limiter
+	allow  int
+	window time.Duration
+}
+
+// NewKeyedWindow starts a keyed window quota on eng, allow events per key
+// per window, read as NewWindow reads them. It returns an error if eng is
+// nil or refuses the actor.
+func NewKeyedWindow(eng *engine.Engine, allow int, window time.Duration) (*KeyedWindow, error) {
+	if eng == nil {
+		return nil, errors.New("moonpool: NewKeyedWindow: nil engine")
+	}
+	ref, err := actors.SpawnKeyedWindow(eng, "", allow, window)
+	if err != nil {
+		return nil, fmt.Errorf("moonpool: NewKeyedWindow: %w", err)
+	}
+	return &KeyedWindow{l: limiter{eng: eng, ref: ref, keyed: true}, allow: allow, window: window}, nil
+}
+
+// Allow is whether an event for key fits its quota now, counting it if so.
+func (k *KeyedWindow) Allow(key string) bool { return k.l.allow(key, 1) }
+
+// Wait blocks until an event for key is counted for the caller, in line
+// behind key's other waiters, or ctx is done. It answers as Window.Wait.
+func (k *KeyedWindow) Wait(ctx context.Context, key string) error { return k.l.wait(ctx, key, 1) }
+
+// Left is how many more events key's quota would count now: allow for a
+// key not seen yet, 0 after Close.
+func (k *KeyedWindow) Left(key string) int {
+	p, _ := k.l.left(key)
+	return int(p.Left)
+}
+
+// Delay is how long a caller would wait now for room in key's quota, as
+// Window.Delay.
+func (k *KeyedWindow) Delay(key string) time.Duration {
+	p, ok := k.l.left(key)
+	return windowDelay(p, ok, k.allow, k.window)
+}
+
+// Close stops the actor, as Bucket.Close does, for every key at once.
+func (k *KeyedWindow) Close(ctx context.Context) error { return k.l.close(ctx) }

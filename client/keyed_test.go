@@ -1,0 +1,152 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/moonpool-go/moonpool/policy"
+)
+
+// TestKeyedBucketIndependent: each key has its own tokens and its own line;
+// one key spent and waited on changes nothing for another.
+func TestKeyedBucketIndependent(t *testing.T) {
+	r := newLimitRig(t)
+	k, err := NewKeyedBucket(r.eng, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		key  string
+		want bool
+	}{
+		{"a", true}, {"a", true}, {"a", false}, // a's burst is spent
+		{"b", true}, {"b", true}, {"b", false}, // b had its own
+		{"c", true},
+	}
+	for i, s := range steps {
+		if got := k.Allow(s.key); got != s.want {
+			t.Fatalf("step %d: Allow(%q) = %v, want %v", i, s.key, got, s.want)
+		}
+	}
+	if d := k.Delay("a"); d != time.Second {
+		t.Fatalf("Delay(a) = %v, want 1s", d)
+	}
+	if d, tok := k.Delay("unseen"), k.Tokens("unseen"); d != 0 || tok != 2 {
+		t.Fatalf("unseen key: Delay %v Tokens %v, want 0 and the burst", d, tok)
+	}
+
+	// a waiter on a does not hold up c, nor is it served by c's tokens.
+	a := waitAsync(r.ctx, func(ctx context.Context) error { return k.Wait(ctx, "a") })
+	r.awaitLine(&k.l, "a", time.Second)
+	if err := k.Wait(r.ctx, "c"); err != nil {
+		t.Fatalf("Wait(c) behind a's waiter: %v", err)
+	}
+	if r.lineWait(&k.l, "c") != 0 {
+		t.Fatal("c has a line of its own making")
+	}
+	r.to(time.Second)
+	if err := r.result(a, "Wait(a)"); err != nil {
+		t.Fatalf("Wait(a) = %v", err)
+	}
+	if !k.Allow("b") {
+		t.Fatal("b's token earned at +1s went elsewhere")
+	}
+
+	// Cancelling one key's waiter leaves the others' alone.
+	ctxA, cancelA := context.WithCancel(r.ctx)
+	a = waitAsync(ctxA, func(ctx context.Context) error { return k.Wait(ctx, "a") })
+	r.awaitLine(&k.l, "a", time.Second)
+	b := waitAsync(r.ctx, func(ctx context.Context) error { return k.Wait(ctx, "b") })
+	r.awaitLine(&k.l, "b", time.Second)
+	cancelA()
+	if err := r.result(a, "cancelled Wait(a)"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Wait(a) = %v", err)
+	}
+	r.to(2 * time.Second)
+	if err := r.result(b, "Wait(b)"); err != nil {
+		t.Fatalf("Wait(b) = %v", err)
+	}
+	if !k.Allow("a") {
+		t.Fatal("the token a's withdrawn waiter did not take is gone")
+	}
+
+	if err := k.Close(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if k.Allow("z") || k.Delay("z") != policy.Never || !errors.Is(k.Wait(r.ctx, "z"), ErrClosed) {
+		t.Fatal("a closed keyed bucket still answers")
+	}
+}
+
+// TestKeyedWindowIndependent: each key's quota counts its own events, and
+// a thousand keys each get their full quota.
+func TestKeyedWindowIndependent(t *testing.T) {
+	r := newLimitRig(t)
+	const allow = 3
+	k, err := NewKeyedWindow(r.eng, allow, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key := range 1000 {
+		name := fmt.Sprint("client-", key)
+		for i := range allow {
+			if !k.Allow(name) {
+				t.Fatalf("key %s: event %d refused within its quota", name, i)
+			}
+		}
+		if k.Allow(name) {
+			t.Fatalf("key %s: event %d allowed past its quota", name, allow)
+		}
+		if k.Left(name) != 0 {
+			t.Fatalf("key %s: Left = %d after its quota", name, k.Left(name))
+		}
+	}
+	if got := k.Left("fresh"); got != allow {
+		t.Fatalf("Left(fresh) = %d, want %d", got, allow)
+	}
+	if d := k.Delay("client-0"); d <= 0 || d > time.Minute {
+		t.Fatalf("Delay(client-0) = %v, want up to a minute", d)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := k.Wait(short, "client-0"); !errors.Is(err, ErrExceedsDeadline) {
+		t.Fatalf("Wait(client-0) with 30s left for a minute = %v", err)
+	}
+	if err := k.Wait(short, "client-fresh"); err != nil {
+		t.Fatalf("Wait(client-fresh) = %v", err)
+	}
+}
+
+// TestKeyedWindowWait: a waiter on one key is served when that key's
+// oldest event leaves its window, while other keys go on unhindered.
+func TestKeyedWindowWait(t *testing.T) {
+	r := newLimitRig(t)
+	k, err := NewKeyedWindow(r.eng, 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !k.Allow("k") {
+		t.Fatal("step 0: a fresh key refused")
+	}
+	// A key's line counts a lap of the window per allow callers ahead, so
+	// with allow 1 one waiter makes the line two minutes long.
+	w := waitAsync(context.Background(), func(ctx context.Context) error { return k.Wait(ctx, "k") })
+	r.awaitLine(&k.l, "k", 2*time.Minute)
+	if !k.Allow("j") || k.Allow("j") {
+		t.Fatal("step 1: key j is not on its own quota")
+	}
+	r.to(time.Minute - 1)
+	if got := r.lineWait(&k.l, "k"); got != time.Minute+1 {
+		t.Fatalf("step 2: a nanosecond before k's event leaves, k's line is %v, want the waiter still in it (1m0.000000001s)", got)
+	}
+	r.to(time.Minute)
+	if err := r.result(w, "Wait(k)"); err != nil {
+		t.Fatalf("step 3: Wait(k) = %v", err)
+	}
+	if k.Left("k") != 0 || k.Left("j") != 1 {
+		t.Fatalf("step 4: Left(k) %d, Left(j) %d; want 0 (the waiter's event) and 1", k.Left("k"), k.Left("j"))
+	}
+}

@@ -1,0 +1,382 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/moonpool-go/moonpool/actors"
+	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/policy"
+)
+
+// ErrExceedsDeadline says a limiter's Wait would end after ctx's deadline,
+// so it returned at once instead of sleeping towards a certain failure. The
+// *WaitError that carries it says how long the wait would have been.
+var ErrExceedsDeadline = errors.New("moonpool: wait would pass the deadline")
+
+// WaitError is returned by a limiter's Wait that refused at once: the wait
+// it faced would end after ctx's deadline, or would never end (a bucket
+// that earns nothing and holds too little, a quota of nothing). It unwraps
+// to ErrExceedsDeadline. Wait is what a Retry-After header should say.
+type WaitError struct {
+	Wait time.Duration // the wait the caller faced; policy.Never if none would end
+}
+
+// Error reports the wait with the package prefix.
+func (e *WaitError) Error() string {
+	if e.Wait >= policy.Never {
+		return "moonpool: wait would never end"
+	}
+	return fmt.Sprintf("moonpool: wait of %v would pass the deadline", e.Wait)
+}
+
+// Unwrap returns ErrExceedsDeadline.
+func (e *WaitError) Unwrap() error { return ErrExceedsDeadline }
+
+// Bucket is a token bucket on an engine: rate tokens a second accrue up to
+// burst, and each call takes what it costs, one for Allow and Wait. It lets
+// a burst through after a quiet spell and then holds callers to the rate,
+// which is what an API facing people wants.
+//
+// Allow answers now and never blocks; Wait blocks in line, first come first
+// served, until the tokens are there. Most servers want Allow and, when it
+// says no, Delay for the Retry-After header. The tokens live in one actor,
+// so a Bucket is safe for concurrent use, and the bucket itself is the
+// actors' (see actors.SpawnBucket); this is its blocking face. Build one
+// with NewBucket; the zero Bucket is not usable.
+type Bucket struct {
+	l     limiter
+	rate  float64 // tokens a second, as the bucket reads it
+	burst float64 // most it holds, as the bucket reads it
+}
+
+// NewBucket starts a token bucket on eng, full, so the first burst goes
+// through at once. rate and burst are read as policy.NewBucket reads them:
+// a burst <= 0 is a second's worth (at least one), and a rate <= 0 passes
+// the first burst and then nothing, ever. It returns an error if eng is nil
+// or refuses the actor (shut down).
+func NewBucket(eng *engine.Engine, rate, burst float64) (*Bucket, error) {
+	if eng == nil {
+		return nil, errors.New("moonpool: NewBucket: nil engine")
+	}
+	ref, err := actors.SpawnBucket(eng, "", rate, burst)
+	if err != nil {
+		return nil, fmt.Errorf("moonpool: NewBucket: %w", err)
+	}
+	if !(rate > 0) {
+		rate = 0
+	}
+	// A full bucket holds its burst: reading it back keeps the rules for
+	// odd bursts in policy alone.
+	burst = policy.NewBucket(rate, burst, 0).Tokens(0)
+	return &Bucket{l: limiter{eng: eng, ref: ref}, rate: rate, burst: burst}, nil
+}
+
+// Allow is whether a token is there now, taking it if so. It never blocks.
+// Callers parked in Wait come first: while any wait, Allow says no, so a
+// stream of Allows cannot starve a caller in line. After Close it says no.
+func (b *Bucket) Allow() bool { return b.l.allow("", 1) }
+
+// AllowN is Allow for n tokens. An n <= 0 asks for nothing and gets it; an
+// n above the burst, or NaN, is never allowed.
+func (b *Bucket) AllowN(n float64) bool { return b.l.allow("", n) }
+
+// Wait blocks until a token is taken for the caller, in line behind those
+// already waiting, or ctx is done. It is WaitN(ctx, 1).
+func (b *Bucket) Wait(ctx context.Context) error { return b.WaitN(ctx, 1) }
+
+// WaitN blocks until n tokens are taken for the caller, in line behind
+// those already waiting. It never sleeps towards a failure it can foresee:
+//   - n above the burst (or NaN) can never be granted: ErrExceedsBurst, at
+//     once.
+//   - a wait that would end after ctx's deadline, or never: a *WaitError
+//     (ErrExceedsDeadline) at once, saying how long the wait would be.
+//   - ctx done while waiting: its place in line is withdrawn and the error
+//     matches ctx.Err() under errors.Is. If the tokens were granted in the
+//     same instant, WaitN returns nil instead: they were taken, and a
+//     caller told otherwise would have spent them for nothing.
+//   - the bucket closed: ErrClosed.
+//
+// ctx's deadline is a span from now on the real clock; WaitN lays it on the
+// engine's clock from the engine's Now, so under a virtual clock it still
+// means "this much longer".
+func (b *Bucket) WaitN(ctx context.Context, n float64) error {
+	if !(n <= b.burst) {
+		return fmt.Errorf("%w: %v tokens, burst %v", ErrExceedsBurst, n, b.burst)
+	}
+	return b.l.wait(ctx, "", n)
+}
+
+// Delay is how long a caller wanting one token would wait now: 0 if it is
+// there, policy.Never if it never will be. It is what a Retry-After header
+// should say to a caller Allow refused. It takes nothing; with callers
+// parked in Wait it counts only the tokens missing, so it is then a lower
+// bound. After Close it is policy.Never.
+func (b *Bucket) Delay() time.Duration {
+	p, ok := b.l.left("")
+	if !ok {
+		return policy.Never
+	}
+	if p.After > 0 { // the actor knows the line as well as the tokens
+		return p.After
+	}
+	return refill(p.Left, 1, b.rate)
+}
+
+// Tokens is how many tokens the bucket holds now, for a caller that
+// reports its own headroom. After Close it is 0.
+func (b *Bucket) Tokens() float64 {
+	p, _ := b.l.left("")
+	return p.Left
+}
+
+// Close stops the bucket's actor, waiting within ctx. Callers in Wait are
+// answered ErrClosed; afterwards Allow says no and Wait returns ErrClosed.
+// A second Close does nothing and returns nil, as does a Close after the
+// engine shut down.
+func (b *Bucket) Close(ctx context.Context) error { return b.l.close(ctx) }
+
+// refill is how long until a bucket holding have earns up to want at rate
+// tokens a second: 0 if it holds enough, policy.Never if it earns nothing.
+func refill(have, want, rate float64) time.Duration {
+	if have >= want {
+		return 0
+	}
+	if !(rate > 0) {
+		return policy.Never
+	}
+	d := math.Ceil((want - have) / rate * 1e9)
+	if !(d < float64(policy.Never)) {
+		return policy.Never
+	}
+	return time.Duration(d)
+}
+
+// Window is a sliding-window quota on an engine: at most allow events in
+// any stretch of time window long. "A thousand a day" is a window, not a
+// rate: a bucket would let a client spend the day's allowance in a minute
+// and then more.
+//
+// Allow answers now; Wait blocks in line until the oldest counted event
+// leaves the window. It is safe for concurrent use. Build one with
+// NewWindow; the zero Window is not usable.
+type Window struct {
+	l      limiter
+	allow  int
+	window time.Duration
+}
+
+// NewWindow starts a sliding-window quota on eng, empty. An allow <= 0 is
+// a quota of nothing; a window <= 0 forgets each event at once and so
+// refuses nothing (as policy.NewWindow reads them). It returns an error if
+// eng is nil or refuses the actor.
+func NewWindow(eng *engine.Engine, allow int, window time.Duration) (*Window, error) {
+	if eng == nil {
+		return nil, errors.New("moonpool: NewWindow: nil engine")
+	}
+	ref, err := actors.SpawnWindow(eng, "", allow, window)
+	if err != nil {
+		return nil, fmt.Errorf("moonpool: NewWindow: %w", err)
+	}
+	return &Window{l: limiter{eng: eng, ref: ref}, allow: allow, window: window}, nil
+}
+
+// Allow is whether an event fits the quota now, counting it if so. It
+// never blocks, and says no while callers wait in line, or after Close.
+func (w *Window) Allow() bool { return w.l.allow("", 1) }
+
+// Wait blocks until an event is counted for the caller, in line behind
+// those already waiting, or ctx is done. It answers as Bucket.WaitN does,
+// with one difference: behind other waiters the window can only estimate
+// the wait from below, so a *WaitError comes at once only when the deadline
+// certainly cannot be met; otherwise the caller waits, and ctx ends it.
+func (w *Window) Wait(ctx context.Context) error { return w.l.wait(ctx, "", 1) }
+
+// Left is how many more events the quota would count now. After Close it
+// is 0.
+func (w *Window) Left() int {
+	p, _ := w.l.left("")
+	return int(p.Left)
+}
+
+// Delay is how long a caller would wait now for room: 0 if there is room,
+// policy.Never for a quota of nothing or after Close. When the quota is
+// full it is at most the window, when the oldest counted event leaves.
+func (w *Window) Delay() time.Duration {
+	p, ok := w.l.left("")
+	return windowDelay(p, ok, w.allow, w.window)
+}
+
+// windowDelay reads a Left answer as the wait for room.
+func windowDelay(p actors.Permit, ok bool, allow int, window time.Duration) time.Duration {
+	switch {
+	case !ok || allow <= 0:
+		return policy.Never
+	case p.After > 0: // the actor knows the line as well as the count
+		return p.After
+	case p.Left >= 1:
+		return 0
+	}
+	return window
+}
+
+// Close stops the window's actor, as Bucket.Close does.
+func (w *Window) Close(ctx context.Context) error { return w.l.close(ctx) }
+
+// limiter is the blocking face shared by every bucket and window, keyed or
+// not: it stamps requests with the engine's Now, sends them to the actor
+// and turns the Permit into a bool or an error.
+type limiter struct {
+	eng    *engine.Engine
+	ref    *engine.Ref
+	closed atomic.Bool
+	// keyed says requests may not be reused: the keyed actor reads an
+	// Allow's Now after answering it, so only its reply channel goes back.
+	keyed bool
+}
+
+// allowReqs holds Allow requests with their reply channels (room for one)
+// for reuse, so an Allow allocates nothing. One goes back only once its
+// answer has been read — the protocol hands a request back to its caller
+// with the answer — and never after a Withdraw, which may still be queued
+// behind the answer and names the request.
+var allowReqs = sync.Pool{New: func() any {
+	return &actors.Allow{Reply: make(chan actors.Permit, 1)}
+}}
+
+// permitChans holds reply channels alone, for requests that are not
+// reused.
+var permitChans = sync.Pool{New: func() any { return make(chan actors.Permit, 1) }}
+
+// request is a ready Allow for key and n at now.
+func (l *limiter) request(now int64, key string, n float64, wait bool, deadline int64) *actors.Allow {
+	if l.keyed {
+		reply := permitChans.Get().(chan actors.Permit)
+		return &actors.Allow{Now: now, Key: key, N: n, Wait: wait, Deadline: deadline, Reply: reply}
+	}
+	req := allowReqs.Get().(*actors.Allow)
+	*req = actors.Allow{Now: now, Key: key, N: n, Wait: wait, Deadline: deadline, Reply: req.Reply}
+	return req
+}
+
+// done hands an answered request back for reuse.
+func (l *limiter) done(req *actors.Allow) {
+	if l.keyed {
+		permitChans.Put(req.Reply)
+		return
+	}
+	req.Key = "" // let the string go
+	allowReqs.Put(req)
+}
+
+func (l *limiter) allow(key string, n float64) bool {
+	if l.closed.Load() {
+		return false
+	}
+	req := l.request(l.eng.Now(), key, n, false, 0)
+	l.ref.Send(req)
+	p := <-req.Reply
+	l.done(req)
+	return p.OK
+}
+
+func (l *limiter) wait(ctx context.Context, key string, n float64) error {
+	if ctx.Err() != nil {
+		return waitCtxErr(ctx)
+	}
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	now := l.eng.Now()
+	var deadline int64
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		if left <= 0 {
+			// Done in all but name: ctx.Err is a moment away.
+			return fmt.Errorf("moonpool: wait: %w", context.DeadlineExceeded)
+		}
+		deadline = math.MaxInt64 // past the end of the clock is no deadline
+		if int64(left) <= math.MaxInt64-now {
+			deadline = now + int64(left)
+		}
+	}
+	req := l.request(now, key, n, true, deadline)
+	l.ref.Send(req)
+	select {
+	case p := <-req.Reply:
+		l.done(req)
+		return permitErr(p)
+	case <-ctx.Done():
+		l.ref.Send(actors.Withdraw{Allow: req})
+		p := <-req.Reply // exactly one answer: the grant or the withdrawal
+		// req stays out of the pool: the Withdraw may still be queued.
+		if p.OK {
+			return nil
+		}
+		if errors.Is(p.Err, actors.ErrCancelled) {
+			return waitCtxErr(ctx)
+		}
+		return permitErr(p)
+	}
+}
+
+// left asks how much is left for key now; false after Close.
+func (l *limiter) left(key string) (actors.Permit, bool) {
+	if l.closed.Load() {
+		return actors.Permit{}, false
+	}
+	reply := permitChans.Get().(chan actors.Permit)
+	l.ref.Send(&actors.Left{Now: l.eng.Now(), Key: key, Reply: reply})
+	p := <-reply
+	permitChans.Put(reply)
+	if p.Err != nil {
+		return actors.Permit{}, false
+	}
+	return p, true
+}
+
+func (l *limiter) close(ctx context.Context) error {
+	return stopActor(ctx, l.eng, l.ref, &l.closed)
+}
+
+// stopActor stops ref's actor once; later calls, and a call after the
+// engine shut down (which stopped it already), return nil.
+func stopActor(ctx context.Context, eng *engine.Engine, ref *engine.Ref, closed *atomic.Bool) error {
+	if !closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	err := eng.Stop(ctx, ref.Name())
+	if errors.Is(err, engine.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// permitErr turns a Wait's answer into the client's error.
+func permitErr(p actors.Permit) error {
+	switch {
+	case p.OK:
+		return nil
+	case errors.Is(p.Err, actors.ErrDeadline):
+		return &WaitError{Wait: p.After}
+	case errors.Is(p.Err, actors.ErrStopped):
+		return ErrClosed
+	case p.Err != nil:
+		return fmt.Errorf("moonpool: wait: %w", p.Err)
+	}
+	return errors.New("moonpool: wait: refused without a reason")
+}
+
+// waitCtxErr is ctx's error for a Wait, with its cause when that says more.
+func waitCtxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("moonpool: wait: %w (%w)", err, cause)
+	}
+	return fmt.Errorf("moonpool: wait: %w", err)
+}

@@ -1,0 +1,70 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/engine"
+)
+
+// spread runs op b.N times in all across g goroutines.
+func spread(b *testing.B, g int, op func()) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for i := range g {
+		n := b.N / g
+		if i < b.N%g {
+			n++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n {
+				op()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+var benchGoroutines = []int{1, 8, 64, 512}
+
+// BenchmarkBucketAllow: Allow on one bucket from g goroutines at once, on
+// the real clock. The bucket is large enough that most calls are granted.
+func BenchmarkBucketAllow(b *testing.B) {
+	for _, g := range benchGoroutines {
+		b.Run(fmt.Sprint("goroutines=", g), func(b *testing.B) {
+			eng := engine.New()
+			defer eng.Shutdown(context.Background())
+			bk, err := client.NewBucket(eng, 1e9, 1e6)
+			if err != nil {
+				b.Fatal(err)
+			}
+			spread(b, g, func() { bk.Allow() })
+		})
+	}
+}
+
+// BenchmarkGateEnterLeave: Enter, then Leave when let in, on one gate from
+// g goroutines at once. The limit is above g, so every Enter is let in.
+func BenchmarkGateEnterLeave(b *testing.B) {
+	for _, g := range benchGoroutines {
+		b.Run(fmt.Sprint("goroutines=", g), func(b *testing.B) {
+			eng := engine.New()
+			defer eng.Shutdown(context.Background())
+			gate, err := client.NewGate(eng, 1024)
+			if err != nil {
+				b.Fatal(err)
+			}
+			spread(b, g, func() {
+				if gate.Enter() {
+					gate.Leave()
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,552 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/moonpool-go/moonpool/actors"
+	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/policy"
+)
+
+// PoolConfig says how a Pool opens and closes its resources and which rules
+// it holds them to. Only Open is required.
+type PoolConfig[T comparable] struct {
+	// Open makes a new resource. It runs on a goroutine of its own, outside
+	// the pool, so a slow Open holds up only the caller that needs it. Its
+	// ctx carries the values of the Get that asked for it but not that Get's
+	// cancellation or deadline: a caller that gives up does not waste the
+	// connection already half made, which goes to the pool instead (the loss
+	// jackc/pgx#1259 describes). Give Open its own timeout, such as
+	// net.Dialer.Timeout. Its ctx is cancelled when the pool closes, and
+	// Close waits for Open to return, so Open must return soon after.
+	Open func(ctx context.Context) (T, error)
+	// Close ends a resource the pool no longer wants: stale, evicted,
+	// surplus, discarded, or left at Close. Its errors are counted in Stats
+	// and returned to whoever caused the close, never panicked on. nil means
+	// the resources need no closing.
+	Close func(T) error
+	// Limits bound the pool. The zero Limits bounds nothing; most servers
+	// want policy.DefaultLimits, ten as database/sql and HikariCP have it.
+	Limits policy.Limits
+	// Ward stands between the pool and its backend: breaker, bucket, backoff
+	// and shedder, each optional. The zero Ward holds nothing back. Its Draw
+	// is ignored; jitter is drawn from a source seeded by Seed.
+	Ward policy.Ward
+	// MaxWaiting caps the callers waiting for a resource; past it Get fails
+	// at once with ErrShed rather than queueing. Zero or less is no cap.
+	MaxWaiting int
+	// Seed seeds the backoff's jitter. Pools that failed together spread
+	// their retries apart only if their seeds differ.
+	Seed uint64
+	// Name is the pool's name on the engine; "" picks a fresh one.
+	Name string
+}
+
+// Pool lends resources made by PoolConfig.Open (connections, usually) to
+// callers that hand them back, and keeps them within PoolConfig.Limits.
+//
+// Get blocks until a resource is there or ctx is done; Put hands one back,
+// Discard says it broke, and Close shuts the pool. The books live in a pool
+// actor on the engine; a Pool is the blocking face of it, and does the
+// opening, closing and sleeping the actor never does. A Pool is safe for
+// concurrent use. Build one with NewPool; the zero Pool is not usable.
+type Pool[T comparable] struct {
+	eng   *engine.Engine
+	ref   *engine.Ref
+	open  func(context.Context) (T, error)
+	close func(T) error
+
+	// replies holds answer channels for Take and Give, each with room for
+	// one, so a Get and a Put allocate only their request. A channel goes
+	// back only once its answer has been read, so it is always empty. The
+	// request structs themselves are not reused: the actor may still read
+	// one (its Now) after answering it.
+	replies sync.Pool
+
+	closing atomic.Bool // no new Gets
+	kill    context.Context
+	stop    context.CancelFunc // cancels every Open under way
+
+	mu      sync.Mutex     // guards stopped and the Adds to opens
+	stopped bool           // no new Open goroutine may start
+	opens   sync.WaitGroup // Open goroutines still running
+
+	retired chan struct{} // the actor signals retired resources to collect
+	quit    chan struct{} // stops the closer goroutine
+	quitted chan struct{} // closed when the closer goroutine has returned
+	unwatch func()        // stops the heat readings, if a shedder wants them
+
+	ready chan struct{} // closed once NewPool has finished building the Pool
+	once  sync.Once     // runs the shutdown once, from Close or the engine
+	final atomic.Pointer[actors.Stats]
+
+	closeFailures atomic.Int64
+}
+
+// NewPool starts a pool on eng. It returns an error if eng or cfg.Open is
+// nil, or if the engine refuses the pool (shut down, name taken). The pool
+// opens nothing until the first Get. Shutting the engine down closes the
+// pool as Close does.
+func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], error) {
+	if eng == nil {
+		return nil, errors.New("moonpool: NewPool: nil engine")
+	}
+	if cfg.Open == nil {
+		return nil, errors.New("moonpool: NewPool: PoolConfig.Open is nil")
+	}
+	p := &Pool[T]{
+		eng:     eng,
+		open:    cfg.Open,
+		close:   cfg.Close,
+		retired: make(chan struct{}, 1),
+		quit:    make(chan struct{}),
+		quitted: make(chan struct{}),
+		ready:   make(chan struct{}),
+	}
+	p.replies.New = func() any { return make(chan actors.Answer[T], 1) }
+	p.kill, p.stop = context.WithCancel(context.Background())
+	ref, err := actors.SpawnPool[T](eng, cfg.Name, actors.PoolConfig{
+		Limits:     cfg.Limits,
+		Ward:       cfg.Ward,
+		Seed:       cfg.Seed,
+		MaxWaiting: cfg.MaxWaiting,
+		Retired:    p.retired,
+	}, p.shutdown)
+	if err != nil {
+		p.stop()
+		return nil, fmt.Errorf("moonpool: NewPool: %w", err)
+	}
+	p.ref = ref
+	if cfg.Ward.Shedder != nil {
+		p.unwatch = eng.WatchHeat(func(now int64, heat float64) {
+			ref.Send(&actors.Heat{Now: now, Value: heat})
+		})
+	}
+	go p.closer()
+	close(p.ready)
+	return p, nil
+}
+
+// Get lends a resource: an idle one if there is one (the most recently
+// returned first), else a new one from Open if the limits and the ward
+// allow, else it waits, in line behind earlier callers, until one comes back
+// or room is made.
+//
+// It returns ErrClosed once the pool is closing, ErrShed when the ward
+// refuses (breaker open, process hot) or MaxWaiting callers are already in
+// line, and an *OpenError when the Open it ran failed; that failure is
+// reported to the ward, so the breaker and backoff see the backend failing.
+//
+// When ctx is done first, Get returns an error matching ctx.Err() under
+// errors.Is and leaves nothing behind: its place in line is withdrawn, and a
+// resource or room granted in the same instant is handed back. An Open
+// already under way is not cancelled: the resource it makes goes to the
+// pool for the next caller.
+func (p *Pool[T]) Get(ctx context.Context) (T, error) {
+	var zero T
+	if p.closing.Load() {
+		return zero, ErrClosed
+	}
+	if ctx.Err() != nil {
+		return zero, ctxError(ctx)
+	}
+	for {
+		reply := p.replies.Get().(chan actors.Answer[T])
+		tk := &actors.Take[T]{Now: p.eng.Now(), Wait: true, Reply: reply}
+		p.ref.Send(tk)
+		var a actors.Answer[T]
+		select {
+		case a = <-reply:
+			p.replies.Put(reply)
+		case <-ctx.Done():
+			p.ref.Send(&actors.Cancel[T]{Take: tk})
+			a = <-reply // exactly one answer, whichever came first
+			p.replies.Put(reply)
+			if a.Err == nil {
+				p.giveBack(a)
+			}
+			return zero, ctxError(ctx)
+		}
+		switch {
+		case a.Err != nil:
+			return zero, refusal(a.Err)
+		case a.Verdict == policy.Ready:
+			return a.Item, nil
+		case a.Verdict == policy.Make:
+			return p.make(ctx)
+		case a.Verdict == policy.Shed:
+			return zero, ErrShed
+		case a.Verdict == policy.Later:
+			// Only a Take that does not wait is answered Later; should one
+			// come, sleep it out on the engine's clock and ask again.
+			if err := p.eng.Sleep(ctx, a.After); err != nil {
+				return zero, ctxError(ctx)
+			}
+		}
+	}
+}
+
+// giveBack returns what a withdrawn Take was granted in the same instant.
+func (p *Pool[T]) giveBack(a actors.Answer[T]) {
+	switch a.Verdict {
+	case policy.Ready:
+		_ = p.give(a.Item)
+	case policy.Make:
+		p.ref.Send(&actors.Release{Now: p.eng.Now()})
+	}
+}
+
+// refusal turns an actor's error into the client's sentinel.
+func refusal(err error) error {
+	switch {
+	case errors.Is(err, actors.ErrShed):
+		return ErrShed
+	case errors.Is(err, actors.ErrClosed), errors.Is(err, actors.ErrStopped):
+		return ErrClosed
+	}
+	return err
+}
+
+// ctxError is ctx's error, with its cause when the cause says more.
+func ctxError(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("moonpool: get: %w (%w)", err, cause)
+	}
+	return fmt.Errorf("moonpool: get: %w", err)
+}
+
+// opening is one Open under way and the Get waiting for it. Whichever of
+// the two moves state first decides where the resource goes: to the Get, or,
+// once the Get has given up, to the pool.
+type opening[T comparable] struct {
+	state atomic.Int32 // underway, then handed or abandoned
+	done  chan made[T] // room for one: the Open goroutine never blocks on it
+}
+
+const (
+	underway int32 = iota
+	handed
+	abandoned
+)
+
+type made[T comparable] struct {
+	item T
+	err  error
+}
+
+// make runs Open on a goroutine of its own for the room the actor reserved
+// and waits for it, or for ctx.
+func (p *Pool[T]) make(ctx context.Context) (T, error) {
+	var zero T
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		p.ref.Send(&actors.Release{Now: p.eng.Now()})
+		return zero, ErrClosed
+	}
+	p.opens.Add(1)
+	p.mu.Unlock()
+	o := &opening[T]{done: make(chan made[T], 1)}
+	go p.opener(openContext{Context: p.kill, values: ctx}, o)
+	select {
+	case r := <-o.done:
+		return r.item, r.err
+	case <-ctx.Done():
+		if o.state.CompareAndSwap(underway, abandoned) {
+			return zero, ctxError(ctx)
+		}
+		r := <-o.done // handed over just now: take it
+		return r.item, r.err
+	}
+}
+
+// opener opens one resource and tells the actor how it went.
+func (p *Pool[T]) opener(ctx context.Context, o *opening[T]) {
+	defer p.opens.Done()
+	item, err := p.open(ctx)
+	var r made[T]
+	switch {
+	case err != nil && p.kill.Err() != nil:
+		// The pool closed under the Open: no news about the backend.
+		p.ref.Send(&actors.Release{Now: p.eng.Now()})
+		r.err = fmt.Errorf("%w: open cut short: %w", ErrClosed, err)
+	case err != nil:
+		p.ref.Send(&actors.Unmade{Now: p.eng.Now()})
+		r.err = &OpenError{Err: err}
+	default:
+		m := &actors.Made[T]{Now: p.eng.Now(), Item: item, Reply: make(chan actors.Answer[T], 1)}
+		p.ref.Send(m)
+		if a := <-m.Reply; a.Err != nil || !a.Kept {
+			r.err = ErrClosed
+			if cerr := p.closeItem(item); cerr != nil {
+				r.err = errors.Join(ErrClosed, cerr)
+			}
+		} else {
+			r.item = item
+		}
+	}
+	if o.state.CompareAndSwap(underway, handed) {
+		o.done <- r
+		return
+	}
+	// The Get gave up: a resource it would have had goes to the pool.
+	if r.err == nil {
+		_ = p.give(r.item)
+	}
+}
+
+// openContext is Open's context: the caller's values, the pool's
+// cancellation. It has no deadline of its own.
+type openContext struct {
+	context.Context // the pool's: done when the pool closes
+	values          context.Context
+}
+
+func (c openContext) Value(key any) any { return c.values.Value(key) }
+
+// Put hands back a resource Get lent. If the pool will not keep it (it is
+// closing, the idle limit is full, or the resource has lived past Life),
+// Put closes it, returning a *CloseError if that Close failed.
+//
+// Put of a resource this pool has not lent — never lent, or already put
+// back — returns ErrNotLent and leaves it alone, before Close as after it.
+// Once the pool's actor has stopped (Close has returned, or the engine shut
+// down) there are no books left to check against, and whatever is put is
+// closed; put each resource back exactly once.
+func (p *Pool[T]) Put(item T) error {
+	return p.give(item)
+}
+
+func (p *Pool[T]) give(item T) error {
+	reply := p.replies.Get().(chan actors.Answer[T])
+	p.ref.Send(&actors.Give[T]{Now: p.eng.Now(), Item: item, Strict: true, Reply: reply})
+	a := <-reply
+	p.replies.Put(reply)
+	switch {
+	case errors.Is(a.Err, actors.ErrNotLent):
+		return ErrNotLent
+	case a.Err != nil || !a.Kept:
+		return p.closeItem(item)
+	}
+	return nil
+}
+
+// Discard says a lent resource broke: the pool forgets it, freeing its
+// room for a new one, and Discard closes it, returning a *CloseError if
+// that Close failed. Use it for a connection found dead. Discard of a
+// resource this pool has not lent returns ErrNotLent and closes nothing;
+// after the pool's actor has stopped the resource is closed unchecked.
+func (p *Pool[T]) Discard(item T) error {
+	reply := p.replies.Get().(chan actors.Answer[T])
+	p.ref.Send(&actors.Drop[T]{Now: p.eng.Now(), Item: item, Strict: true, Reply: reply})
+	a := <-reply
+	p.replies.Put(reply)
+	if errors.Is(a.Err, actors.ErrNotLent) {
+		return ErrNotLent
+	}
+	return p.closeItem(item)
+}
+
+// closeItem runs the user's Close, counting a failure.
+func (p *Pool[T]) closeItem(item T) error {
+	if p.close == nil {
+		return nil
+	}
+	if err := p.close(item); err != nil {
+		p.closeFailures.Add(1)
+		return &CloseError{Count: 1, Err: err}
+	}
+	return nil
+}
+
+// closer closes what the actor retires — stale, evicted, surplus — off the
+// actor and off the callers' path. One per pool; it ends in Close.
+func (p *Pool[T]) closer() {
+	defer close(p.quitted)
+	for {
+		select {
+		case <-p.retired:
+			_ = p.collect()
+		case <-p.quit:
+			return
+		}
+	}
+}
+
+// collect closes every resource the actor has retired, and reports the
+// Close failures.
+func (p *Pool[T]) collect() error {
+	m := &actors.Collect[T]{Reply: make(chan []T, 1)}
+	p.ref.Send(m)
+	var errs []error
+	for _, item := range <-m.Reply {
+		if err := p.closeItem(item); err != nil {
+			errs = append(errs, err.(*CloseError).Err)
+		}
+	}
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return &CloseError{Count: 1, Err: errs[0]}
+	}
+	return &CloseError{Count: len(errs), Err: errors.Join(errs...)}
+}
+
+// Close shuts the pool. From its start Get returns ErrClosed, waiting
+// callers are answered ErrClosed, Opens under way are cancelled, and idle
+// resources are closed. It then waits, within ctx, for lent resources to
+// come home through Put or Discard, closing each as it does; one put back
+// after ctx ended is still closed. Close returns once the pool's actor and
+// goroutines have stopped.
+//
+// It returns an error matching ctx.Err() if resources were still lent when
+// ctx ended, and a *CloseError if any Close failed. Calling Close again, or
+// after the engine's Shutdown (which closes every pool this way), does
+// nothing and returns nil.
+func (p *Pool[T]) Close(ctx context.Context) error {
+	err := p.eng.Stop(ctx, p.ref.Name())
+	if errors.Is(err, engine.ErrNotFound) {
+		// Stopped already, or the engine is down: make sure our own half
+		// ran (once makes this a no-op when it did).
+		err = p.shutdown(ctx)
+	}
+	return err
+}
+
+// shutdown is the pool's half of Close, run once, by Close through the
+// engine or by the engine's Shutdown, before the actor stops.
+func (p *Pool[T]) shutdown(ctx context.Context) error {
+	<-p.ready
+	var err error
+	p.once.Do(func() { err = p.drain(ctx) })
+	return err
+}
+
+func (p *Pool[T]) drain(ctx context.Context) error {
+	p.closing.Store(true)
+	p.stop() // cancel Opens under way: nothing new is made for a closing pool
+	if p.unwatch != nil {
+		p.unwatch()
+	}
+	// From here on this goroutine closes what is retired, so that the
+	// failures of closes Close causes are Close's to report.
+	close(p.quit)
+	<-p.quitted
+	c := &actors.Close{Now: p.eng.Now(), Reply: make(chan actors.Stats, 1)}
+	p.ref.Send(c)
+	<-c.Reply
+	var errs []error
+	if err := p.collect(); err != nil {
+		errs = append(errs, err)
+	}
+	d := &actors.Drained{Reply: make(chan actors.Stats, 1)}
+	p.ref.Send(d)
+	select {
+	case <-d.Reply:
+	case <-ctx.Done():
+		s := p.inspect()
+		errs = append(errs, fmt.Errorf("moonpool: close: %d still lent: %w", s.Busy, ctx.Err()))
+	}
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
+	p.opens.Wait()
+	if err := p.collect(); err != nil {
+		errs = append(errs, err)
+	}
+	s := p.inspect()
+	p.final.Store(&s)
+	return errors.Join(errs...)
+}
+
+func (p *Pool[T]) inspect() actors.Stats {
+	m := &actors.Inspect{Reply: make(chan actors.Stats, 1)}
+	p.ref.Send(m)
+	return <-m.Reply
+}
+
+// Stats is a snapshot of a pool: what it holds now and what it has done
+// since it started. Read it through its methods; new ones may be added.
+type Stats struct {
+	s             actors.Stats
+	closeFailures int64
+}
+
+// Stats takes a snapshot of the pool. After Close it reports the pool as
+// Close left it.
+func (p *Pool[T]) Stats() Stats {
+	s := p.inspect()
+	if p.ref.Stopped() {
+		if f := p.final.Load(); f != nil {
+			s = *f
+		}
+	}
+	return Stats{s: s, closeFailures: p.closeFailures.Load()}
+}
+
+// Live is how many resources exist: idle, lent, and being opened.
+func (s Stats) Live() int { return s.s.Live }
+
+// Idle is how many sit in the pool ready to lend.
+func (s Stats) Idle() int { return s.s.Idle }
+
+// Busy is how many are lent out or being opened.
+func (s Stats) Busy() int { return s.s.Busy }
+
+// Waiting is how many callers of Get are in line now.
+func (s Stats) Waiting() int { return s.s.Waiting }
+
+// Made is how many resources Open made that the pool took on.
+func (s Stats) Made() int64 { return s.s.Made }
+
+// MakeFailures is how many Opens failed (each one told to the ward).
+func (s Stats) MakeFailures() int64 { return s.s.MakeFailures }
+
+// Stale is how many were retired by a Get that found them idle past Keep or
+// Life.
+func (s Stats) Stale() int64 { return s.s.Stale }
+
+// Evicted is how many the pool's timer retired for sitting idle past Keep
+// or living past Life.
+func (s Stats) Evicted() int64 { return s.s.Evicted }
+
+// Surplus is how many were closed on Put because the idle limit was full or
+// they had lived past Life.
+func (s Stats) Surplus() int64 { return s.s.Surplus }
+
+// Broken is how many were discarded by their holders.
+func (s Stats) Broken() int64 { return s.s.Broken }
+
+// Shutdown is how many were closed because the pool closed: idle at Close,
+// or put back after it.
+func (s Stats) Shutdown() int64 { return s.s.Shutdown }
+
+// Closes is how many the pool has let go for any reason: the sum of Stale,
+// Evicted, Surplus, Broken and Shutdown.
+func (s Stats) Closes() int64 {
+	return s.s.Stale + s.s.Evicted + s.s.Surplus + s.s.Broken + s.s.Shutdown
+}
+
+// CloseFailures is how many calls of PoolConfig.Close returned an error.
+func (s Stats) CloseFailures() int64 { return s.closeFailures }
+
+// Shed is how many Gets were refused: by the ward, by MaxWaiting, or
+// because the pool was closed.
+func (s Stats) Shed() int64 { return s.s.Shed }
+
+// Cancelled is how many waiting Gets gave up because their ctx ended.
+func (s Stats) Cancelled() int64 { return s.s.Cancelled }
+
+// Waited is how many Gets had to wait in line and were then answered.
+func (s Stats) Waited() int64 { return s.s.Waited }
+
+// WaitTime is the total time the Gets counted by Waited spent in line, on
+// the engine's clock.
+func (s Stats) WaitTime() time.Duration { return s.s.WaitTime }

@@ -1,0 +1,220 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/policy"
+)
+
+// ErrNoAttempts is returned by Retry when its backoff allows no attempt at
+// all (Attempts <= 0, as in the zero Backoff): fn was never run. A field
+// left out of a Backoff reads as "none", not as the preset; start from
+// policy.DefaultBackoff.
+var ErrNoAttempts = errors.New("moonpool: backoff allows no attempt")
+
+// RetryError is what Retry returns when it gives up on an fn that kept
+// failing: the attempts ran out (Cause is nil), ctx ended (Cause is ctx's
+// error), or the next sleep would have passed ctx's deadline (Cause is a
+// *WaitError). errors.Is and errors.As reach both the last failure and the
+// cause.
+type RetryError struct {
+	Attempts int   // how many times fn ran
+	Err      error // what the last run returned; nil if fn never ran
+	Cause    error // why Retry stopped before the attempts ran out; nil if they did
+}
+
+// Error says how many attempts were made, why Retry stopped and what the
+// last failure was.
+func (e *RetryError) Error() string {
+	why := "gave up"
+	if e.Cause != nil {
+		why = "stopped (" + e.Cause.Error() + ")"
+	}
+	if e.Err == nil {
+		return fmt.Sprintf("moonpool: retry: %s after %d attempts", why, e.Attempts)
+	}
+	return fmt.Sprintf("moonpool: retry: %s after %d attempts: %v", why, e.Attempts, e.Err)
+}
+
+// Unwrap returns the last failure and the cause, those that are not nil.
+func (e *RetryError) Unwrap() []error {
+	var errs []error
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	if e.Cause != nil {
+		errs = append(errs, e.Cause)
+	}
+	return errs
+}
+
+// RetryOption changes how one Retry call runs.
+type RetryOption func(*retrySettings)
+
+type retrySettings struct {
+	draw func() float64 // in [0, 1)
+}
+
+// WithSource makes Retry draw its jitter from r, one Float64 per retry, so
+// a seeded r gives the same sleeps every run. A *rand.Rand is not safe for
+// concurrent use: give each concurrent Retry its own. A nil r is ignored.
+//
+// Without it Retry draws from math/rand/v2's top-level source, which the
+// runtime seeds at random: clients in different processes then never draw
+// in step, which is what jitter is for.
+func WithSource(r *rand.Rand) RetryOption {
+	return func(s *retrySettings) {
+		if r != nil {
+			s.draw = r.Float64
+		}
+	}
+}
+
+// Permanent marks err as not worth retrying: Retry returns at once when fn
+// returns it, without sleeping. When fn returns the mark itself, Retry
+// returns err, unmarked; when fn wraps the mark in an error of its own,
+// Retry returns that error as it is. errors.Is and errors.As see through
+// the mark either way. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// RetryAfter wraps err with a server's hint of when to come back, such as
+// an HTTP Retry-After header or a gRPC RetryInfo. Retry then sleeps at
+// least d before the next attempt instead of its computed delay (see Retry
+// for how the sleep is spread). A d below zero is read as zero.
+// RetryAfter(nil, d) is nil.
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &retryAfterError{err: err, after: max(d, 0)}
+}
+
+type retryAfterError struct {
+	err   error
+	after time.Duration
+}
+
+func (e *retryAfterError) Error() string {
+	return fmt.Sprintf("%v (retry after %v)", e.err, e.after)
+}
+
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+// RetryAfter is the hint, which is how Retry finds it.
+func (e *retryAfterError) RetryAfter() time.Duration { return e.after }
+
+// hinter is any error carrying a retry-after hint: RetryAfter's, or a
+// caller's own HTTP error type with the same method.
+type hinter interface{ RetryAfter() time.Duration }
+
+// Retry runs fn until it succeeds, as backoff allows: at most
+// backoff.Attempts runs in all, sleeping backoff.Delay(retry, draw,
+// previous) on the engine's clock before each retry, with one draw from the
+// source (see WithSource) per retry. With a seeded source the sleeps are
+// exactly backoff.Schedule of the same draws. ctx is passed to every run.
+//
+// It returns nil once fn does, and otherwise:
+//   - fn's error at once, when it is marked Permanent (see Permanent for
+//     which error exactly);
+//   - a *RetryError wrapping the last failure when the attempts run out;
+//   - a *RetryError wrapping the last failure and ctx's error when ctx ends
+//     before or during a sleep: Retry returns promptly, leaving no timer;
+//   - a *RetryError wrapping the last failure and a *WaitError
+//     (ErrExceedsDeadline) when the next sleep would end after ctx's
+//     deadline, at once rather than sleeping towards a certain failure;
+//   - ErrNoAttempts when backoff allows no attempt; an error for a nil eng
+//     or fn.
+//
+// A retry-after hint carried by the failure — made with RetryAfter, or any
+// error in the chain with a RetryAfter() time.Duration method — replaces
+// the computed delay. Told "come back in 5 s", a thousand clients that all
+// slept exactly 5 s would return as one spike, so Retry sleeps
+// hint + draw × spread, where spread is the larger of backoff.Ceiling for
+// this retry and a tenth of the hint: never earlier than the server asked,
+// and a crowd spread over at least a tenth of the hint. The spread is drawn
+// whatever the backoff's jitter, since it is the crowd it is for. The
+// hinted sleep is the previous delay a Decorrelated backoff grows from.
+func Retry(ctx context.Context, eng *engine.Engine, backoff policy.Backoff, fn func(ctx context.Context) error, opts ...RetryOption) error {
+	if eng == nil {
+		return errors.New("moonpool: Retry: nil engine")
+	}
+	if fn == nil {
+		return errors.New("moonpool: Retry: nil fn")
+	}
+	s := retrySettings{draw: rand.Float64}
+	for _, o := range opts {
+		if o != nil {
+			o(&s)
+		}
+	}
+	if !backoff.More(0) {
+		return ErrNoAttempts
+	}
+	var last error
+	var previous time.Duration
+	made := 0
+	for backoff.More(made) {
+		if made > 0 {
+			r := s.draw()
+			d := backoff.Delay(made, r, previous)
+			var h hinter
+			if errors.As(last, &h) {
+				d = hinted(h.RetryAfter(), backoff.Ceiling(made), r)
+			}
+			previous = d
+			if dl, ok := ctx.Deadline(); ok && d > time.Until(dl) {
+				return &RetryError{Attempts: made, Err: last, Cause: &WaitError{Wait: d}}
+			}
+			if err := eng.Sleep(ctx, d); err != nil {
+				return &RetryError{Attempts: made, Err: last, Cause: ctx.Err()}
+			}
+		}
+		if ctx.Err() != nil {
+			return &RetryError{Attempts: made, Err: last, Cause: ctx.Err()}
+		}
+		err := fn(ctx)
+		made++
+		if err == nil {
+			return nil
+		}
+		var p *permanentError
+		if errors.As(err, &p) {
+			if err == error(p) {
+				return p.err
+			}
+			return err
+		}
+		last = err
+	}
+	return &RetryError{Attempts: made, Err: last}
+}
+
+// hinted is the sleep for a retry-after hint h: h plus r × the larger of
+// ceiling and h/10, never less than h, saturating at policy.Never.
+func hinted(h, ceiling time.Duration, r float64) time.Duration {
+	h = max(h, 0)
+	span := max(ceiling, h/10)
+	extra := time.Duration(r * float64(span))
+	if extra > span || extra < 0 { // a float rounding past span
+		extra = span
+	}
+	if h > policy.Never-extra {
+		return policy.Never
+	}
+	return h + extra
+}
