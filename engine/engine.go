@@ -57,7 +57,7 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithDispatch chooses how actors' messages are run (see Dispatch); budget is
 // how many messages a sender may run inline under Hybrid (values below 1 are
-// read as 1). The default is Hybrid with a budget of 16.
+// read as 1). The default is Hybrid with a budget of 1.
 func WithDispatch(d Dispatch, budget int) Option {
 	return func(e *Engine) {
 		if d <= Synchronized {
@@ -96,7 +96,7 @@ func New(opts ...Option) *Engine {
 		clock:     vclock.Real(),
 		logger:    slog.New(slog.DiscardHandler),
 		dispatch:  Hybrid,
-		budget:    16,
+		budget:    1,
 		heatEvery: 250 * time.Millisecond,
 	}
 	for _, o := range opts {
