@@ -154,13 +154,32 @@ type Permit struct {
 	Err   error
 }
 
-func (m *Take[T]) Refuse()    { m.Reply <- Answer[T]{Verdict: policy.Shed, Err: ErrStopped} }
-func (m *Give[T]) Refuse()    { m.Reply <- Answer[T]{Err: ErrStopped} }
-func (m *Made[T]) Refuse()    { m.Reply <- Answer[T]{Err: ErrStopped} }
+// Refuse answers a Take that reached a stopped actor.
+func (m *Take[T]) Refuse() { m.Reply <- Answer[T]{Verdict: policy.Shed, Err: ErrStopped} }
+
+// Refuse answers a Give that reached a stopped actor.
+func (m *Give[T]) Refuse() { m.Reply <- Answer[T]{Err: ErrStopped} }
+
+// Refuse answers a Made that reached a stopped actor.
+func (m *Made[T]) Refuse() { m.Reply <- Answer[T]{Err: ErrStopped} }
+
+// Refuse answers a Collect that reached a stopped actor.
 func (m *Collect[T]) Refuse() { m.Reply <- nil }
-func (m *Close) Refuse()      { m.Reply <- Stats{} }
-func (m *Drained) Refuse()    { m.Reply <- Stats{} }
-func (m *Inspect) Refuse()    { m.Reply <- Stats{} }
-func (m *Allow) Refuse()      { m.Reply <- Permit{After: policy.Never, Err: ErrStopped} }
-func (m *Left) Refuse()       { m.Reply <- Permit{Err: ErrStopped} }
-func (m *Enter) Refuse()      { m.Reply <- Permit{Err: ErrStopped} }
+
+// Refuse answers a Close that reached a stopped actor.
+func (m *Close) Refuse() { m.Reply <- Stats{} }
+
+// Refuse answers a Drained that reached a stopped actor.
+func (m *Drained) Refuse() { m.Reply <- Stats{} }
+
+// Refuse answers a Inspect that reached a stopped actor.
+func (m *Inspect) Refuse() { m.Reply <- Stats{} }
+
+// Refuse answers a Allow that reached a stopped actor.
+func (m *Allow) Refuse() { m.Reply <- Permit{After: policy.Never, Err: ErrStopped} }
+
+// Refuse answers a Left that reached a stopped actor.
+func (m *Left) Refuse() { m.Reply <- Permit{Err: ErrStopped} }
+
+// Refuse answers a Enter that reached a stopped actor.
+func (m *Enter) Refuse() { m.Reply <- Permit{Err: ErrStopped} }

@@ -396,6 +396,16 @@ func (b *books[T]) close(now int64) {
 	b.stats.Shutdown += int64(len(idle))
 	b.retire = append(b.retire, idle...)
 	b.signal()
+	b.dismiss(func(m *Take[T]) {
+		b.stats.Shed++
+		m.Reply <- Answer[T]{Verdict: policy.Shed, Err: ErrClosed}
+	})
+	b.settle(now)
+}
+
+// dismiss answers every parked Take with answer, oldest first, and empties
+// the FIFO.
+func (b *books[T]) dismiss(answer func(*Take[T])) {
 	for b.waiting > 0 {
 		p, ok := b.front()
 		if !ok {
@@ -404,11 +414,9 @@ func (b *books[T]) close(now int64) {
 		b.pop()
 		b.waiting--
 		p.take.gen = 0
-		b.stats.Shed++
-		p.take.Reply <- Answer[T]{Verdict: policy.Shed, Err: ErrClosed}
+		answer(p.take)
 	}
 	b.waiting = 0
-	b.settle(now)
 }
 
 // stop runs as the actor stops: the timer goes, and whoever still waits is
@@ -418,16 +426,7 @@ func (b *books[T]) stop() {
 		b.timer.Stop()
 		b.timer = nil
 	}
-	for b.waiting > 0 {
-		p, ok := b.front()
-		if !ok {
-			break
-		}
-		b.pop()
-		b.waiting--
-		p.take.gen = 0
-		p.take.Refuse()
-	}
+	b.dismiss((*Take[T]).Refuse)
 	for _, r := range b.drained {
 		r <- b.snapshot()
 	}
