@@ -163,6 +163,13 @@ func (m *Give[T]) Refuse() { m.Reply <- Answer[T]{Err: ErrStopped} }
 // Refuse answers a Made that reached a stopped actor.
 func (m *Made[T]) Refuse() { m.Reply <- Answer[T]{Err: ErrStopped} }
 
+// Refuse answers a Drop that reached a stopped actor, if it wants an answer.
+func (m *Drop[T]) Refuse() {
+	if m.Reply != nil {
+		m.Reply <- Answer[T]{Err: ErrStopped}
+	}
+}
+
 // Refuse answers a Collect that reached a stopped actor.
 func (m *Collect[T]) Refuse() { m.Reply <- nil }
 

@@ -83,21 +83,13 @@ type poolActor[T comparable] struct{ b *books[T] }
 // Bind gives the books their own address, for the timers' Ticks.
 func (a *poolActor[T]) Bind(r *engine.Ref) { a.b.self = r }
 
-// Receive runs one message. A panic answers the message's caller (so no
-// caller waits for ever) and is passed on to the engine's supervision, which
-// resumes this same actor with its books.
+// Receive runs one message. A panic (a bug: policy never panics on input)
+// goes to the engine's supervision, which resumes this same actor with its
+// books; the request that panicked may go unanswered, and its caller is
+// released by its ctx.
 func (a *poolActor[T]) Receive(c actor.Context) {
-	msg := c.Message()
-	defer func() {
-		if r := recover(); r != nil {
-			if rf, ok := msg.(engine.Refusable); ok {
-				rf.Refuse()
-			}
-			panic(r)
-		}
-	}()
 	b := a.b
-	switch m := msg.(type) {
+	switch m := c.Message().(type) {
 	case *Take[T]:
 		b.take(m)
 	case *Give[T]:
@@ -326,7 +318,10 @@ func (b *books[T]) settle(now int64) {
 
 // tick is the engine's timer: evict what is due, and try the parked again.
 func (b *books[T]) tick(now int64) {
-	b.timer, b.timerAt = nil, 0
+	if b.timer != nil && b.timerAt <= now {
+		// This is the armed timer's Tick; a later one armed meanwhile stays.
+		b.timer, b.timerAt = nil, 0
+	}
 	if b.later != 0 && now >= b.later {
 		b.later = 0
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -221,6 +222,7 @@ func TestHammer(t *testing.T) {
 				if _, dup := inUse.LoadOrStore(it, g); dup {
 					t.Errorf("resource %d lent to two holders", it)
 				}
+				runtime.Gosched() // hold it a while: another holder would collide here
 				inUse.Delete(it)
 				if (g+i)%17 == 0 {
 					r.ref.Send(&Drop[int64]{Now: r.now(), Item: it})
@@ -274,6 +276,7 @@ func TestCancellationStorm(t *testing.T) {
 			if _, dup := inUse.LoadOrStore(it, i); dup {
 				t.Errorf("resource %d lent twice", it)
 			}
+			runtime.Gosched() // hold it a while: another holder would collide here
 			inUse.Delete(it)
 			r.give(it)
 		}()

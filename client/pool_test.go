@@ -900,7 +900,7 @@ func TestCloseWithLent(t *testing.T) {
 			return nil
 		},
 	})
-	idle, lent := r.get(), r.get()
+	idle, lent, broken := r.get(), r.get(), r.get()
 	r.put(idle)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -920,6 +920,14 @@ func TestCloseWithLent(t *testing.T) {
 	}
 	if r.be.closes.Load() != 2 {
 		t.Errorf("the lent one was not closed when it came home")
+	}
+	// A Discard after Close reaches a stopped actor: answered, not lost,
+	// and the broken one is closed.
+	if err := r.pool.Discard(broken); err != nil {
+		t.Errorf("discard after close: %v", err)
+	}
+	if r.be.closes.Load() != 3 {
+		t.Errorf("the discarded one was not closed after Close")
 	}
 	if s := r.pool.Stats(); s.CloseFailures() != 1 || s.Shutdown() != 1 {
 		t.Errorf("close failures %d, shutdown %d; want 1, 1", s.CloseFailures(), s.Shutdown())

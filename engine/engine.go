@@ -261,8 +261,14 @@ func (r *Ref) Stopped() bool { return r.mb.closed.Load() }
 
 func (r *Ref) close(ctx context.Context) error {
 	if !r.closing.CompareAndSwap(false, true) {
-		r.wait()
-		return nil
+		// Someone else is closing it: wait for them, within our ctx.
+		select {
+		case <-r.mb.quit:
+			<-r.mb.done
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	var err error
 	if r.shutdown != nil {
@@ -286,10 +292,10 @@ type member struct {
 }
 
 func (m *member) Receive(c actor.Context) {
-	m.inner.Receive(c)
 	if _, ok := c.Message().(*actor.Stopped); ok {
-		m.mb.stop()
+		defer m.mb.stop() // even if the actor panics on its way out
 	}
+	m.inner.Receive(c)
 }
 
 // resume is the supervision strategy of every engine actor: a panic resumes

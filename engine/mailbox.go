@@ -142,10 +142,16 @@ func (m *mailbox) loop() {
 		case <-m.kick:
 			m.drain(0)
 		case <-m.quit:
-			// Whatever is still queued is refused by whoever posts next, or
-			// here, so no caller is left waiting.
-			if m.status.CompareAndSwap(idle, running) {
+			// Whatever is still queued is refused here or by whoever posts
+			// next, so no caller is left waiting. A kick that raced with
+			// quit hands over a running mailbox: drain it.
+			select {
+			case <-m.kick:
 				m.drain(0)
+			default:
+				if m.status.CompareAndSwap(idle, running) {
+					m.drain(0)
+				}
 			}
 			return
 		}
@@ -181,6 +187,12 @@ func (m *mailbox) schedule() {
 // handoff passes a running mailbox to its dedicated goroutine. The status
 // stays running, so the kick channel never holds more than one.
 func (m *mailbox) handoff() {
+	if m.closed.Load() {
+		// The goroutine is gone or going: whoever holds the mailbox drains
+		// it, refusing what is left.
+		m.drain(0)
+		return
+	}
 	select {
 	case m.kick <- struct{}{}:
 	case <-m.quit:

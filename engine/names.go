@@ -35,17 +35,22 @@ func (m *nameGet) Refuse() { m.reply <- nil }
 func (m *nameAll) Refuse() { m.reply <- nil }
 
 type directory struct {
-	e     *Engine
-	refs  map[string]*Ref
-	subs  map[uint64]func(now int64, heat float64)
-	meter *heatMeter
-	timer Timer
-	done  bool
+	e       *Engine
+	refs    map[string]*Ref
+	subs    map[uint64]func(now int64, heat float64)
+	meter   *heatMeter
+	timer   Timer
+	done    bool
+	closing bool // Shutdown has taken its list; no more names
 }
 
 func (d *directory) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *nameAdd:
+		if d.closing {
+			m.reply <- ErrShutdown
+			return
+		}
 		if _, taken := d.refs[m.ref.name]; taken {
 			m.reply <- ErrNameTaken
 			return
@@ -57,6 +62,7 @@ func (d *directory) Receive(c actor.Context) {
 	case *nameRemove:
 		delete(d.refs, m.name)
 	case *nameAll:
+		d.closing = true // Shutdown's snapshot: nothing may join after it
 		all := make([]*Ref, 0, len(d.refs))
 		for _, r := range d.refs {
 			all = append(all, r)
