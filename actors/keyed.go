@@ -137,20 +137,22 @@ func (k *keyed[S, R]) Receive(c actor.Context) {
 func (k *keyed[S, R]) seen(now int64) { k.now = max(k.now, now) }
 
 func (k *keyed[S, R]) allow(m *Allow) {
-	k.seen(m.Now)
-	i, ok := k.index[m.Key]
+	// m is the caller's again once answered: read it first.
+	now, key := m.Now, m.Key
+	k.seen(now)
+	i, ok := k.index[key]
 	if !ok {
 		// Only a caller that takes (or waits) makes a key: one refused
 		// at once leaves nothing behind.
-		k.spare = k.rule.fresh(m.Now)
+		k.spare = k.rule.fresh(now)
 		v := decide(k.rule, &k.spare, 0, 0, m)
 		if v == answered {
-			k.sweep(m.Now, sweepPerCall)
+			k.sweep(now, sweepPerCall)
 			return
 		}
-		i = k.add(m.Key, k.spare, m.Now)
+		i = k.add(key, k.spare, now)
 		if v == granted {
-			k.touch(i, m.Now)
+			k.touch(i, now)
 		} else {
 			k.park(i, m)
 		}
@@ -163,13 +165,13 @@ func (k *keyed[S, R]) allow(m *Allow) {
 		}
 		switch decide(k.rule, &e.state, waiting, ahead, m) {
 		case granted:
-			k.touch(i, m.Now)
+			k.touch(i, now)
 		case parks:
 			k.park(i, m)
 		}
 	}
-	k.sweep(m.Now, sweepPerCall)
-	k.arm(m.Now)
+	k.sweep(now, sweepPerCall)
+	k.arm(now)
 }
 
 func (k *keyed[S, R]) withdraw(req *Allow) {

@@ -61,6 +61,26 @@ type books[T comparable] struct {
 	later   int64 // when a parked caller may next be made for, after Later; 0 if none
 
 	stats Stats
+
+	// current is the request being handled until it is answered or parked;
+	// a panic refuses it if it is still here.
+	current engine.Refusable
+}
+
+// answered notes that the request being handled has had its answer.
+func (b *books[T]) answered() { b.current = nil }
+
+// unanswered runs as Receive returns: after a panic, a request still
+// unanswered is refused, then the panic goes on to the supervisor.
+func (b *books[T]) unanswered() {
+	if r := recover(); r != nil {
+		if b.current != nil {
+			b.current.Refuse()
+		}
+		b.current = nil
+		panic(r)
+	}
+	b.current = nil
 }
 
 type parked[T comparable] struct {
@@ -85,11 +105,16 @@ func (a *poolActor[T]) Bind(r *engine.Ref) { a.b.self = r }
 
 // Receive runs one message. A panic (a bug: policy never panics on input)
 // goes to the engine's supervision, which resumes this same actor with its
-// books; the request that panicked may go unanswered, and its caller is
-// released by its ctx.
+// books. The request being handled is refused (ErrStopped) if, and only if,
+// it had not been answered or parked yet, so it gets exactly one answer.
 func (a *poolActor[T]) Receive(c actor.Context) {
 	b := a.b
-	switch m := c.Message().(type) {
+	msg := c.Message()
+	if r, ok := msg.(engine.Refusable); ok {
+		b.current = r
+		defer b.unanswered()
+	}
+	switch m := msg.(type) {
 	case *Take[T]:
 		b.take(m)
 	case *Give[T]:
@@ -102,6 +127,7 @@ func (a *poolActor[T]) Receive(c actor.Context) {
 			b.stats.Made++
 		}
 		m.Reply <- Answer[T]{Kept: lent}
+		b.answered()
 		b.settle(now)
 	case *Unmade:
 		if b.pool.Reserved() > 0 {
@@ -123,18 +149,22 @@ func (a *poolActor[T]) Receive(c actor.Context) {
 	case *Close:
 		b.close(m.Now)
 		m.Reply <- b.snapshot()
+		b.answered()
 	case *Drained:
 		if b.pool.Busy() == 0 {
 			m.Reply <- b.snapshot()
 		} else {
 			b.drained = append(b.drained, m.Reply)
 		}
+		b.answered()
 	case *Collect[T]:
 		out := b.retire
 		b.retire = nil
 		m.Reply <- out
+		b.answered()
 	case *Inspect:
 		m.Reply <- b.snapshot()
+		b.answered()
 	case *inspect[T]:
 		m.fn(b)
 	case *actor.Stopping:
@@ -187,18 +217,23 @@ func (b *books[T]) answer(m *Take[T], t policy.Taken[T]) {
 		}
 	}
 	m.Reply <- a
+	if b.current == engine.Refusable(m) {
+		b.answered()
+	}
 }
 
 func (b *books[T]) park(m *Take[T]) {
 	if b.max > 0 && b.waiting >= b.max {
 		b.stats.Shed++
 		m.Reply <- Answer[T]{Verdict: policy.Shed, Err: ErrShed}
+		b.answered()
 		return
 	}
 	b.gen++
 	m.gen = b.gen
 	b.queue = append(b.queue, parked[T]{take: m, gen: b.gen, at: m.Now})
 	b.waiting++
+	b.answered() // in the FIFO's custody: it is answered from there
 }
 
 // front is the oldest parked Take still waiting, skipping withdrawn ones.
@@ -265,10 +300,12 @@ func (b *books[T]) give(m *Give[T]) {
 	now := m.Now // m is the caller's again once answered
 	if m.Strict && !b.pool.Lent(m.Item) {
 		m.Reply <- Answer[T]{Err: ErrNotLent}
+		b.answered()
 		return
 	}
+	item := m.Item
 	closed := b.pool.Closed()
-	kept := b.pool.Give(m.Item, now)
+	kept := b.pool.Give(item, now)
 	if !kept {
 		if closed {
 			b.stats.Shutdown++
@@ -277,7 +314,11 @@ func (b *books[T]) give(m *Give[T]) {
 		}
 	}
 	m.Reply <- Answer[T]{Kept: kept}
+	b.answered()
 	b.settle(now)
+	if at, ok := b.pool.DeadlineOf(item); ok {
+		b.arm(now, at) // still idle after serving: its deadline may be the next
+	}
 }
 
 func (b *books[T]) drop(m *Drop[T]) {
@@ -287,6 +328,7 @@ func (b *books[T]) drop(m *Drop[T]) {
 		if m.Reply != nil {
 			m.Reply <- Answer[T]{Err: ErrNotLent}
 		}
+		b.answered()
 		return
 	}
 	if lent {
@@ -296,12 +338,15 @@ func (b *books[T]) drop(m *Drop[T]) {
 	if m.Reply != nil {
 		m.Reply <- Answer[T]{}
 	}
+	b.answered()
 	b.settle(now)
 }
 
 // settle runs after anything that may free a resource or room: serve the
-// parked, see whether a Close is drained, and keep the eviction timer at the
-// pool's next deadline.
+// parked and see whether a Close is drained. It does not look at eviction
+// deadlines: only a resource coming home can bring the next one closer, and
+// give arms for that one alone; everything else only moves it later, which a
+// Tick that finds nothing due puts right.
 func (b *books[T]) settle(now int64) {
 	b.serve(now)
 	if len(b.drained) > 0 && b.pool.Busy() == 0 {
@@ -310,9 +355,6 @@ func (b *books[T]) settle(now int64) {
 			r <- s
 		}
 		b.drained = b.drained[:0]
-	}
-	if at, ok := b.pool.Deadline(); ok {
-		b.arm(now, at)
 	}
 }
 
@@ -332,6 +374,9 @@ func (b *books[T]) tick(now int64) {
 		b.signal()
 	}
 	b.settle(now)
+	if at, ok := b.pool.Deadline(); ok {
+		b.arm(now, at)
+	}
 	if b.later != 0 {
 		b.arm(now, b.later)
 	}

@@ -435,3 +435,30 @@ func TestShutdownWithLent(t *testing.T) {
 		t.Errorf("take after shutdown: %+v", a)
 	}
 }
+
+// TestPanicAnswersOnce: a request whose handling panics before it was
+// answered is refused exactly once, and the actor goes on with its books.
+func TestPanicAnswersOnce(t *testing.T) {
+	r := newRig(t, PoolConfig{Limits: policy.Limits{Size: 2, Idle: 2}})
+	held, _ := r.get(context.Background())
+	var saved *policy.Pool[int64]
+	done := make(chan struct{})
+	r.ref.Send(&inspect[int64]{fn: func(b *books[int64]) { saved, b.pool = b.pool, nil; close(done) }})
+	<-done
+
+	m := &Take[int64]{Now: r.now(), Reply: make(chan Answer[int64], 2)}
+	r.ref.Send(m) // the nil pool panics inside Take's handling
+	if a := <-m.Reply; !errors.Is(a.Err, ErrStopped) {
+		t.Fatalf("the panicking Take was answered %+v, want ErrStopped", a)
+	}
+
+	r.ref.Send(&inspect[int64]{fn: func(b *books[int64]) { b.pool = saved }})
+	if s := r.stats(); s.Busy != 1 {
+		t.Fatalf("busy %d after the panic, want the 1 still lent", s.Busy)
+	}
+	if len(m.Reply) != 0 {
+		t.Fatal("the panicking Take got a second answer")
+	}
+	r.give(held)
+	r.balance()
+}

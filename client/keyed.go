@@ -39,7 +39,7 @@ func NewKeyedBucket(eng *engine.Engine, rate, burst float64) (*KeyedBucket, erro
 	if !(rate > 0) {
 		rate = 0
 	}
-	return &KeyedBucket{l: limiter{eng: eng, ref: ref, keyed: true}, rate: rate}, nil
+	return &KeyedBucket{l: limiter{eng: eng, ref: ref}, rate: rate}, nil
 }
 
 // Allow is whether key has a token now, taking it if so, as Bucket.Allow.
@@ -97,7 +97,7 @@ func NewKeyedWindow(eng *engine.Engine, allow int, window time.Duration) (*Keyed
 	if err != nil {
 		return nil, fmt.Errorf("moonpool: NewKeyedWindow: %w", err)
 	}
-	return &KeyedWindow{l: limiter{eng: eng, ref: ref, keyed: true}, allow: allow, window: window}, nil
+	return &KeyedWindow{l: limiter{eng: eng, ref: ref}, allow: allow, window: window}, nil
 }
 
 // Allow is whether an event for key fits its quota now, counting it if so.

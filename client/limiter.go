@@ -235,9 +235,6 @@ type limiter struct {
 	eng    *engine.Engine
 	ref    *engine.Ref
 	closed atomic.Bool
-	// keyed says requests may not be reused: the keyed actor reads an
-	// Allow's Now after answering it, so only its reply channel goes back.
-	keyed bool
 }
 
 // allowReqs holds Allow requests with their reply channels (room for one)
@@ -249,16 +246,11 @@ var allowReqs = sync.Pool{New: func() any {
 	return &actors.Allow{Reply: make(chan actors.Permit, 1)}
 }}
 
-// permitChans holds reply channels alone, for requests that are not
-// reused.
+// permitChans holds reply channels alone, for Left requests.
 var permitChans = sync.Pool{New: func() any { return make(chan actors.Permit, 1) }}
 
 // request is a ready Allow for key and n at now.
 func (l *limiter) request(now int64, key string, n float64, wait bool, deadline int64) *actors.Allow {
-	if l.keyed {
-		reply := permitChans.Get().(chan actors.Permit)
-		return &actors.Allow{Now: now, Key: key, N: n, Wait: wait, Deadline: deadline, Reply: reply}
-	}
 	req := allowReqs.Get().(*actors.Allow)
 	*req = actors.Allow{Now: now, Key: key, N: n, Wait: wait, Deadline: deadline, Reply: req.Reply}
 	return req
@@ -266,10 +258,6 @@ func (l *limiter) request(now int64, key string, n float64, wait bool, deadline 
 
 // done hands an answered request back for reuse.
 func (l *limiter) done(req *actors.Allow) {
-	if l.keyed {
-		permitChans.Put(req.Reply)
-		return
-	}
 	req.Key = "" // let the string go
 	allowReqs.Put(req)
 }

@@ -560,7 +560,8 @@ func TestWindowWait(t *testing.T) {
 	}
 }
 
-// TestLimiterAllocs: Allow on a bucket or a window allocates nothing.
+// TestLimiterAllocs: Allow on a bucket, a window or a known key allocates
+// nothing.
 func TestLimiterAllocs(t *testing.T) {
 	r := newLimitRig(t)
 	b, _ := NewBucket(r.eng, 1e9, 1e9)
@@ -570,5 +571,10 @@ func TestLimiterAllocs(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(1000, func() { w.Allow() }); a != 0 {
 		t.Errorf("Window.Allow: %v allocs, want 0", a)
+	}
+	kb, _ := NewKeyedBucket(r.eng, 1e9, 1e9)
+	kb.Allow("k") // the key is made once
+	if a := testing.AllocsPerRun(1000, func() { kb.Allow("k") }); a != 0 {
+		t.Errorf("KeyedBucket.Allow of a known key: %v allocs, want 0", a)
 	}
 }

@@ -61,20 +61,24 @@ type Pool[T comparable] struct {
 	open  func(context.Context) (T, error)
 	close func(T) error
 
-	// replies holds answer channels for Take and Give, each with room for
-	// one, so a Get and a Put allocate only their request. A channel goes
-	// back only once its answer has been read, so it is always empty. The
-	// request structs themselves are not reused: the actor may still read
-	// one (its Now) after answering it.
-	replies sync.Pool
+	// tickets holds request structs with their answer channel (room for
+	// one), so a Get and a Put allocate nothing in the steady state. A ticket
+	// goes back only once its one answer has been read: the actor is done
+	// with it then (it reads a request before answering it). A ticket whose
+	// Take was withdrawn is not reused, since the Cancel naming it may still
+	// be on its way.
+	tickets sync.Pool
 
 	closing atomic.Bool // no new Gets
 	kill    context.Context
 	stop    context.CancelFunc // cancels every Open under way
 
-	mu      sync.Mutex     // guards stopped and the Adds to opens
-	stopped bool           // no new Open goroutine may start
-	opens   sync.WaitGroup // Open goroutines still running
+	// opens counts the Open goroutines under way; its top bit, once set,
+	// says no more may start, and the last one to finish after that closes
+	// opened. A counter rather than a WaitGroup behind a mutex: the pool's
+	// books need no lock, and neither does this.
+	opens  atomic.Int64
+	opened chan struct{}
 
 	retired chan struct{} // the actor signals retired resources to collect
 	quit    chan struct{} // stops the closer goroutine
@@ -107,8 +111,9 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 		quit:    make(chan struct{}),
 		quitted: make(chan struct{}),
 		ready:   make(chan struct{}),
+		opened:  make(chan struct{}),
 	}
-	p.replies.New = func() any { return make(chan actors.Answer[T], 1) }
+	p.tickets.New = func() any { return &ticket[T]{reply: make(chan actors.Answer[T], 1)} }
 	p.kill, p.stop = context.WithCancel(context.Background())
 	ref, err := actors.SpawnPool[T](eng, cfg.Name, actors.PoolConfig{
 		Limits:     cfg.Limits,
@@ -156,17 +161,17 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 		return zero, ctxError(ctx)
 	}
 	for {
-		reply := p.replies.Get().(chan actors.Answer[T])
-		tk := &actors.Take[T]{Now: p.eng.Now(), Wait: true, Reply: reply}
+		t := p.tickets.Get().(*ticket[T])
+		tk := &t.take
+		tk.Now, tk.Wait, tk.Reply = p.eng.Now(), true, t.reply
 		p.ref.Send(tk)
 		var a actors.Answer[T]
 		select {
-		case a = <-reply:
-			p.replies.Put(reply)
+		case a = <-t.reply:
+			p.tickets.Put(t)
 		case <-ctx.Done():
 			p.ref.Send(&actors.Cancel[T]{Take: tk})
-			a = <-reply // exactly one answer, whichever came first
-			p.replies.Put(reply)
+			a = <-t.reply // exactly one answer, whichever came first
 			if a.Err == nil {
 				p.giveBack(a)
 			}
@@ -244,14 +249,10 @@ type made[T comparable] struct {
 // and waits for it, or for ctx.
 func (p *Pool[T]) make(ctx context.Context) (T, error) {
 	var zero T
-	p.mu.Lock()
-	if p.stopped {
-		p.mu.Unlock()
+	if !p.startOpen() {
 		p.ref.Send(&actors.Release{Now: p.eng.Now()})
 		return zero, ErrClosed
 	}
-	p.opens.Add(1)
-	p.mu.Unlock()
 	o := &opening[T]{done: make(chan made[T], 1)}
 	go p.opener(openContext{Context: p.kill, values: ctx}, o)
 	select {
@@ -266,9 +267,39 @@ func (p *Pool[T]) make(ctx context.Context) (T, error) {
 	}
 }
 
+const noMoreOpens = int64(1) << 62
+
+// startOpen counts one more Open goroutine, unless Close has stopped them.
+func (p *Pool[T]) startOpen() bool {
+	for {
+		v := p.opens.Load()
+		if v&noMoreOpens != 0 {
+			return false
+		}
+		if p.opens.CompareAndSwap(v, v+1) {
+			return true
+		}
+	}
+}
+
+// endOpen counts one Open goroutine out; the last one after stopOpens
+// closes opened.
+func (p *Pool[T]) endOpen() {
+	if p.opens.Add(-1) == noMoreOpens {
+		close(p.opened)
+	}
+}
+
+// stopOpens lets no more Open start; opened closes once none is running.
+func (p *Pool[T]) stopOpens() {
+	if p.opens.Or(noMoreOpens) == 0 {
+		close(p.opened)
+	}
+}
+
 // opener opens one resource and tells the actor how it went.
 func (p *Pool[T]) opener(ctx context.Context, o *opening[T]) {
-	defer p.opens.Done()
+	defer p.endOpen()
 	item, err := p.open(ctx)
 	var r made[T]
 	switch {
@@ -324,10 +355,7 @@ func (p *Pool[T]) Put(item T) error {
 }
 
 func (p *Pool[T]) give(item T) error {
-	reply := p.replies.Get().(chan actors.Answer[T])
-	p.ref.Send(&actors.Give[T]{Now: p.eng.Now(), Item: item, Strict: true, Reply: reply})
-	a := <-reply
-	p.replies.Put(reply)
+	a := p.ask(item, false)
 	switch {
 	case errors.Is(a.Err, actors.ErrNotLent):
 		return ErrNotLent
@@ -337,17 +365,40 @@ func (p *Pool[T]) give(item T) error {
 	return nil
 }
 
+// ticket is one caller's reusable request: a Take, or a strict Give or
+// Drop, and the channel its answer comes on.
+type ticket[T comparable] struct {
+	take  actors.Take[T]
+	give  actors.Give[T]
+	drop  actors.Drop[T]
+	reply chan actors.Answer[T]
+}
+
+// ask sends a strict Give (or, with drop, a strict Drop) of item and waits
+// for its answer.
+func (p *Pool[T]) ask(item T, drop bool) actors.Answer[T] {
+	var zero T
+	t := p.tickets.Get().(*ticket[T])
+	if drop {
+		t.drop = actors.Drop[T]{Now: p.eng.Now(), Item: item, Strict: true, Reply: t.reply}
+		p.ref.Send(&t.drop)
+	} else {
+		t.give = actors.Give[T]{Now: p.eng.Now(), Item: item, Strict: true, Reply: t.reply}
+		p.ref.Send(&t.give)
+	}
+	a := <-t.reply
+	t.give.Item, t.drop.Item = zero, zero // the pool keeps no resource alive
+	p.tickets.Put(t)
+	return a
+}
+
 // Discard says a lent resource broke: the pool forgets it, freeing its
 // room for a new one, and Discard closes it, returning a *CloseError if
 // that Close failed. Use it for a connection found dead. Discard of a
 // resource this pool has not lent returns ErrNotLent and closes nothing;
 // after the pool's actor has stopped the resource is closed unchecked.
 func (p *Pool[T]) Discard(item T) error {
-	reply := p.replies.Get().(chan actors.Answer[T])
-	p.ref.Send(&actors.Drop[T]{Now: p.eng.Now(), Item: item, Strict: true, Reply: reply})
-	a := <-reply
-	p.replies.Put(reply)
-	if errors.Is(a.Err, actors.ErrNotLent) {
+	if a := p.ask(item, true); errors.Is(a.Err, actors.ErrNotLent) {
 		return ErrNotLent
 	}
 	return p.closeItem(item)
@@ -454,10 +505,8 @@ func (p *Pool[T]) drain(ctx context.Context) error {
 		s := p.inspect()
 		errs = append(errs, fmt.Errorf("moonpool: close: %d still lent: %w", s.Busy, ctx.Err()))
 	}
-	p.mu.Lock()
-	p.stopped = true
-	p.mu.Unlock()
-	p.opens.Wait()
+	p.stopOpens()
+	<-p.opened
 	if err := p.collect(); err != nil {
 		errs = append(errs, err)
 	}

@@ -386,21 +386,38 @@ func (p *Pool[T]) EvictInto(now int64, dst []T) []T {
 // idle, or neither Keep nor Life set). An instant already past means Evict
 // has work now.
 func (p *Pool[T]) Deadline() (at int64, ok bool) {
-	keep, life := p.limits.Keep, p.limits.Life
-	if len(p.idle) == 0 || keep == Forever && life == Forever {
+	if len(p.idle) == 0 || p.limits.Keep == Forever && p.limits.Life == Forever {
 		return 0, false
 	}
 	at = math.MaxInt64
 	for _, i := range p.idle {
-		e := &p.recs[i]
-		if keep != Forever {
-			at = min(at, after(e.at, keep))
-		}
-		if life != Forever {
-			at = min(at, after(e.birth, life))
-		}
+		at = min(at, p.due(&p.recs[i]))
 	}
 	return at, true
+}
+
+// DeadlineOf is the instant at which item, if it is idle, becomes stale: an
+// O(1) look-up for an owner that has just given item back and wants to know
+// whether its timer must move earlier, without the scan Deadline makes. ok
+// is false when item is not idle or can never become stale.
+func (p *Pool[T]) DeadlineOf(item T) (at int64, ok bool) {
+	i, known := p.books[item]
+	if !known || p.recs[i].lent || p.limits.Keep == Forever && p.limits.Life == Forever {
+		return 0, false
+	}
+	return p.due(&p.recs[i]), true
+}
+
+// due is when an idle record becomes stale, by Keep or by Life.
+func (p *Pool[T]) due(e *entry[T]) int64 {
+	at := int64(math.MaxInt64)
+	if p.limits.Keep != Forever {
+		at = min(at, after(e.at, p.limits.Keep))
+	}
+	if p.limits.Life != Forever {
+		at = min(at, after(e.birth, p.limits.Life))
+	}
+	return at
 }
 
 // Close shuts the pool: it hands back every idle resource for the caller to

@@ -543,3 +543,40 @@ func TestRelease(t *testing.T) {
 		t.Fatalf("step 4: live %d reserved %d busy %d", p.Live(), p.Reserved(), p.Busy())
 	}
 }
+
+// TestDeadlineOf: the O(1) deadline of one idle resource agrees with the
+// scan, by Keep and by Life, and says nothing of lent or unknown ones.
+func TestDeadlineOf(t *testing.T) {
+	const s = int64(time.Second)
+	p := NewPool[int](Limits{Size: 3, Idle: 3, Keep: 10 * time.Second, Life: 25 * time.Second}, Ward{})
+	for _, at := range []int64{0, 0} {
+		if got := p.Take(at).Verdict; got != Make {
+			t.Fatalf("take: %v", got)
+		}
+	}
+	p.Made(1, 0)
+	p.Made(2, 0)
+	if _, ok := p.DeadlineOf(1); ok {
+		t.Fatal("step 1: a lent resource has a deadline")
+	}
+	p.Give(1, 5*s)  // keep ends at 15 s
+	p.Give(2, 20*s) // life ends at 25 s, before keep's 30 s
+	steps := []struct {
+		item int
+		want int64
+		ok   bool
+	}{
+		{1, 15 * s, true},
+		{2, 25 * s, true},
+		{3, 0, false},
+	}
+	for i, st := range steps {
+		got, ok := p.DeadlineOf(st.item)
+		if got != st.want || ok != st.ok {
+			t.Errorf("step %d: DeadlineOf(%d) = %d, %v; want %d, %v", i+2, st.item, got, ok, st.want, st.ok)
+		}
+	}
+	if at, _ := p.Deadline(); at != 15*s {
+		t.Errorf("Deadline = %d, want the earlier of the two, %d", at, 15*s)
+	}
+}
