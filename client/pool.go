@@ -167,15 +167,13 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 		p.ref.Send(tk)
 		var a actors.Answer[T]
 		select {
-		case a = <-t.reply:
+		case a = <-t.reply: // answered already when the actor ran inline
 			p.tickets.Put(t)
-		case <-ctx.Done():
-			p.ref.Send(&actors.Cancel[T]{Take: tk})
-			a = <-t.reply // exactly one answer, whichever came first
-			if a.Err == nil {
-				p.giveBack(a)
+		default:
+			a = p.await(ctx, t)
+			if a.Err == errWithdrawn {
+				return zero, ctxError(ctx)
 			}
-			return zero, ctxError(ctx)
 		}
 		switch {
 		case a.Err != nil:
@@ -193,6 +191,27 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 				return zero, ctxError(ctx)
 			}
 		}
+	}
+}
+
+// errWithdrawn marks a Take withdrawn because its ctx ended.
+var errWithdrawn = errors.New("moonpool: withdrawn")
+
+// await waits for a parked Take's answer, or withdraws it when ctx ends:
+// then the one answer it gets is handed back and errWithdrawn returned.
+func (p *Pool[T]) await(ctx context.Context, t *ticket[T]) actors.Answer[T] {
+	select {
+	case a := <-t.reply:
+		p.tickets.Put(t)
+		return a
+	case <-ctx.Done():
+		p.ref.Send(&actors.Cancel[T]{Take: &t.take})
+		a := <-t.reply // exactly one answer, whichever came first
+		// t stays out of the pool: the Cancel naming it may still be queued.
+		if a.Err == nil {
+			p.giveBack(a)
+		}
+		return actors.Answer[T]{Err: errWithdrawn}
 	}
 }
 

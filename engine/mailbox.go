@@ -108,7 +108,28 @@ func newMailbox(mode Dispatch, budget int) *mailbox {
 
 // PostUserMessage enqueues a message and makes sure something will run it.
 // It blocks only while the mailbox holds mailboxSize messages.
+//
+// Under Hybrid, a sender that finds the actor idle with nothing queued runs
+// its message at once without passing it through the queue: nobody can be
+// ahead of it, and the queue's send and receive are most of an uncontended
+// call's cost.
 func (m *mailbox) PostUserMessage(msg any) {
+	if m.mode == Hybrid && len(m.user) == 0 && len(m.system) == 0 && m.status.CompareAndSwap(idle, running) {
+		if len(m.user) == 0 && len(m.system) == 0 && !m.suspended.Load() && !m.closed.Load() {
+			m.invoke(msg)
+			if m.drain(1, m.budget) {
+				m.handoff()
+			}
+			return
+		}
+		// Someone got in between, or the actor is suspended or stopped:
+		// queue behind them, holding the mailbox we won.
+		m.user <- msg
+		if m.drain(0, m.budget) {
+			m.handoff()
+		}
+		return
+	}
 	m.user <- msg
 	m.schedule()
 }
@@ -140,17 +161,17 @@ func (m *mailbox) loop() {
 	for {
 		select {
 		case <-m.kick:
-			m.drain(0)
+			m.drain(0, 0)
 		case <-m.quit:
 			// Whatever is still queued is refused here or by whoever posts
 			// next, so no caller is left waiting. A kick that raced with
 			// quit hands over a running mailbox: drain it.
 			select {
 			case <-m.kick:
-				m.drain(0)
+				m.drain(0, 0)
 			default:
 				if m.status.CompareAndSwap(idle, running) {
-					m.drain(0)
+					m.drain(0, 0)
 				}
 			}
 			return
@@ -172,9 +193,9 @@ func (m *mailbox) schedule() {
 	}
 	switch {
 	case m.closed.Load():
-		m.drain(0)
+		m.drain(0, 0)
 	case m.mode == Hybrid:
-		if m.drain(m.budget) {
+		if m.drain(0, m.budget) {
 			m.handoff()
 		}
 	case m.mode == Dedicated:
@@ -190,25 +211,27 @@ func (m *mailbox) handoff() {
 	if m.closed.Load() {
 		// The goroutine is gone or going: whoever holds the mailbox drains
 		// it, refusing what is left.
-		m.drain(0)
+		m.drain(0, 0)
 		return
 	}
 	select {
 	case m.kick <- struct{}{}:
 	case <-m.quit:
-		m.drain(0)
+		m.drain(0, 0)
 	}
 }
 
-func (m *mailbox) process() { m.drain(0) }
+func (m *mailbox) process() { m.drain(0, 0) }
 
-// drain runs messages while the mailbox is running. With limit > 0 it runs
-// at most limit and reports true if it stopped with messages left (the
-// mailbox still running, for the caller to hand off); otherwise it runs until
-// the mailbox is empty, yielding every throughput messages, and returns false
-// with the mailbox idle.
-func (m *mailbox) drain(limit int) (more bool) {
-	n := 0
+// drain runs messages while the mailbox is running, n of them already run
+// by its caller. With limit > 0 it runs until n reaches limit and reports
+// true if it stopped with messages left (the mailbox still running, for the
+// caller to hand off); otherwise it runs until the mailbox is empty, yielding
+// every throughput messages, and returns false with the mailbox idle.
+func (m *mailbox) drain(n, limit int) (more bool) {
+	if limit > 0 && n >= limit && (len(m.user) > 0 || len(m.system) > 0) {
+		return true
+	}
 	for {
 		for m.step() {
 			n++
@@ -244,6 +267,9 @@ func (m *mailbox) step() (ran bool) {
 			ran = true
 		}
 	}()
+	if len(m.system) == 0 && len(m.user) == 0 {
+		return false // the common case, without the cost of two selects
+	}
 	select {
 	case msg = <-m.system:
 		switch msg.(type) {
@@ -268,9 +294,20 @@ func (m *mailbox) step() (ran bool) {
 			}
 			return true
 		}
-		m.invoker.InvokeUserMessage(msg)
+		m.invoke(msg)
 		return true
 	default:
 		return false
 	}
+}
+
+// invoke runs one user message, handing a panic to the supervisor: the
+// engine's strategy resumes the actor, keeping its state.
+func (m *mailbox) invoke(msg any) {
+	defer func() {
+		if r := recover(); r != nil {
+			m.invoker.EscalateFailure(r, msg)
+		}
+	}()
+	m.invoker.InvokeUserMessage(msg)
 }
