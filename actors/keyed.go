@@ -114,14 +114,19 @@ func (k *keyed[S, R]) Receive(c actor.Context) {
 		k.tick(&m)
 	case *Left:
 		k.seen(m.Now)
-		var left float64
+		var p Permit
 		if i, ok := k.index[m.Key]; ok {
-			left = k.rule.left(&k.keys[i].state, m.Now)
+			e := &k.keys[i]
+			var ahead float64
+			if e.line >= 0 {
+				ahead = k.q.lines[e.line].ahead
+			}
+			p = Permit{Left: k.rule.left(&e.state, m.Now), After: k.rule.wait(&e.state, m.Now, ahead, 1)}
 		} else {
 			k.spare = k.rule.fresh(m.Now)
-			left = k.rule.left(&k.spare, m.Now)
+			p = Permit{Left: k.rule.left(&k.spare, m.Now), After: k.rule.wait(&k.spare, m.Now, 0, 1)}
 		}
-		reply(m.Reply, Permit{Left: left})
+		reply(m.Reply, p)
 	case *keyCount:
 		m.reply <- [2]int{len(k.index), len(k.keys)}
 	case *actor.Started:

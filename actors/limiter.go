@@ -102,7 +102,11 @@ func (l *limiter[S, R]) Receive(c actor.Context) {
 		l.tick(&m)
 	case *Left:
 		l.seen(m.Now)
-		reply(m.Reply, Permit{Left: l.rule.left(&l.state, m.Now)})
+		ln := &l.q.lines[0]
+		reply(m.Reply, Permit{
+			Left:  l.rule.left(&l.state, m.Now),
+			After: l.rule.wait(&l.state, m.Now, ln.ahead, 1),
+		})
 	case *actor.Started:
 		l.alarm.start(c)
 	case *actor.Stopped:

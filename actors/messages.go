@@ -134,7 +134,8 @@ type (
 	// ErrCancelled unless it was granted first. Either way the Allow gets
 	// exactly one answer. No answer of its own.
 	Withdraw struct{ Allow *Allow }
-	// Left asks how many tokens or events are left for Key now.
+	// Left asks how many tokens or events are left for Key now, and how
+	// long a newcomer wanting one would wait, behind those parked.
 	Left struct {
 		Now   int64
 		Key   string
@@ -149,7 +150,7 @@ type (
 // Permit is a limiter's or gate's reply.
 type Permit struct {
 	OK    bool          // granted
-	After time.Duration // refused: how long until it could be granted (policy.Never: never)
+	After time.Duration // refused: how long until it could be granted (policy.Never: never); for Left: the wait a newcomer wanting one would face now
 	Left  float64       // for Left: tokens or events left; for Enter: how many are inside
 	Err   error
 }

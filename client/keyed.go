@@ -57,10 +57,7 @@ func (k *KeyedBucket) Delay(key string) time.Duration {
 	if !ok {
 		return policy.Never
 	}
-	if p.After > 0 {
-		return p.After
-	}
-	return refill(p.Left, 1, k.rate)
+	return p.After
 }
 
 // Tokens is how many tokens key holds now: the burst for a key not seen
@@ -118,7 +115,10 @@ func (k *KeyedWindow) Left(key string) int {
 // Window.Delay.
 func (k *KeyedWindow) Delay(key string) time.Duration {
 	p, ok := k.l.left(key)
-	return windowDelay(p, ok, k.allow, k.window)
+	if !ok {
+		return policy.Never
+	}
+	return p.After
 }
 
 // Close stops the actor, as Bucket.Close does, for every key at once.

@@ -112,20 +112,16 @@ func (b *Bucket) WaitN(ctx context.Context, n float64) error {
 	return b.l.wait(ctx, "", n)
 }
 
-// Delay is how long a caller wanting one token would wait now: 0 if it is
-// there, policy.Never if it never will be. It is what a Retry-After header
-// should say to a caller Allow refused. It takes nothing; with callers
-// parked in Wait it counts only the tokens missing, so it is then a lower
-// bound. After Close it is policy.Never.
+// Delay is how long a caller wanting one token would wait now, behind the
+// callers already parked in Wait: 0 if it is there, policy.Never if it
+// never will be. It is what a Retry-After header should say to a caller
+// Allow refused. It takes nothing. After Close it is policy.Never.
 func (b *Bucket) Delay() time.Duration {
 	p, ok := b.l.left("")
 	if !ok {
 		return policy.Never
 	}
-	if p.After > 0 { // the actor knows the line as well as the tokens
-		return p.After
-	}
-	return refill(p.Left, 1, b.rate)
+	return p.After
 }
 
 // Tokens is how many tokens the bucket holds now, for a caller that
@@ -140,22 +136,6 @@ func (b *Bucket) Tokens() float64 {
 // A second Close does nothing and returns nil, as does a Close after the
 // engine shut down.
 func (b *Bucket) Close(ctx context.Context) error { return b.l.close(ctx) }
-
-// refill is how long until a bucket holding have earns up to want at rate
-// tokens a second: 0 if it holds enough, policy.Never if it earns nothing.
-func refill(have, want, rate float64) time.Duration {
-	if have >= want {
-		return 0
-	}
-	if !(rate > 0) {
-		return policy.Never
-	}
-	d := math.Ceil((want - have) / rate * 1e9)
-	if !(d < float64(policy.Never)) {
-		return policy.Never
-	}
-	return time.Duration(d)
-}
 
 // Window is a sliding-window quota on an engine: at most allow events in
 // any stretch of time window long. "A thousand a day" is a window, not a
@@ -205,24 +185,15 @@ func (w *Window) Left() int {
 }
 
 // Delay is how long a caller would wait now for room: 0 if there is room,
-// policy.Never for a quota of nothing or after Close. When the quota is
-// full it is at most the window, when the oldest counted event leaves.
+// policy.Never for a quota of nothing or after Close. With nobody parked in
+// Wait it is exact: when the oldest counted event leaves the window. Behind
+// parked callers it is the window's estimate from below, as for Wait.
 func (w *Window) Delay() time.Duration {
 	p, ok := w.l.left("")
-	return windowDelay(p, ok, w.allow, w.window)
-}
-
-// windowDelay reads a Left answer as the wait for room.
-func windowDelay(p actors.Permit, ok bool, allow int, window time.Duration) time.Duration {
-	switch {
-	case !ok || allow <= 0:
+	if !ok {
 		return policy.Never
-	case p.After > 0: // the actor knows the line as well as the count
-		return p.After
-	case p.Left >= 1:
-		return 0
 	}
-	return window
+	return p.After
 }
 
 // Close stops the window's actor, as Bucket.Close does.

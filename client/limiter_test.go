@@ -445,10 +445,9 @@ func TestWindowSteps(t *testing.T) {
 		if got := w.Left(); got != s.left {
 			t.Fatalf("step %d: Left at +%v = %d, want %d", i, s.at, got, s.left)
 		}
-		// While full, Delay promises the wait or more, never past the
-		// window: the oldest event has left by then.
-		if got := w.Delay(); got < s.delay || got > time.Minute || (s.delay == 0 && got != 0) {
-			t.Fatalf("step %d: Delay at +%v = %v, want %v (up to the window while full)", i, s.at, got, s.delay)
+		// With nobody waiting, Delay is exact: when the oldest event leaves.
+		if got := w.Delay(); got != s.delay {
+			t.Fatalf("step %d: Delay at +%v = %v, want %v", i, s.at, got, s.delay)
 		}
 	}
 }
@@ -576,5 +575,34 @@ func TestLimiterAllocs(t *testing.T) {
 	kb.Allow("k") // the key is made once
 	if a := testing.AllocsPerRun(1000, func() { kb.Allow("k") }); a != 0 {
 		t.Errorf("KeyedBucket.Allow of a known key: %v allocs, want 0", a)
+	}
+}
+
+// TestBucketDelayBehindWaiters: Delay counts the callers already parked in
+// Wait, so a Retry-After built from it does not promise a token that a
+// waiter ahead will take.
+func TestBucketDelayBehindWaiters(t *testing.T) {
+	r := newLimitRig(t)
+	b, err := NewBucket(r.eng, 1, 1) // one a second, burst one
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.Allow() {
+		t.Fatal("step 1: the first token was refused")
+	}
+	if d := b.Delay(); d != time.Second {
+		t.Fatalf("step 2: Delay with nobody waiting = %v, want 1s", d)
+	}
+	done := waitAsync(r.ctx, b.Wait)
+	r.awaitLine(&b.l, "", time.Second)
+	if d := b.Delay(); d != 2*time.Second {
+		t.Fatalf("step 3: Delay behind one waiter = %v, want 2s", d)
+	}
+	r.to(time.Second)
+	if err := <-done; err != nil {
+		t.Fatalf("step 4: the waiter: %v", err)
+	}
+	if d := b.Delay(); d != time.Second {
+		t.Fatalf("step 5: Delay once the waiter is served = %v, want 1s", d)
 	}
 }
