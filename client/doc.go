@@ -58,13 +58,42 @@
 // lending while the process is too hot. A failed Open is reported to the
 // ward on its own, so the breaker and backoff see the backend failing.
 //
+// # Limiters, a gate, and retries
+//
+// The limiters have the same shape, after golang.org/x/time/rate: Allow
+// answers now and takes; Wait blocks in line (first come, first served)
+// until granted, and fails at once, without waiting, when the wait would
+// pass ctx's deadline; Delay is the wait a caller would face now, for a
+// Retry-After header. Bucket is a token bucket (a rate with a burst),
+// Window a sliding-window quota ("a thousand a day" exactly), and
+// KeyedBucket and KeyedWindow hold one of each per key in one actor, forgetting
+// a key once it is full again or empty, so a million keys that came once
+// do not stay. Gate is a concurrency limit whose Enter answers rather than
+// queues.
+//
+//	limit, _ := client.NewKeyedBucket(eng, 10, 20) // per client: 10/s, bursts of 20
+//	if !limit.Allow(clientID) {
+//		w.Header().Set("Retry-After", fmt.Sprint(math.Ceil(limit.Delay(clientID).Seconds())))
+//		w.WriteHeader(http.StatusTooManyRequests)
+//		return
+//	}
+//
+// Retry runs a function under a policy.Backoff, sleeping on the engine's
+// clock between attempts with draws from a source that can be seeded; it
+// stops at once on an error marked Permanent, and honours a server's
+// retry-after hint (RetryAfter) spread by jitter, never earlier than the
+// hint, so a crowd told "in five seconds" does not return all at once.
+//
 // # Errors
 //
 // Refusals a caller may want to tell apart are sentinels with a "moonpool:"
 // prefix: ErrShed (refused, not queued), ErrClosed, ErrNotLent (a Put of
-// something the pool did not lend), ErrExceedsBurst. Details travel in typed
-// errors that unwrap to their cause: *OpenError for a failed Open,
-// *CloseError for a failed Close. Misuse is an error, never silent damage.
+// something the pool did not lend), ErrExceedsBurst, ErrExceedsDeadline (a
+// wait that would pass ctx's deadline), ErrNoAttempts. Details travel in
+// typed errors that unwrap to their cause: *OpenError for a failed Open,
+// *CloseError for a failed Close, *WaitError with the wait that was refused,
+// *RetryError with the attempts made and the last failure. Misuse is an
+// error, never silent damage.
 //
 // # Closing
 //
