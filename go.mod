@@ -1,8 +1,14 @@
 module github.com/moonpool-go/moonpool
 
-go 1.26
+go 1.26.0
 
-require github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
+require (
+	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
+	github.com/jackc/puddle/v2 v2.2.3
+	github.com/sony/gobreaker/v2 v2.4.0
+	golang.org/x/sync v0.25.0
+	golang.org/x/time v0.16.0
+)
 
 require (
 	github.com/Workiva/go-datastructures v1.1.3 // indirect

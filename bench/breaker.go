@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/policy"
+	"github.com/sony/gobreaker/v2"
+)
+
+// errDown is the backend's answer all through the outage.
+var errDown = errors.New("backend down")
+
+// breakerRows are the Breaker suite: a backend that fails every call, and
+// a fixed number of attempts against it through each breaker, starting
+// from one that has seen nothing. What matters most is how many attempts
+// reached the backend; the row reports it beside the time per attempt.
+//
+// moonpool's side is a pool whose Open is the failing call, warded by
+// policy.NewBreaker(2, time.Minute): the SRE book's K = 2 over a minute.
+// gobreaker's side is its defaults: trip after more than five failures in
+// a row, then refuse everything for sixty seconds. Both windows are longer
+// than a row runs, so neither side recovers during it.
+func breakerRows(eng *engine.Engine, cfg config) []row {
+	return []row{{
+		suite:   "Breaker",
+		name:    "outage",
+		callers: cfg.breakerCallers,
+		sides: []side{
+			{name: "moonpool", ours: true, build: func(int) (contender, error) { return oursBreaker(eng) }},
+			{name: "gobreaker", build: func(int) (contender, error) { return theirBreaker(), nil }},
+		},
+		batch: 1,
+		every: 1,
+		fixed: cfg.attempts,
+		count: countBackend,
+	}}
+}
+
+// oursBreaker is a client.Pool whose every Open fails, behind a breaker.
+func oursBreaker(eng *engine.Engine) (contender, error) {
+	var hits atomic.Int64
+	p, err := client.NewPool(eng, client.PoolConfig[*conn]{
+		Open: func(context.Context) (*conn, error) {
+			hits.Add(1)
+			return nil, errDown
+		},
+		Limits: policy.DefaultLimits,
+		Ward:   policy.Ward{Breaker: policy.NewBreaker(2, time.Minute)},
+	})
+	if err != nil {
+		return contender{}, err
+	}
+	ctx := context.Background()
+	var errs atomic.Int64
+	return contender{
+		run: func(n int) {
+			for range n {
+				c, err := p.Get(ctx)
+				switch {
+				case err == nil: // the backend is down: no Get can succeed
+					errs.Add(1)
+					_ = p.Put(c)
+				case errors.Is(err, client.ErrShed), errors.Is(err, errDown):
+				default:
+					errs.Add(1)
+				}
+			}
+		},
+		close: func() { closeWithin(p.Close) },
+		count: hits.Load,
+		errs:  errs.Load,
+	}, nil
+}
+
+// theirBreaker is a gobreaker CircuitBreaker with its default settings
+// around the same failing call.
+func theirBreaker() contender {
+	var hits atomic.Int64
+	cb := gobreaker.NewCircuitBreaker[*conn](gobreaker.Settings{Name: "bench"})
+	call := func() (*conn, error) {
+		hits.Add(1)
+		return nil, errDown
+	}
+	var errs atomic.Int64
+	return contender{
+		run: func(n int) {
+			for range n {
+				_, err := cb.Execute(call)
+				switch {
+				case err == nil:
+					errs.Add(1)
+				case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests), errors.Is(err, errDown):
+				default:
+					errs.Add(1)
+				}
+			}
+		},
+		close: func() {},
+		count: hits.Load,
+		errs:  errs.Load,
+	}
+}

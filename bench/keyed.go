@@ -1,0 +1,109 @@
+package main
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/engine"
+	"golang.org/x/time/rate"
+)
+
+// Each key earns a token every hundred seconds and holds ten, so no key
+// is full again, and so forgotten, while a row runs: the memory measured
+// is what a key costs while it is held.
+const (
+	keyedRate  = 0.01
+	keyedBurst = 10
+)
+
+// keyedRows are the Keyed suite: one Allow for each of cfg.keys distinct
+// keys, every call a key not seen before, on a limiter that starts empty.
+// The row reports ns per call and the live heap grown per key.
+//
+// The other side is what a server author writes without us: a map from
+// key to *rate.Limiter behind a mutex, a limiter made on a key's first
+// call. It never forgets a key; moonpool's forgets one once its bucket is
+// full again.
+func keyedRows(eng *engine.Engine, cfg config) []row {
+	// The keys are made when the suite first runs, not before, so the
+	// other suites do not carry a million strings through their GCs.
+	keys := sync.OnceValue(func() []string {
+		keys := make([]string, cfg.keys)
+		for i := range keys {
+			keys[i] = "client-" + strconv.Itoa(i)
+		}
+		return keys
+	})
+	return []row{{
+		suite:   "Keyed",
+		name:    "Allow, " + strconv.Itoa(cfg.keys) + " keys",
+		callers: cfg.keyedCallers,
+		sides: []side{
+			{name: "moonpool", ours: true, build: func(int) (contender, error) { return oursKeyed(eng, keys()) }},
+			{name: "map+rate", build: func(int) (contender, error) { return theirKeyed(keys()), nil }},
+		},
+		batch:  1,
+		every:  64,
+		fixed:  cfg.keys,
+		heap:   true,
+		rounds: cfg.keyedRounds,
+		count:  countAllowed,
+	}}
+}
+
+// oursKeyed is a client.KeyedBucket; each call takes the next key.
+func oursKeyed(eng *engine.Engine, keys []string) (contender, error) {
+	k, err := client.NewKeyedBucket(eng, keyedRate, keyedBurst)
+	if err != nil {
+		return contender{}, err
+	}
+	var next, allowed atomic.Int64
+	return contender{
+		run: func(n int) {
+			a := 0
+			for range n {
+				if k.Allow(keys[next.Add(1)-1]) {
+					a++
+				}
+			}
+			allowed.Add(int64(a))
+		},
+		close: func() { closeWithin(k.Close) },
+		count: allowed.Load,
+	}, nil
+}
+
+// theirKeyed is a map of x/time/rate Limiters behind a mutex; each call
+// takes the next key.
+func theirKeyed(keys []string) contender {
+	var mu sync.Mutex
+	m := make(map[string]*rate.Limiter)
+	var next, allowed atomic.Int64
+	return contender{
+		run: func(n int) {
+			a := 0
+			for range n {
+				key := keys[next.Add(1)-1]
+				mu.Lock()
+				l := m[key]
+				if l == nil {
+					l = rate.NewLimiter(keyedRate, keyedBurst)
+					m[key] = l
+				}
+				mu.Unlock()
+				if l.Allow() {
+					a++
+				}
+			}
+			allowed.Add(int64(a))
+		},
+		close: func() {
+			mu.Lock()
+			clear(m)
+			mu.Unlock()
+		},
+		count: allowed.Load,
+	}
+}

@@ -1,0 +1,305 @@
+// Command bench measures moonpool under contention, side by side with what
+// a Go server author would otherwise pick: jackc/puddle and a buffered
+// channel for pools, x/time/rate for rate limits, x/sync/semaphore for a
+// concurrency gate, sony/gobreaker for a breaker, and a map of rate
+// limiters for a keyed limit.
+//
+// Every pair runs in one process, its sides alternating in short slices
+// round after round, so a machine that slows down slows both alike; each
+// row reports ns/op (the median round), allocs/op, the p50 and p99 of one
+// call, and the ratio ours/theirs measured in the same run.
+//
+// Usage:
+//
+//	go run ./bench            # about a minute on 2 cores
+//	go run ./bench -quick     # a few seconds
+//	go run ./bench -full      # longer slices, more rounds
+//	go run ./bench -out DIR   # also write DIR/results.md and an SVG per pair
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/moonpool-go/moonpool/engine"
+)
+
+// config is one way of running the whole suite.
+type config struct {
+	name           string
+	callers        []int // for Pool, Rate and Gate
+	breakerCallers []int
+	keyedCallers   []int
+	plan           plan
+	attempts       int // per slice, for the Breaker
+	keys           int // per slice, for Keyed
+	keyedRounds    int // a slice of a million keys takes a second or two
+}
+
+var configs = map[string]config{
+	"quick": {
+		name:           "quick",
+		callers:        []int{1, 8, 64},
+		breakerCallers: []int{1},
+		keyedCallers:   []int{1},
+		plan:           plan{rounds: 3, slice: 15 * time.Millisecond, samples: 6000},
+		attempts:       2_000,
+		keys:           100_000,
+		keyedRounds:    1,
+	},
+	"default": {
+		name:           "default",
+		callers:        []int{1, 8, 64, 512},
+		breakerCallers: []int{1, 8},
+		keyedCallers:   []int{1, 8},
+		plan:           plan{rounds: 7, slice: 80 * time.Millisecond, samples: 40_000},
+		attempts:       10_000,
+		keys:           1_000_000,
+		keyedRounds:    3,
+	},
+	"full": {
+		name:           "full",
+		callers:        []int{1, 8, 64, 512},
+		breakerCallers: []int{1, 8, 64},
+		keyedCallers:   []int{1, 8},
+		plan:           plan{rounds: 15, slice: 250 * time.Millisecond, samples: 200_000},
+		attempts:       100_000,
+		keys:           1_000_000,
+		keyedRounds:    5,
+	},
+	// smoke runs every code path in a blink; the tests use it.
+	"smoke": {
+		name:           "smoke",
+		callers:        []int{1, 8},
+		breakerCallers: []int{1, 2},
+		keyedCallers:   []int{1, 2},
+		plan:           plan{rounds: 2, slice: time.Millisecond, samples: 200},
+		attempts:       50,
+		keys:           500,
+		keyedRounds:    1,
+	},
+}
+
+// suite is one group of rows sharing an engine.
+type suite struct {
+	name string
+	rows func(eng *engine.Engine, cfg config) []row
+}
+
+var suites = []suite{
+	{"Pool", poolRows},
+	{"Rate", rateRows},
+	{"Gate", gateRows},
+	{"Breaker", breakerRows},
+	{"Core", func(_ *engine.Engine, cfg config) []row { return coreRows(cfg) }},
+	{"Keyed", keyedRows},
+}
+
+func main() {
+	quick := flag.Bool("quick", false, "a few seconds: fewer callers, rounds and keys")
+	full := flag.Bool("full", false, "the long run: longer slices, more rounds and samples")
+	out := flag.String("out", "", "also write results.md and one SVG per pair into this directory")
+	only := flag.String("only", "", "comma-separated suites to run (Pool,Rate,Gate,Breaker,Core,Keyed); all if empty")
+	flag.Parse()
+	name := "default"
+	switch {
+	case *quick && *full:
+		fmt.Fprintln(os.Stderr, "bench: -quick and -full together make no sense")
+		os.Exit(2)
+	case *quick:
+		name = "quick"
+	case *full:
+		name = "full"
+	}
+	if err := run(configs[name], *only, *out, os.Stdout, os.Stderr, isTerminal(os.Stderr)); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// warnTo is where warn writes; run points it at its stderr.
+var warnTo io.Writer = os.Stderr
+
+// warn reports something that went wrong without stopping the run.
+func warn(format string, args ...any) {
+	fmt.Fprintf(warnTo, "\nbench: "+format+"\n", args...)
+}
+
+// run measures every suite picked by only, prints the table to stdout
+// and, when out is not empty, writes the Markdown and the plots there.
+func run(cfg config, only, out string, stdout, stderr io.Writer, tty bool) error {
+	warnTo = stderr
+	picked, err := pick(only)
+	if err != nil {
+		return err
+	}
+	m := describe(cfg)
+	fmt.Fprintln(stderr, m.line())
+
+	// The progress line: rewritten in place on a terminal, one line per
+	// row and level elsewhere.
+	total := 0
+	var rowsOf [][]row
+	var engines []*engine.Engine
+	for _, s := range picked {
+		eng := engine.New()
+		rs := s.rows(eng, cfg)
+		engines = append(engines, eng)
+		rowsOf = append(rowsOf, rs)
+		for _, r := range rs {
+			total += len(r.callers)
+		}
+	}
+	start := time.Now()
+	done := 0
+	last := ""
+	say := func(what string) {
+		head := fmt.Sprintf("[%d/%d %4.0fs] ", done+1, total, time.Since(start).Seconds())
+		if tty {
+			fmt.Fprintf(stderr, "\r\033[K%s%s", head, what)
+			return
+		}
+		// Off a terminal, one line per level: the text up to "round".
+		key, _, _ := strings.Cut(what, " round ")
+		key = strings.TrimSuffix(key, " warm-up")
+		if cut := strings.LastIndex(key, " "); cut > 0 {
+			key = key[:cut] // drop the side's name
+		}
+		if key != last {
+			fmt.Fprintf(stderr, "%s%s\n", head, key)
+			last = key
+		}
+	}
+
+	var results []result
+	var failed error
+	for i := range picked {
+		for _, r := range rowsOf[i] {
+			if failed != nil {
+				break
+			}
+			res, err := measure(r, cfg.plan, say, func() { done++ })
+			if err != nil {
+				failed = err
+				break
+			}
+			results = append(results, res)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := engines[i].Shutdown(ctx); err != nil {
+			warn("engine shutdown: %v", err)
+		}
+		cancel()
+	}
+	if tty {
+		fmt.Fprint(stderr, "\r\033[K")
+	}
+	fmt.Fprintf(stderr, "done in %.1fs\n", time.Since(start).Seconds())
+	if failed != nil {
+		return failed
+	}
+
+	checks := targets(results)
+	writeTable(stdout, m, results, checks)
+	if out != "" {
+		if err := writeOut(out, m, results, checks); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", out)
+	}
+	if n := errorCount(results); n > 0 {
+		return fmt.Errorf("%d operations failed that should not have (see the note column)", n)
+	}
+	return nil
+}
+
+// pick is the suites named in only, in their usual order.
+func pick(only string) ([]suite, error) {
+	if only == "" {
+		return suites, nil
+	}
+	var names []string
+	for n := range strings.SplitSeq(only, ",") {
+		names = append(names, strings.ToLower(strings.TrimSpace(n)))
+	}
+	var picked []suite
+	for _, s := range suites {
+		if slices.Contains(names, strings.ToLower(s.name)) {
+			picked = append(picked, s)
+		}
+	}
+	if len(picked) != len(names) {
+		return nil, fmt.Errorf("-only %q: the suites are Pool, Rate, Gate, Breaker, Core and Keyed", only)
+	}
+	return picked, nil
+}
+
+func errorCount(results []result) int64 {
+	var n int64
+	for _, r := range results {
+		for _, lv := range r.levels {
+			for _, s := range lv.sides {
+				n += s.errs
+			}
+		}
+	}
+	return n
+}
+
+// isTerminal is whether f is a terminal, where the progress line may
+// rewrite itself.
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// machine describes where and how a run was made.
+type machine struct {
+	cpu       string
+	cores     int
+	maxprocs  int
+	goVersion string
+	platform  string
+	date      time.Time
+	config    config
+	clockCost float64
+}
+
+func describe(cfg config) machine {
+	return machine{
+		cpu:       cpuModel(),
+		cores:     runtime.NumCPU(),
+		maxprocs:  runtime.GOMAXPROCS(0),
+		goVersion: runtime.Version(),
+		platform:  runtime.GOOS + "/" + runtime.GOARCH,
+		date:      time.Now(),
+		config:    cfg,
+		clockCost: clockCost(),
+	}
+}
+
+func (m machine) line() string {
+	return fmt.Sprintf("moonpool bench (%s): %s, %d cores, GOMAXPROCS=%d, %s %s, %s",
+		m.config.name, m.cpu, m.cores, m.maxprocs, m.goVersion, m.platform, m.date.Format("2006-01-02 15:04 MST"))
+}
+
+// cpuModel is the first "model name" in /proc/cpuinfo, where there is one.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}

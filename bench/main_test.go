@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/moonpool-go/moonpool/engine"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// peers are the libraries bench compares against. Only bench may build
+// them: a user of moonpool's packages must never pull them in.
+var peers = []string{
+	"github.com/jackc/puddle/v2",
+	"golang.org/x/time",
+	"golang.org/x/sync",
+	"github.com/sony/gobreaker/v2",
+}
+
+// modulesOf lists the modules whose packages pkgs depend on, run from the
+// module's root.
+func modulesOf(t *testing.T, pkgs ...string) map[string]bool {
+	t.Helper()
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goBin); err != nil {
+		if goBin, err = exec.LookPath("go"); err != nil {
+			t.Fatalf("no go command to list with: %v", err)
+		}
+	}
+	args := append([]string{"list", "-deps", "-f", "{{with .Module}}{{.Path}}{{end}}"}, pkgs...)
+	cmd := exec.Command(goBin, args...)
+	cmd.Dir = ".."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	mods := map[string]bool{}
+	for _, m := range strings.Fields(string(out)) {
+		mods[m] = true
+	}
+	return mods
+}
+
+func TestLibraryImportsNoPeers(t *testing.T) {
+	lib := modulesOf(t, "./policy", "./actors", "./engine", "./client")
+	if !lib["github.com/moonpool-go/moonpool"] {
+		t.Fatalf("go list named none of moonpool's own packages: %v", lib)
+	}
+	for _, p := range peers {
+		if lib[p] {
+			t.Errorf("the library's packages depend on %s; only bench may", p)
+		}
+	}
+	// The same listing for bench itself names every peer, so the check
+	// above is looking in the right place.
+	b := modulesOf(t, "./bench")
+	for _, p := range peers {
+		if !b[p] {
+			t.Errorf("bench does not depend on %s: is the list of peers stale?", p)
+		}
+	}
+}
+
+// TestSidesDoTheSameWork runs every side of every row a few hundred times
+// and checks it did the work the row says it does, so a comparison never
+// sets a side that fails fast against one that works.
+func TestSidesDoTheSameWork(t *testing.T) {
+	cfg := configs["smoke"]
+	for _, s := range suites {
+		eng := engine.New()
+		for _, r := range s.rows(eng, cfg) {
+			for _, sd := range r.sides {
+				const ops = 300
+				callers := r.callers[len(r.callers)-1] // the core runs on one goroutine only
+				c, err := sd.build(callers)
+				if err != nil {
+					t.Fatalf("%s %s %s: %v", r.suite, r.name, sd.name, err)
+				}
+				fixed := ops
+				if r.fixed > 0 {
+					fixed = min(ops, r.fixed)
+				}
+				sl := runSlice(c, callers, 0, fixed, r.batch, 10, 100, false)
+				c.close()
+				what := r.suite + " " + r.name + " " + sd.name
+				if sl.ops != int64(fixed) {
+					t.Errorf("%s: ran %d operations, want %d", what, sl.ops, fixed)
+				}
+				if sl.errs != 0 {
+					t.Errorf("%s: %d operations failed", what, sl.errs)
+				}
+				if len(sl.lat) == 0 {
+					t.Errorf("%s: no call was timed", what)
+				}
+				switch r.count {
+				case countAllowed:
+					if sl.count != sl.ops {
+						t.Errorf("%s: allowed %d of %d; the row compares calls that are let through", what, sl.count, sl.ops)
+					}
+				case countBackend:
+					if sl.count < 1 || sl.count > sl.ops/4 {
+						t.Errorf("%s: %d of %d attempts reached the dead backend; want at least one and at most a quarter", what, sl.count, sl.ops)
+					}
+				}
+			}
+		}
+		if err := eng.Shutdown(t.Context()); err != nil {
+			t.Errorf("%s: shutdown: %v", s.name, err)
+		}
+	}
+}
+
+// TestRunSmoke runs the whole command in its smallest configuration and
+// checks that it reports every suite, the targets, and writes the files
+// -out promises. It asserts no time.
+func TestRunSmoke(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if err := run(configs["smoke"], "", dir, &stdout, &stderr, false); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	table := stdout.String()
+	for _, want := range []string{"POOL", "RATE", "GATE", "BREAKER", "CORE", "KEYED", "TARGETS", "puddle", "x/time/rate", "semaphore", "gobreaker", "map+rate", "B/key", "backend "} {
+		if !strings.Contains(table, want) {
+			t.Errorf("the table has no %q:\n%s", want, table)
+		}
+	}
+	if strings.Contains(table, "not measured") {
+		t.Errorf("a target went unmeasured in a full run:\n%s", table)
+	}
+	if !strings.Contains(stderr.String(), "done in") {
+		t.Errorf("no progress on stderr: %q", stderr.String())
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Targets", "## Pool", "## Keyed", "| callers | side |", "Machine:", "go run ./bench -smoke"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("results.md has no %q", want)
+		}
+	}
+	// A plot for every row measured at more than one level of callers.
+	for _, name := range []string{"pool-size-10.svg", "pool-size-1000.svg", "rate-allow.svg", "gate-enter-leave.svg", "breaker-outage.svg", "keyed-allow-500-keys.svg"} {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Errorf("no plot: %v", err)
+			continue
+		}
+		if err := wellFormed(f); err != nil {
+			t.Errorf("%s is not well-formed XML: %v", name, err)
+		}
+		f.Close()
+	}
+}
+
+func wellFormed(r io.Reader) error {
+	d := xml.NewDecoder(r)
+	for {
+		if _, err := d.Token(); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+}
+
+func TestOnlyPicksSuites(t *testing.T) {
+	got, err := pick("core, Rate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].name != "Rate" || got[1].name != "Core" {
+		t.Errorf("pick(\"core, Rate\") = %v, want Rate then Core", got)
+	}
+	if _, err := pick("Pool,Nope"); err == nil {
+		t.Error("pick accepted a suite that does not exist")
+	}
+}
+
+func TestMedianAndQuantile(t *testing.T) {
+	tests := []struct {
+		xs       []float64
+		med, p99 float64
+	}{
+		{[]float64{5}, 5, 5},
+		{[]float64{1, 3}, 2, 3},
+		{[]float64{3, 1, 2}, 2, 3},
+	}
+	for i, tc := range tests {
+		if got := median(tc.xs); got != tc.med {
+			t.Errorf("step %d: median(%v) = %v, want %v", i, tc.xs, got, tc.med)
+		}
+	}
+	sorted := make([]float64, 1000)
+	for i := range sorted {
+		sorted[i] = float64(i + 1)
+	}
+	if got := quantile(sorted, 0.99); got != 990 {
+		t.Errorf("p99 of 1..1000 = %v, want 990", got)
+	}
+	if got := quantile(sorted, 0.5); got != 500 {
+		t.Errorf("p50 of 1..1000 = %v, want 500", got)
+	}
+	if got := median(nil); got == got {
+		t.Errorf("median of nothing = %v, want NaN", got)
+	}
+}

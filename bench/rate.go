@@ -1,0 +1,75 @@
+package main
+
+import (
+	"sync/atomic"
+
+	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/engine"
+	"golang.org/x/time/rate"
+)
+
+// Both limiters earn a billion tokens a second and hold as many, so
+// (almost) every call is allowed: what is measured is the cost of asking,
+// not of being refused. The row reports the share allowed to show it.
+const (
+	rateLimit = 1e9
+	rateBurst = 1e9
+)
+
+// rateRows are the Rate suite: Allow on one shared limiter from every
+// caller at once.
+func rateRows(eng *engine.Engine, cfg config) []row {
+	return []row{{
+		suite:   "Rate",
+		name:    "Allow",
+		callers: cfg.callers,
+		sides: []side{
+			{name: "moonpool", ours: true, build: func(int) (contender, error) { return oursRate(eng) }},
+			{name: "x/time/rate", build: func(int) (contender, error) { return theirRate(), nil }},
+		},
+		batch: 4,
+		every: 16,
+		count: countAllowed,
+	}}
+}
+
+// oursRate is a client.Bucket.
+func oursRate(eng *engine.Engine) (contender, error) {
+	b, err := client.NewBucket(eng, rateLimit, rateBurst)
+	if err != nil {
+		return contender{}, err
+	}
+	var allowed atomic.Int64
+	return contender{
+		run: func(n int) {
+			a := 0
+			for range n {
+				if b.Allow() {
+					a++
+				}
+			}
+			allowed.Add(int64(a))
+		},
+		close: func() { closeWithin(b.Close) },
+		count: allowed.Load,
+	}, nil
+}
+
+// theirRate is an x/time/rate Limiter.
+func theirRate() contender {
+	l := rate.NewLimiter(rateLimit, rateBurst)
+	var allowed atomic.Int64
+	return contender{
+		run: func(n int) {
+			a := 0
+			for range n {
+				if l.Allow() {
+					a++
+				}
+			}
+			allowed.Add(int64(a))
+		},
+		close: func() {},
+		count: allowed.Load,
+	}
+}

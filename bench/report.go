@@ -1,0 +1,351 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+)
+
+// What each suite's rows do to each side, for the reader of the table.
+var suiteWhat = map[string]string{
+	"Pool":    "Get and Put back on a pool kept full (resources made up front); ratio against each other side",
+	"Rate":    "Allow on one shared limiter, 1e9 tokens/s and a burst of 1e9, so (almost) every call is allowed",
+	"Gate":    "Enter and Leave (semaphore: TryAcquire(1) and Release(1)) on one gate with room for 1,024",
+	"Breaker": "a backend that fails every call; a fixed number of attempts from a fresh breaker; note: calls that reached the backend",
+	"Core":    "the pure core alone, one goroutine, time handed in; Pool against a buffered channel, Bucket and Window against rate.Limiter.AllowN(t, 1)",
+	"Keyed":   "one Allow per distinct key on a limiter that starts empty; note: live heap grown per key",
+}
+
+// check is one of the issue's targets and how this run did against it.
+type check struct {
+	target   string
+	measured string
+	met      bool
+	known    bool // false when this run did not measure it
+}
+
+func (c check) verdict() string {
+	switch {
+	case !c.known:
+		return "not measured"
+	case c.met:
+		return "met"
+	}
+	return "MISSED"
+}
+
+func find(results []result, suite, name string) *result {
+	for i := range results {
+		if results[i].row.suite == suite && results[i].row.name == name {
+			return &results[i]
+		}
+	}
+	return nil
+}
+
+func sideOf(lv level, name string) *measured {
+	for i := range lv.sides {
+		if lv.sides[i].side == name {
+			return &lv.sides[i]
+		}
+	}
+	return nil
+}
+
+func oursOf(lv level) *measured {
+	for i := range lv.sides {
+		if lv.sides[i].ours {
+			return &lv.sides[i]
+		}
+	}
+	return nil
+}
+
+// vsAt lists ours/theirs for levels chosen by want, as "8: 0.91×, ...",
+// with the largest ratio. value picks what is compared.
+func vsAt(r *result, theirs string, want func(int) bool, value func(*measured) float64) (string, float64, bool) {
+	if r == nil {
+		return "", 0, false
+	}
+	var parts []string
+	worst := math.Inf(-1)
+	for _, lv := range r.levels {
+		if !want(lv.callers) {
+			continue
+		}
+		o, t := oursOf(lv), sideOf(lv, theirs)
+		if o == nil || t == nil {
+			continue
+		}
+		x := value(o) / value(t)
+		worst = max(worst, x)
+		parts = append(parts, fmt.Sprintf("%d: %s", lv.callers, times(x)))
+	}
+	if len(parts) == 0 {
+		return "", 0, false
+	}
+	return strings.Join(parts, ", "), worst, true
+}
+
+func ns(m *measured) float64  { return m.ns }
+func p99(m *measured) float64 { return m.p99 }
+
+// targets checks this run against the issue's targets.
+func targets(results []result) []check {
+	var cs []check
+	for _, size := range []int{10, 1000} {
+		r := find(results, "Pool", fmt.Sprintf("size=%d", size))
+		label := fmt.Sprintf("Pool size=%d", size)
+		s, worst, ok := vsAt(r, "puddle", func(c int) bool { return c == 1 }, ns)
+		cs = append(cs, check{target: label + ": Get+Put within 1.5× of puddle at 1 caller", measured: s, met: worst <= 1.5, known: ok})
+		s, worst, ok = vsAt(r, "puddle", func(c int) bool { return c >= 8 }, ns)
+		cs = append(cs, check{target: label + ": at or below puddle at 8 callers and more", measured: s, met: worst <= 1, known: ok})
+		c := check{target: label + ": at most 2 allocations per Get+Put"}
+		if r != nil {
+			most := 0.0
+			for _, lv := range r.levels {
+				if o := oursOf(lv); o != nil {
+					most = max(most, o.allocs)
+					c.known = true
+				}
+			}
+			c.measured, c.met = fmt.Sprintf("at most %.2f", most), most <= 2
+		}
+		cs = append(cs, c)
+		s, worst, ok = vsAt(r, "puddle", func(int) bool { return true }, p99)
+		cs = append(cs, check{target: label + ": p99 no worse than puddle's at every level", measured: s, met: worst <= 1, known: ok})
+	}
+
+	s, worst, ok := vsAt(find(results, "Rate", "Allow"), "x/time/rate", func(c int) bool { return c >= 8 }, ns)
+	cs = append(cs, check{target: "Rate: Bucket.Allow at or below x/time/rate at 8 callers and more", measured: s, met: worst <= 1, known: ok})
+
+	c := check{target: "Core: zero allocations"}
+	most := 0.0
+	for _, r := range results {
+		if r.row.suite != "Core" {
+			continue
+		}
+		for _, lv := range r.levels {
+			if o := oursOf(lv); o != nil {
+				most = max(most, o.allocs)
+				c.known = true
+			}
+		}
+	}
+	// Mallocs are counted for the whole process, so the harness's own
+	// goroutines and timers leave a trace far below one per thousand.
+	c.measured, c.met = fmt.Sprintf("at most %.4f per op (process-wide count)", most), most < 0.001
+	cs = append(cs, c)
+
+	s, worst, ok = vsAt(find(results, "Core", "Bucket.Take"), "x/time/rate", func(int) bool { return true }, ns)
+	cs = append(cs, check{target: "Core: Bucket.Take at most a quarter of AllowN(t, 1)", measured: strings.TrimPrefix(s, "1: "), met: worst <= 0.25, known: ok})
+
+	c = check{target: "Core: Window.Take at allow 1,000,000 within 2× of allow 10"}
+	w10, w1m := find(results, "Core", "Window.Take allow=10"), find(results, "Core", "Window.Take allow=1000000")
+	if w10 != nil && w1m != nil && len(w10.levels) > 0 && len(w1m.levels) > 0 {
+		a, b := oursOf(w10.levels[0]), oursOf(w1m.levels[0])
+		if a != nil && b != nil {
+			x := b.ns / a.ns
+			c.known, c.met = true, x <= 2
+			c.measured = fmt.Sprintf("%s (%s against %s)", times(x), nsText(b.ns), nsText(a.ns))
+		}
+	}
+	cs = append(cs, c)
+	return cs
+}
+
+// times formats a ratio.
+func times(x float64) string {
+	switch {
+	case math.IsNaN(x) || math.IsInf(x, 0):
+		return "–"
+	case x < 0.1:
+		return fmt.Sprintf("%.3f×", x)
+	case x < 10:
+		return fmt.Sprintf("%.2f×", x)
+	}
+	return fmt.Sprintf("%.0f×", x)
+}
+
+// nsText formats nanoseconds for a person.
+func nsText(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "–"
+	case v < 10:
+		return fmt.Sprintf("%.1fns", v)
+	case v < 1e3:
+		return fmt.Sprintf("%.0fns", v)
+	case v < 1e4:
+		return fmt.Sprintf("%.2fµs", v/1e3)
+	case v < 1e6:
+		return fmt.Sprintf("%.0fµs", v/1e3)
+	case v < 1e7:
+		return fmt.Sprintf("%.2fms", v/1e6)
+	}
+	return fmt.Sprintf("%.0fms", v/1e6)
+}
+
+// note is a side's extra column: its count, its memory, its failures.
+func note(r row, m *measured) string {
+	var parts []string
+	switch r.count {
+	case countAllowed:
+		if m.ops > 0 {
+			parts = append(parts, fmt.Sprintf("allowed %.0f%%", 100*m.count/m.ops))
+		}
+	case countBackend:
+		parts = append(parts, fmt.Sprintf("backend %.0f of %.0f", m.count, m.ops))
+	}
+	if r.heap {
+		parts = append(parts, fmt.Sprintf("%.0f B/key", m.heap))
+	}
+	if m.errs > 0 {
+		parts = append(parts, fmt.Sprintf("%d FAILED", m.errs))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// line is one row of any table: a side at a level.
+type line struct {
+	callers          string
+	side             string
+	ns, allocs       string
+	p50, p99         string
+	ratioNs, ratio99 string
+	note             string
+}
+
+func lines(r result) []line {
+	var ls []line
+	for _, lv := range r.levels {
+		o := oursOf(lv)
+		for i := range lv.sides {
+			m := &lv.sides[i]
+			l := line{
+				side:   m.side,
+				ns:     fmt.Sprintf("%.1f", m.ns),
+				allocs: fmt.Sprintf("%.2f", m.allocs),
+				p50:    nsText(m.p50),
+				p99:    nsText(m.p99),
+				note:   note(r.row, m),
+			}
+			if m.ns >= 100 {
+				l.ns = fmt.Sprintf("%.0f", m.ns)
+			}
+			if i == 0 {
+				l.callers = fmt.Sprint(lv.callers)
+			}
+			if !m.ours && o != nil {
+				l.ratioNs, l.ratio99 = times(o.ns/m.ns), times(o.p99/m.p99)
+			}
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
+
+// writeTable prints the results for a terminal.
+func writeTable(w io.Writer, m machine, results []result, checks []check) {
+	fmt.Fprintln(w, m.line())
+	fmt.Fprintf(w, "Each pair alternates its sides for %d rounds; ns/op is the median round, p50/p99 the latency of one call\n", m.config.plan.rounds)
+	fmt.Fprintf(w, "(every k-th call timed, the clock's own %.0fns taken off), ours/theirs compares ns/op and p99 within the row.\n", m.clockCost)
+	suite := ""
+	for _, r := range results {
+		if r.row.suite != suite {
+			suite = r.row.suite
+			fmt.Fprintf(w, "\n%s: %s\n", strings.ToUpper(suite), suiteWhat[suite])
+		}
+		fmt.Fprintf(w, "\n  %s %s\n", r.row.suite, r.row.name)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "callers\tside\tns/op\tallocs/op\tp50\tp99\tours/theirs\tp99 ratio\t")
+		for _, l := range lines(r) {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t  %s\n", l.callers, l.side, l.ns, l.allocs, l.p50, l.p99, l.ratioNs, l.ratio99, l.note)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintln(w, "\nTARGETS (from issue 5)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, c := range checks {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.verdict(), c.target, c.measured)
+	}
+	tw.Flush()
+}
+
+// writeOut writes results.md and the plots into dir.
+func writeOut(dir string, m machine, results []result, checks []check) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var plots []string
+	for _, r := range results {
+		if len(r.levels) < 2 {
+			continue
+		}
+		name := slug(r.row.suite+" "+r.row.name) + ".svg"
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(plot(r)), 0o644); err != nil {
+			return err
+		}
+		plots = append(plots, name)
+	}
+	var b strings.Builder
+	writeMarkdown(&b, m, results, checks, plots)
+	return os.WriteFile(filepath.Join(dir, "results.md"), []byte(b.String()), 0o644)
+}
+
+// slug makes a file name of a row's name.
+func slug(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(s) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	return strings.TrimSuffix(b.String(), "-")
+}
+
+func writeMarkdown(w io.Writer, m machine, results []result, checks []check, plots []string) {
+	cmd := "go run ./bench"
+	if m.config.name != "default" {
+		cmd += " -" + m.config.name
+	}
+	fmt.Fprintf(w, "# moonpool bench results\n\n")
+	fmt.Fprintf(w, "Written by `%s -out DIR` on %s.\n\n", cmd, m.date.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "- Machine: %s, %d cores, GOMAXPROCS=%d, %s\n", m.cpu, m.cores, m.maxprocs, m.platform)
+	fmt.Fprintf(w, "- Go: %s; one engine per suite, `engine.New()` as it comes (real clock, default dispatch)\n", m.goVersion)
+	fmt.Fprintf(w, "- Each pair alternates its sides in one process, %d rounds of %v slices per side and level (Breaker: %d attempts a slice; Keyed: %d rounds of %d keys); ns/op is the median round.\n",
+		m.config.plan.rounds, m.config.plan.slice, m.config.attempts, m.config.keyedRounds, m.config.keys)
+	fmt.Fprintf(w, "- p50/p99: the latency of one call, every k-th call timed (at most %d samples per side and level), the clock's own %.0f ns taken off.\n", m.config.plan.samples, m.clockCost)
+	fmt.Fprintf(w, "- allocs/op: heap allocations counted for the whole process during the slices, divided by the operations.\n")
+	fmt.Fprintf(w, "- ours/theirs: moonpool's ns/op (and p99) over the other side's, in the same row of the same run: below 1 is faster.\n\n")
+
+	fmt.Fprintf(w, "## Targets (issue 5)\n\n| | target | measured (ours/theirs) |\n|---|---|---|\n")
+	for _, c := range checks {
+		fmt.Fprintf(w, "| %s | %s | %s |\n", c.verdict(), c.target, c.measured)
+	}
+	suite := ""
+	for _, r := range results {
+		if r.row.suite != suite {
+			suite = r.row.suite
+			fmt.Fprintf(w, "\n## %s\n\n%s.\n", suite, suiteWhat[suite])
+		}
+		fmt.Fprintf(w, "\n### %s %s\n\n", r.row.suite, r.row.name)
+		fmt.Fprintln(w, "| callers | side | ns/op | allocs/op | p50 | p99 | ours/theirs ns/op | ours/theirs p99 | note |")
+		fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---|")
+		for _, l := range lines(r) {
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", l.callers, l.side, l.ns, l.allocs, l.p50, l.p99, l.ratioNs, l.ratio99, l.note)
+		}
+	}
+	if len(plots) > 0 {
+		fmt.Fprintf(w, "\n## Plots\n\nThe same run wrote one SVG per pair, ns/op and p99 against callers, into the -out directory beside results.md: %s.\n", "`"+strings.Join(plots, "`, `")+"`")
+	}
+}
