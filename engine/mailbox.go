@@ -71,8 +71,15 @@ const (
 // it drops messages that reach a stopped actor, which would leave a blocking
 // caller waiting for ever.
 type mailbox struct {
-	user      chan any
-	system    chan any
+	user   chan any
+	system chan any
+	// users and systems count the messages queued, cheaper to read than a
+	// channel's length. Each is raised after its send and lowered after its
+	// receive, so it can lag the channel, and dip to -1 for a moment: read
+	// anything at or below zero as empty. A sender raises it before its CAS,
+	// so a drainer that stores idle and then looks never misses one.
+	users     atomic.Int32
+	systems   atomic.Int32
 	status    atomic.Int32
 	suspended atomic.Bool
 	closed    atomic.Bool
@@ -114,8 +121,8 @@ func newMailbox(mode Dispatch, budget int) *mailbox {
 // ahead of it, and the queue's send and receive are most of an uncontended
 // call's cost.
 func (m *mailbox) PostUserMessage(msg any) {
-	if m.mode == Hybrid && len(m.user) == 0 && len(m.system) == 0 && m.status.CompareAndSwap(idle, running) {
-		if len(m.user) == 0 && len(m.system) == 0 && !m.suspended.Load() && !m.closed.Load() {
+	if m.mode == Hybrid && m.users.Load() <= 0 && m.systems.Load() <= 0 && m.status.CompareAndSwap(idle, running) {
+		if m.users.Load() <= 0 && m.systems.Load() <= 0 && !m.suspended.Load() && !m.closed.Load() {
 			m.invoke(msg)
 			if m.drain(1, m.budget) {
 				m.handoff()
@@ -125,18 +132,21 @@ func (m *mailbox) PostUserMessage(msg any) {
 		// Someone got in between, or the actor is suspended or stopped:
 		// queue behind them, holding the mailbox we won.
 		m.user <- msg
+		m.users.Add(1)
 		if m.drain(0, m.budget) {
 			m.handoff()
 		}
 		return
 	}
 	m.user <- msg
+	m.users.Add(1)
 	m.schedule()
 }
 
 // PostSystemMessage enqueues a protoactor system message.
 func (m *mailbox) PostSystemMessage(msg any) {
 	m.system <- msg
+	m.systems.Add(1)
 	m.schedule()
 }
 
@@ -154,7 +164,7 @@ func (m *mailbox) Start() {
 }
 
 // UserMessageCount reports how many user messages are queued.
-func (m *mailbox) UserMessageCount() int { return len(m.user) }
+func (m *mailbox) UserMessageCount() int { return int(m.users.Load()) }
 
 func (m *mailbox) loop() {
 	defer close(m.done)
@@ -205,6 +215,9 @@ func (m *mailbox) schedule() {
 	}
 }
 
+// pending says whether anything is queued.
+func (m *mailbox) pending() bool { return m.users.Load() > 0 || m.systems.Load() > 0 }
+
 // handoff passes a running mailbox to its dedicated goroutine. The status
 // stays running, so the kick channel never holds more than one.
 func (m *mailbox) handoff() {
@@ -229,14 +242,14 @@ func (m *mailbox) process() { m.drain(0, 0) }
 // caller to hand off); otherwise it runs until the mailbox is empty, yielding
 // every throughput messages, and returns false with the mailbox idle.
 func (m *mailbox) drain(n, limit int) (more bool) {
-	if limit > 0 && n >= limit && (len(m.user) > 0 || len(m.system) > 0) {
+	if limit > 0 && n >= limit && m.pending() {
 		return true
 	}
 	for {
 		for m.step() {
 			n++
 			if limit > 0 && n >= limit {
-				if len(m.user) > 0 || len(m.system) > 0 {
+				if m.pending() {
 					return true
 				}
 			} else if limit <= 0 && n%throughput == 0 {
@@ -246,7 +259,7 @@ func (m *mailbox) drain(n, limit int) (more bool) {
 		m.status.Store(idle)
 		// A sender may have enqueued after step saw nothing and failed its
 		// CAS while we were running: look once more before leaving.
-		if len(m.system) == 0 && (m.suspended.Load() || len(m.user) == 0) {
+		if m.systems.Load() <= 0 && (m.suspended.Load() || m.users.Load() <= 0) {
 			return false
 		}
 		if !m.status.CompareAndSwap(idle, running) {
@@ -267,11 +280,12 @@ func (m *mailbox) step() (ran bool) {
 			ran = true
 		}
 	}()
-	if len(m.system) == 0 && len(m.user) == 0 {
+	if !m.pending() {
 		return false // the common case, without the cost of two selects
 	}
 	select {
 	case msg = <-m.system:
+		m.systems.Add(-1)
 		switch msg.(type) {
 		case *actor.SuspendMailbox:
 			m.suspended.Store(true)
@@ -288,6 +302,7 @@ func (m *mailbox) step() (ran bool) {
 	}
 	select {
 	case msg = <-m.user:
+		m.users.Add(-1)
 		if m.closed.Load() {
 			if r, ok := msg.(Refusable); ok {
 				r.Refuse()
