@@ -34,21 +34,25 @@
 // one call):
 //
 //	dispatch             1 caller      8 callers      64 callers     512 callers
-//	hybrid, budget 1     394 / 381 ns  455 / 12.6 µs  462 / 93 µs    530 / 0.56 ms
-//	hybrid, budget 4     275 / 341 ns  922 / 43 µs    1119 / 257 µs  966 / 0.92 ms
-//	hybrid, budget 16    392 / 431 ns  575 / 33 µs    482 / 189 µs   536 / 3.3 ms
-//	dedicated goroutine  1173 / 1.9 µs 701 / 49 µs    606 / 96 µs    523 / 0.60 ms
-//	protoactor default   5567 / 31 µs  2669 / 81 µs   466 / 71 µs    448 / 1.1 ms
-//	  (stock mailbox)    1113 / 1.5 µs 926 / 71 µs    519 / 86 µs    591 / 2.4 ms
-//	synchronized         433 / 541 ns  501 / 30 µs    520 / 153 µs   566 / 2.3 ms
+//	hybrid, budget 1     276 / 251 ns  334 / 10 µs    453 / 111 µs   540 / 0.53 ms
+//	hybrid, budget 4     194 / 210 ns  348 / 63 µs    369 / 224 µs   421 / 0.57 ms
+//	hybrid, budget 16    267 / 220 ns  306 / 38 µs    325 / 231 µs   571 / 0.97 ms
+//	dedicated goroutine  1547 / 2.5 µs 784 / 27 µs    616 / 96 µs    545 / 0.57 ms
+//	protoactor default   6032 / 36 µs  2851 / 83 µs   568 / 100 µs   432 / 0.56 ms
+//	  (stock mailbox)    1094 / 1.7 µs 770 / 67 µs    528 / 74 µs    493 / 1.5 ms
+//	synchronized         279 / 361 ns  472 / 62 µs    446 / 97 µs    427 / 0.48 ms
 //
 // ("protoactor default" is its goroutine dispatcher on this mailbox; the
-// stock row is protoactor's own mailbox and dispatcher untouched.) With 64 or
-// 512 callers on two cores every dispatch is bound by the same queue of
+// stock row is protoactor's own mailbox and dispatcher untouched.) An idle
+// actor under Hybrid runs a sender's message without queueing it, which is
+// why one caller costs a quarter of protoactor's stock round trip. With 64
+// or 512 callers on two cores every dispatch is bound by the same queue of
 // callers and costs about the same per round trip; what differs is who
 // waits. A larger inline budget lets a lucky sender keep the actor while
-// others queue, which shows in the p99. Hybrid with a budget of 1 is within
-// noise of the fastest at every level and has the lowest or second-lowest
-// p99 at every level, so it is the default; the machine is shared and
-// absolute times move with its load.
+// others queue, which shows in the p99 at 8 and 64 callers (4 to 6 times
+// budget 1's at 8). Budget 1 is within noise of the fastest throughput at
+// every level and has the lowest p99 at 8 callers and a middling one
+// beyond, so it is the default. The machine is shared and absolute times
+// move with its load (an earlier run, before the uncontended fast path,
+// measured 394 ns at one caller); the ordering held.
 package engine
