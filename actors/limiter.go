@@ -178,6 +178,14 @@ func serve[S any, R rule[S]](r R, s *S, q *queue, li int32, now int64) (int, tim
 		if req == nil {
 			return n, policy.Never
 		}
+		if req.Deadline != 0 && now > req.Deadline {
+			// Its turn came after its deadline (a window's wait behind
+			// others is only estimated from below): refuse rather than
+			// spend a grant on a caller whose ctx has ended.
+			q.pop(li)
+			reply(req.Reply, Permit{Err: ErrDeadline})
+			continue
+		}
 		if !r.take(s, now, req.N) {
 			d := r.next(s, now, req.N)
 			if d < policy.Never {

@@ -341,6 +341,40 @@ func TestDeadline(t *testing.T) {
 	}
 }
 
+// TestNoGrantPastDeadline: a window's wait behind others is estimated from
+// below, so a caller can park and find its turn comes after its deadline;
+// then it is refused with ErrDeadline, and the slot goes to whoever is next.
+func TestNoGrantPastDeadline(t *testing.T) {
+	r := newLimRig(t)
+	w, err := SpawnWindow(r.e, "window", 2, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := time.Second
+	ask(w, "", r.at(0), 1)
+	ask(w, "", r.at(5*s), 1) // full: slots open at +10s and +15s
+	first := park(w, "", r.at(5*s), 1, 0)
+	// Behind first, the estimate is +10s (the oldest slot), within a
+	// deadline of +12s; the truth is +15s.
+	late := park(w, "", r.at(5*s), 1, r.at(12*s))
+	last := park(w, "", r.at(5*s), 1, 0)
+	left(w, "", r.at(5*s))
+	unanswered(t, "step 1", late)
+
+	r.advance(w, 5*s) // +10s: first's slot
+	if p := answer(first); !p.OK {
+		t.Fatalf("step 2: first %+v, want granted at +10s", p)
+	}
+	unanswered(t, "step 3", late)
+	r.advance(w, 5*s) // +15s: late's turn, past its deadline
+	if p := answer(late); p.OK || !errors.Is(p.Err, ErrDeadline) {
+		t.Fatalf("step 4: late %+v, want ErrDeadline", p)
+	}
+	if p := answer(last); !p.OK {
+		t.Fatalf("step 5: last %+v, want the slot late could not use", p)
+	}
+}
+
 // TestWithdraw: every Allow gets exactly one answer, whether the Withdraw
 // comes before its grant or after, and a reused Allow is not withdrawn by a
 // Withdraw meant for its earlier use.

@@ -120,7 +120,9 @@ type (
 	// N) for Key (keyed limiters only). Without Wait it is answered at once.
 	// With Wait, a refusal parks the caller in FIFO order until it is granted;
 	// if the wait would end after Deadline (0: none) it is answered at once
-	// with ErrDeadline and After set to the wait it would have faced.
+	// with ErrDeadline and After set to the wait it would have faced, and a
+	// parked caller whose turn comes after its Deadline (a window's wait
+	// behind others is estimated from below) is answered ErrDeadline then.
 	Allow struct {
 		Now      int64
 		Key      string
