@@ -369,6 +369,10 @@ func (c openContext) Value(key any) any { return c.values.Value(key) }
 // Once the pool's actor has stopped (Close has returned, or the engine shut
 // down) there are no books left to check against, and whatever is put is
 // closed; put each resource back exactly once.
+//
+// Put takes no ctx because it waits for nothing but the pool actor's
+// answer, which never waits itself; it runs the pool's Close, when it must,
+// on the caller's goroutine.
 func (p *Pool[T]) Put(item T) error {
 	return p.give(item)
 }
