@@ -70,17 +70,18 @@ type books[T comparable] struct {
 // answered notes that the request being handled has had its answer.
 func (b *books[T]) answered() { b.current = nil }
 
-// unanswered runs as Receive returns: after a panic, a request still
-// unanswered is refused, then the panic goes on to the supervisor.
+// unanswered runs as Receive returns: a request still unanswered (one this
+// actor does not serve, or one whose handling panicked) is refused, so its
+// caller is not left waiting; then a panic goes on to the supervisor.
 func (b *books[T]) unanswered() {
-	if r := recover(); r != nil {
-		if b.current != nil {
-			b.current.Refuse()
-		}
+	r := recover()
+	if b.current != nil {
+		b.current.Refuse()
 		b.current = nil
+	}
+	if r != nil {
 		panic(r)
 	}
-	b.current = nil
 }
 
 type parked[T comparable] struct {

@@ -462,3 +462,17 @@ func TestPanicAnswersOnce(t *testing.T) {
 	r.give(held)
 	r.balance()
 }
+
+// TestPoolRefusesForeignRequest: a request the pool does not serve (a
+// limiter's Allow sent to it by mistake) is refused, not left unanswered.
+func TestPoolRefusesForeignRequest(t *testing.T) {
+	r := newRig(t, PoolConfig{Limits: policy.Limits{Size: 1}})
+	m := &Allow{Now: r.now(), N: 1, Reply: make(chan Permit, 1)}
+	r.ref.Send(m)
+	if p := <-m.Reply; p.OK || !errors.Is(p.Err, ErrStopped) {
+		t.Fatalf("an Allow sent to a pool: %+v, want refused", p)
+	}
+	if s := r.stats(); s.Live != 0 {
+		t.Fatalf("the stray request changed the books: %+v", s)
+	}
+}

@@ -122,21 +122,20 @@ func newMailbox(mode Dispatch, budget int) *mailbox {
 // call's cost.
 func (m *mailbox) PostUserMessage(msg any) {
 	if m.mode == Hybrid && m.users.Load() <= 0 && m.systems.Load() <= 0 && m.status.CompareAndSwap(idle, running) {
-		if m.users.Load() <= 0 && m.systems.Load() <= 0 && !m.suspended.Load() && !m.closed.Load() {
+		// The counters can lag their channels; the lengths cannot change
+		// under us now (only the holder of running receives), so they say
+		// for certain that nobody is ahead.
+		if len(m.user) == 0 && len(m.system) == 0 && !m.suspended.Load() && !m.closed.Load() {
 			m.invoke(msg)
 			if m.drain(1, m.budget) {
 				m.handoff()
 			}
 			return
 		}
-		// Someone got in between, or the actor is suspended or stopped:
-		// queue behind them, holding the mailbox we won.
-		m.user <- msg
-		m.users.Add(1)
-		if m.drain(0, m.budget) {
-			m.handoff()
-		}
-		return
+		// Someone is ahead, or the actor is suspended or stopped: let go,
+		// and queue as everyone does (a full queue must not be waited on
+		// while holding the mailbox).
+		m.status.Store(idle)
 	}
 	m.user <- msg
 	m.users.Add(1)
@@ -164,7 +163,7 @@ func (m *mailbox) Start() {
 }
 
 // UserMessageCount reports how many user messages are queued.
-func (m *mailbox) UserMessageCount() int { return int(m.users.Load()) }
+func (m *mailbox) UserMessageCount() int { return max(0, int(m.users.Load())) }
 
 func (m *mailbox) loop() {
 	defer close(m.done)
