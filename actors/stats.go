@@ -7,10 +7,12 @@ import "time"
 // and the client closes it.
 type Stats struct {
 	Live, Idle, Busy int // as policy.Pool counts them: Busy is lent plus being made
+	Opening          int // of Busy, room reserved for makes under way
 	Waiting          int // callers parked in the FIFO
 
 	Made         int64 // resources registered after a Make
 	MakeFailures int64 // Unmade: makes that failed
+	Duplicates   int64 // Made of a resource the pool already held, refused
 
 	Stale    int64 // retired by Take: idle past Keep or Life
 	Evicted  int64 // retired by the eviction timer
@@ -19,6 +21,7 @@ type Stats struct {
 	Shutdown int64 // retired by Close, idle or coming home after it
 
 	Shed      int64         // Takes answered Shed (closed, shedder, breaker, waiter cap)
+	Held      int64         // waiting Takes answered ErrHeld: the ward's hold would outlast their deadline
 	Cancelled int64         // parked Takes withdrawn
 	Waited    int64         // parked Takes answered
 	WaitTime  time.Duration // total time parked Takes spent waiting, by their own clocks

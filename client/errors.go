@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 )
 
 // Sentinel errors. Each is a refusal a caller may want to tell apart with
@@ -23,7 +24,33 @@ var (
 	// lent out: it was never taken from this pool, or it was returned twice.
 	// The pool leaves the resource alone; the caller still owns it.
 	ErrNotLent = errors.New("moonpool: resource is not lent out")
+	// ErrDuplicate says a pool's Open returned a resource equal to one the
+	// pool already holds, idle or lent. The pool refused it and did not
+	// close it: by the pool's identity it is the resource on the books,
+	// which is closed once, when it leaves them. An Open that hands out a
+	// shared or cached value has a bug.
+	ErrDuplicate = errors.New("moonpool: open returned a resource the pool already holds")
 )
+
+// PanicError is a panic in a user's function (a pool's Open or Close)
+// recovered by the pool, which runs them on goroutines of its own where a
+// panic would end the process. Value is what was panicked with; Stack is
+// the goroutine's stack at the panic.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func newPanicError(v any) *PanicError { return &PanicError{Value: v, Stack: debug.Stack()} }
+
+// Error reports the panic's value with the package prefix.
+func (e *PanicError) Error() string { return fmt.Sprintf("moonpool: panic: %v", e.Value) }
+
+// Unwrap returns the panic's value when it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
 
 // OpenError is returned by Get when the pool's Open failed. It unwraps to
 // the error Open returned, so errors.Is and errors.As see through it.

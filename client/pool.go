@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,11 +25,18 @@ type PoolConfig[T comparable] struct {
 	// jackc/pgx#1259 describes). Give Open its own timeout, such as
 	// net.Dialer.Timeout. Its ctx is cancelled when the pool closes, and
 	// Close waits for Open to return, so Open must return soon after.
+	//
+	// A panic in Open is recovered: the Get that asked is answered an
+	// *OpenError wrapping a *PanicError, and the ward hears of a failed make.
+	// A resource equal to one the pool holds already (idle or lent) is
+	// refused with an *OpenError wrapping ErrDuplicate and left unclosed,
+	// since closing it would close the one the pool holds.
 	Open func(ctx context.Context) (T, error)
 	// Close ends a resource the pool no longer wants: stale, evicted,
 	// surplus, discarded, or left at Close. Its errors are counted in Stats
-	// and returned to whoever caused the close, never panicked on. nil means
-	// the resources need no closing.
+	// and returned to whoever caused the close, never panicked on; a panic
+	// in Close is recovered and reported the same way, as a *CloseError
+	// wrapping a *PanicError. nil means the resources need no closing.
 	Close func(T) error
 	// Limits bound the pool. The zero Limits bounds nothing; most servers
 	// want policy.DefaultLimits, ten as database/sql and HikariCP have it.
@@ -40,8 +48,9 @@ type PoolConfig[T comparable] struct {
 	// MaxWaiting caps the callers waiting for a resource; past it Get fails
 	// at once with ErrShed rather than queueing. Zero or less is no cap.
 	MaxWaiting int
-	// Seed seeds the backoff's jitter. Pools that failed together spread
-	// their retries apart only if their seeds differ.
+	// Seed seeds the backoff's jitter. Zero, the default, draws a random
+	// seed for each pool, so replicas of a service that failed together
+	// spread their retries apart; set one only to make a test reproducible.
 	Seed uint64
 	// Name is the pool's name on the engine; "" picks a fresh one.
 	Name string
@@ -90,6 +99,7 @@ type Pool[T comparable] struct {
 	final atomic.Pointer[actors.Stats]
 
 	closeFailures atomic.Int64
+	panics        atomic.Int64
 }
 
 // NewPool starts a pool on eng. It returns an error if eng or cfg.Open is
@@ -147,13 +157,21 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 // line, and an *OpenError when the Open it ran failed; that failure is
 // reported to the ward, so the breaker and backoff see the backend failing.
 //
+// When the ward holds makes back (bucket or backoff) past ctx's deadline and
+// nothing is lent that could come back sooner, Get returns at once a
+// *WaitError (errors.Is ErrExceedsDeadline) whose Wait is the rest of the
+// hold, rather than wait out a deadline it cannot meet.
+//
 // When ctx is done first, Get returns an error matching ctx.Err() under
 // errors.Is and leaves nothing behind: its place in line is withdrawn, and a
 // resource or room granted in the same instant is handed back. An Open
 // already under way is not cancelled: the resource it makes goes to the
-// pool for the next caller.
+// pool for the next caller. A nil ctx is refused with an error.
 func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 	var zero T
+	if ctx == nil {
+		return zero, errNilContext
+	}
 	if p.closing.Load() {
 		return zero, ErrClosed
 	}
@@ -164,6 +182,7 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 		t := p.tickets.Get().(*ticket[T])
 		tk := &t.take
 		tk.Now, tk.Wait, tk.Reply = p.eng.Now(), true, t.reply
+		tk.Deadline = deadlineOf(ctx, tk.Now)
 		p.ref.Send(tk)
 		var a actors.Answer[T]
 		select {
@@ -176,6 +195,8 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 			}
 		}
 		switch {
+		case errors.Is(a.Err, actors.ErrHeld):
+			return zero, &WaitError{Wait: a.After}
 		case a.Err != nil:
 			return zero, refusal(a.Err)
 		case a.Verdict == policy.Ready:
@@ -196,6 +217,26 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 
 // errWithdrawn marks a Take withdrawn because its ctx ended.
 var errWithdrawn = errors.New("moonpool: withdrawn")
+
+// errNilContext answers a call given a nil ctx.
+var errNilContext = errors.New("moonpool: nil Context")
+
+// deadlineOf is ctx's deadline on the engine's clock, read at now: 0 for
+// none, and the end of the clock for one too far off to count.
+func deadlineOf(ctx context.Context, now int64) int64 {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	left := time.Until(dl)
+	switch {
+	case left <= 0:
+		return now - 1 // passed already, in all but name
+	case int64(left) > math.MaxInt64-now:
+		return math.MaxInt64
+	}
+	return now + int64(left)
+}
 
 // await waits for a parked Take's answer, or withdraws it when ctx ends:
 // then the one answer it gets is handed back and errWithdrawn returned.
@@ -319,7 +360,7 @@ func (p *Pool[T]) stopOpens() {
 // opener opens one resource and tells the actor how it went.
 func (p *Pool[T]) opener(ctx context.Context, o *opening[T]) {
 	defer p.endOpen()
-	item, err := p.open(ctx)
+	item, err := p.safeOpen(ctx)
 	var r made[T]
 	switch {
 	case err != nil && p.kill.Err() != nil:
@@ -332,7 +373,10 @@ func (p *Pool[T]) opener(ctx context.Context, o *opening[T]) {
 	default:
 		m := &actors.Made[T]{Now: p.eng.Now(), Item: item, Reply: make(chan actors.Answer[T], 1)}
 		p.ref.Send(m)
-		if a := <-m.Reply; a.Err != nil || !a.Kept {
+		if a := <-m.Reply; errors.Is(a.Err, actors.ErrDuplicate) {
+			// On the books already: it leaves them once, not here.
+			r.err = &OpenError{Err: ErrDuplicate}
+		} else if a.Err != nil || !a.Kept {
 			r.err = ErrClosed
 			if cerr := p.closeItem(item); cerr != nil {
 				r.err = errors.Join(ErrClosed, cerr)
@@ -349,6 +393,18 @@ func (p *Pool[T]) opener(ctx context.Context, o *opening[T]) {
 	if r.err == nil {
 		_ = p.give(r.item)
 	}
+}
+
+// safeOpen runs the user's Open, turning a panic into an error: a bug in a
+// dial function must not take the server down from a goroutine of ours.
+func (p *Pool[T]) safeOpen(ctx context.Context) (item T, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.panics.Add(1)
+			err = newPanicError(v)
+		}
+	}()
+	return p.open(ctx)
 }
 
 // openContext is Open's context: the caller's values, the pool's
@@ -427,11 +483,20 @@ func (p *Pool[T]) Discard(item T) error {
 	return p.closeItem(item)
 }
 
-// closeItem runs the user's Close, counting a failure.
-func (p *Pool[T]) closeItem(item T) error {
+// closeItem runs the user's Close, counting a failure. A panic in it is
+// recovered and reported as a failure: Close runs on the pool's own
+// goroutines too, where a panic would end the process.
+func (p *Pool[T]) closeItem(item T) (err error) {
 	if p.close == nil {
 		return nil
 	}
+	defer func() {
+		if v := recover(); v != nil {
+			p.panics.Add(1)
+			p.closeFailures.Add(1)
+			err = &CloseError{Count: 1, Err: newPanicError(v)}
+		}
+	}()
 	if err := p.close(item); err != nil {
 		p.closeFailures.Add(1)
 		return &CloseError{Count: 1, Err: err}
@@ -485,13 +550,8 @@ func (p *Pool[T]) collect() error {
 // after the engine's Shutdown (which closes every pool this way), does
 // nothing and returns nil.
 func (p *Pool[T]) Close(ctx context.Context) error {
-	err := p.eng.Stop(ctx, p.ref.Name())
-	if errors.Is(err, engine.ErrNotFound) {
-		// Stopped already, or the engine is down: make sure our own half
-		// ran (once makes this a no-op when it did).
-		err = p.shutdown(ctx)
-	}
-	return err
+	// By the Ref, not the name: the name may belong to a newer pool by now.
+	return p.ref.Stop(ctx)
 }
 
 // shutdown is the pool's half of Close, run once, by Close through the
@@ -525,8 +585,11 @@ func (p *Pool[T]) drain(ctx context.Context) error {
 	select {
 	case <-d.Reply:
 	case <-ctx.Done():
-		s := p.inspect()
-		errs = append(errs, fmt.Errorf("moonpool: close: %d still lent: %w", s.Busy, ctx.Err()))
+		// What was outstanding when ctx ended: a drain that finished in the
+		// same instant is no failure.
+		if s := p.inspect(); s.Busy > 0 {
+			errs = append(errs, fmt.Errorf("moonpool: close: %d still lent and %d being opened: %w", s.Busy-s.Opening, s.Opening, ctx.Err()))
+		}
 	}
 	p.stopOpens()
 	<-p.opened
@@ -549,6 +612,7 @@ func (p *Pool[T]) inspect() actors.Stats {
 type Stats struct {
 	s             actors.Stats
 	closeFailures int64
+	panics        int64
 }
 
 // Stats takes a snapshot of the pool. After Close it reports the pool as
@@ -560,7 +624,7 @@ func (p *Pool[T]) Stats() Stats {
 			s = *f
 		}
 	}
-	return Stats{s: s, closeFailures: p.closeFailures.Load()}
+	return Stats{s: s, closeFailures: p.closeFailures.Load(), panics: p.panics.Load()}
 }
 
 // Live is how many resources exist: idle, lent, and being opened.
@@ -606,8 +670,21 @@ func (s Stats) Closes() int64 {
 	return s.s.Stale + s.s.Evicted + s.s.Surplus + s.s.Broken + s.s.Shutdown
 }
 
-// CloseFailures is how many calls of PoolConfig.Close returned an error.
+// CloseFailures is how many calls of PoolConfig.Close returned an error or
+// panicked.
 func (s Stats) CloseFailures() int64 { return s.closeFailures }
+
+// Panics is how many calls of PoolConfig.Open or PoolConfig.Close
+// panicked; each was recovered and reported as an error.
+func (s Stats) Panics() int64 { return s.panics }
+
+// Duplicates is how many resources Open made that the pool already held,
+// each refused with ErrDuplicate.
+func (s Stats) Duplicates() int64 { return s.s.Duplicates }
+
+// Held is how many Gets returned at once with a *WaitError because the
+// ward held makes back past their ctx's deadline.
+func (s Stats) Held() int64 { return s.s.Held }
 
 // Shed is how many Gets were refused: by the ward, by MaxWaiting, or
 // because the pool was closed.

@@ -467,6 +467,14 @@ func (p *Pool[T]) Lent(item T) bool {
 	return ok && p.recs[i].lent
 }
 
+// Holds says whether item is on the books, idle or lent. An owner asks it
+// before Made to refuse a resource it already holds: Made of one changes
+// nothing, so the room reserved for the make would stay taken.
+func (p *Pool[T]) Holds(item T) bool {
+	_, ok := p.books[item]
+	return ok
+}
+
 // Closed says whether Close has been called.
 func (p *Pool[T]) Closed() bool { return p.closed }
 
