@@ -21,9 +21,12 @@ type Limits struct {
 // DefaultLimits is the preset: ten live, ten of them allowed to sit idle,
 // retired after thirty minutes idle and never by age.
 //
-// Ten is the default pool size of HikariCP and of database/sql. Idle equal to
-// Size is database/sql's behaviour, so a pool that grew under load keeps what
-// it made instead of throwing it away the moment the load passes.
+// Ten is HikariCP's default maximumPoolSize. database/sql has no such
+// default: it allows any number of open connections and keeps at most two
+// idle (SetMaxOpenConns, defaultMaxIdleConns = 2). Idle equal to Size
+// follows HikariCP, whose minimumIdle defaults to maximumPoolSize: a pool
+// that grew under load keeps what it made instead of closing it the moment
+// the load passes, and Keep retires what then sits unused.
 var DefaultLimits = Limits{Size: 10, Idle: 10, Keep: 30 * time.Minute, Life: Forever}
 
 // clamp reads the negative fields as "no limit".
