@@ -349,7 +349,7 @@ func TestWaiterGetsReturnedBeforeMake(t *testing.T) {
 // ends, not by polling.
 func TestLaterWakesParkedCaller(t *testing.T) {
 	bo := policy.Backoff{Base: time.Second, Factor: 2, Cap: time.Minute, Attempts: 3, Jitter: policy.Rigid}
-	r := newRig(t, PoolConfig{Limits: policy.Limits{Size: 2}, Ward: policy.Ward{Backoff: &bo}})
+	r := newRig(t, PoolConfig{Limits: policy.Limits{Size: 2}, Ward: policy.Ward{Backoff: bo}})
 	if a := r.take(false); a.Verdict != policy.Make {
 		t.Fatalf("first take: %v", a.Verdict)
 	}

@@ -39,11 +39,15 @@ type PoolConfig[T comparable] struct {
 	// wrapping a *PanicError. nil means the resources need no closing.
 	Close func(T) error
 	// Limits bound the pool. The zero Limits bounds nothing; most servers
-	// want policy.DefaultLimits, ten as database/sql and HikariCP have it.
+	// want policy.DefaultLimits, ten as HikariCP has it.
 	Limits policy.Limits
 	// Ward stands between the pool and its backend: breaker, bucket, backoff
-	// and shedder, each optional. The zero Ward holds nothing back. Its Draw
-	// is ignored; jitter is drawn from a source seeded by Seed.
+	// and shedder, each optional and each configured by value, so one Ward
+	// may serve many pools; each pool builds its own state from it. The zero
+	// Ward holds nothing back. Its Draw is ignored; jitter is drawn from a
+	// source seeded by Seed. See policy.Ward for the order its parts are
+	// asked in, the one-probe rule after a failed Open, and which backoff
+	// settings it reads (not Attempts).
 	Ward policy.Ward
 	// MaxWaiting caps the callers waiting for a resource; past it Get fails
 	// at once with ErrShed rather than queueing. Zero or less is no cap.
@@ -137,7 +141,7 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 		return nil, fmt.Errorf("moonpool: NewPool: %w", err)
 	}
 	p.ref = ref
-	if cfg.Ward.Shedder != nil {
+	if cfg.Ward.Shedder.On() {
 		p.unwatch = eng.WatchHeat(func(now int64, heat float64) {
 			ref.Send(&actors.Heat{Now: now, Value: heat})
 		})
