@@ -106,8 +106,11 @@ type (
 	// surplus after Close) for the caller to close. The pool signals its
 	// Retired channel when there is something to collect.
 	Collect[T comparable] struct{ Reply chan []T }
-	// Inspect asks for the pool's stats.
-	Inspect struct{ Reply chan Stats }
+	// Inspect asks for the pool's stats; Now dates the ward's state in them.
+	Inspect struct {
+		Now   int64
+		Reply chan Stats
+	}
 	// Heat reports how hot the process is, for the ward's shedder.
 	Heat struct {
 		Now   int64
@@ -121,6 +124,7 @@ type Answer[T comparable] struct {
 	Item    T             // for Ready
 	After   time.Duration // for Later
 	Kept    bool          // for Give and Made
+	Why     policy.Reason // for Shed and Later (and ErrHeld): which part said no
 	Err     error         // ErrStopped, ErrClosed, ErrNotLent, ErrCancelled, ErrShed, ErrHeld, ErrDuplicate
 }
 

@@ -163,7 +163,7 @@ func (a *poolActor[T]) Receive(c actor.Context) {
 		m.Reply <- out
 		b.answered()
 	case *Inspect:
-		m.Reply <- b.snapshot()
+		m.Reply <- b.inspect(m.Now)
 		b.answered()
 	case *inspect[T]:
 		m.fn(b)
@@ -204,6 +204,9 @@ func (b *books[T]) take(m *Take[T]) {
 func (b *books[T]) decide(now int64) policy.Taken[T] {
 	for {
 		t := b.pool.Take(now)
+		if t.Verdict == policy.Later {
+			b.stats.HeldBy[t.Why]++
+		}
 		if t.Verdict != policy.Stale {
 			return t
 		}
@@ -252,17 +255,18 @@ func (b *books[T]) held(m *Take[T], now int64, t policy.Taken[T]) bool {
 // refuseHeld answers a Take that held says can only time out.
 func (b *books[T]) refuseHeld(m *Take[T], t policy.Taken[T]) {
 	b.stats.Held++
-	m.Reply <- Answer[T]{Verdict: policy.Later, After: t.After, Err: ErrHeld}
+	m.Reply <- Answer[T]{Verdict: policy.Later, After: t.After, Why: t.Why, Err: ErrHeld}
 	if b.current == engine.Refusable(m) {
 		b.answered()
 	}
 }
 
 func (b *books[T]) answer(m *Take[T], t policy.Taken[T]) {
-	a := Answer[T]{Verdict: t.Verdict, Item: t.Item, After: t.After}
+	a := Answer[T]{Verdict: t.Verdict, Item: t.Item, After: t.After, Why: t.Why}
 	if t.Verdict == policy.Shed {
 		b.stats.Shed++
-		if b.pool.Closed() {
+		b.stats.ShedBy[t.Why]++
+		if t.Why == policy.ReasonClosed {
 			a.Err = ErrClosed
 		}
 	}
@@ -275,6 +279,7 @@ func (b *books[T]) answer(m *Take[T], t policy.Taken[T]) {
 func (b *books[T]) park(m *Take[T]) {
 	if b.max > 0 && b.waiting >= b.max {
 		b.stats.Shed++
+		b.stats.ShedWaiting++
 		m.Reply <- Answer[T]{Verdict: policy.Shed, Err: ErrShed}
 		b.answered()
 		return
@@ -523,7 +528,8 @@ func (b *books[T]) close(now int64) {
 	b.signal()
 	b.dismiss(func(m *Take[T]) {
 		b.stats.Shed++
-		m.Reply <- Answer[T]{Verdict: policy.Shed, Err: ErrClosed}
+		b.stats.ShedBy[policy.ReasonClosed]++
+		m.Reply <- Answer[T]{Verdict: policy.Shed, Why: policy.ReasonClosed, Err: ErrClosed}
 	})
 	b.settle(now)
 }
@@ -556,6 +562,20 @@ func (b *books[T]) stop() {
 		r <- b.snapshot()
 	}
 	b.drained = nil
+}
+
+// inspect is snapshot with the ward's state at now.
+func (b *books[T]) inspect(now int64) Stats {
+	s := b.snapshot()
+	s.Refusal = b.pool.Refusal(now)
+	if until, ok := b.pool.Held(now); ok && until > now {
+		s.Holding = time.Duration(math.MaxInt64) // saturate: the two may be further apart than an int64 holds
+		if d := until - now; d > 0 {
+			s.Holding = time.Duration(d)
+		}
+	}
+	s.Probing = b.pool.Probing()
+	return s
 }
 
 func (b *books[T]) snapshot() Stats {

@@ -128,7 +128,7 @@ func (r *rig) collect() []int64 {
 }
 
 func (r *rig) stats() Stats {
-	m := &Inspect{Reply: make(chan Stats, 1)}
+	m := &Inspect{Now: r.now(), Reply: make(chan Stats, 1)}
 	r.ref.Send(m)
 	return <-m.Reply
 }

@@ -77,7 +77,7 @@ func TestDefaultSeedsDiffer(t *testing.T) {
 	hold := func(seed uint64) time.Duration {
 		t.Helper()
 		backoff := policy.Backoff{Base: time.Second, Factor: 2, Cap: time.Minute, Attempts: 1 << 20, Jitter: policy.Full}
-		r := newRig(t, PoolConfig{Limits: policy.Limits{Size: 1}, Seed: seed, Ward: policy.Ward{Backoff: &backoff}})
+		r := newRig(t, PoolConfig{Limits: policy.Limits{Size: 1}, Seed: seed, Ward: policy.Ward{Backoff: backoff}})
 		if a := r.take(false); a.Verdict != policy.Make {
 			t.Fatalf("first take: %v", a.Verdict)
 		}

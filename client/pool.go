@@ -156,9 +156,11 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 // allow, else it waits, in line behind earlier callers, until one comes back
 // or room is made.
 //
-// It returns ErrClosed once the pool is closing, ErrShed when the ward
-// refuses (breaker open, process hot) or MaxWaiting callers are already in
-// line, and an *OpenError when the Open it ran failed; that failure is
+// It returns ErrClosed once the pool is closing; an error matching ErrShed
+// when it is refused, which errors.Is tells apart further as ErrBreaker (the
+// ward's breaker refuses Opens), ErrOverloaded (the ward's shedder finds the
+// process too hot) or ErrTooManyWaiting (MaxWaiting callers already in
+// line); and an *OpenError when the Open it ran failed; that failure is
 // reported to the ward, so the breaker and backoff see the backend failing.
 //
 // When the ward holds makes back (bucket or backoff) past ctx's deadline and
@@ -208,7 +210,7 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 		case a.Verdict == policy.Make:
 			return p.make(ctx)
 		case a.Verdict == policy.Shed:
-			return zero, ErrShed
+			return zero, shedError(a.Why)
 		case a.Verdict == policy.Later:
 			// Only a Take that does not wait is answered Later; should one
 			// come, sleep it out on the engine's clock and ask again.
@@ -274,7 +276,7 @@ func (p *Pool[T]) giveBack(a actors.Answer[T]) {
 func refusal(err error) error {
 	switch {
 	case errors.Is(err, actors.ErrShed):
-		return ErrShed
+		return ErrTooManyWaiting
 	case errors.Is(err, actors.ErrClosed), errors.Is(err, actors.ErrStopped):
 		return ErrClosed
 	}
@@ -606,7 +608,7 @@ func (p *Pool[T]) drain(ctx context.Context) error {
 }
 
 func (p *Pool[T]) inspect() actors.Stats {
-	m := &actors.Inspect{Reply: make(chan actors.Stats, 1)}
+	m := &actors.Inspect{Now: p.eng.Now(), Reply: make(chan actors.Stats, 1)}
 	p.ref.Send(m)
 	return <-m.Reply
 }
@@ -686,13 +688,53 @@ func (s Stats) Panics() int64 { return s.panics }
 // each refused with ErrDuplicate.
 func (s Stats) Duplicates() int64 { return s.s.Duplicates }
 
-// Held is how many Gets returned at once with a *WaitError because the
-// ward held makes back past their ctx's deadline.
-func (s Stats) Held() int64 { return s.s.Held }
+// HeldPastDeadline is how many Gets returned at once with a *WaitError
+// because the ward held Opens back past their ctx's deadline.
+func (s Stats) HeldPastDeadline() int64 { return s.s.Held }
 
 // Shed is how many Gets were refused: by the ward, by MaxWaiting, or
-// because the pool was closed.
+// because the pool was closed. ShedBy and TooManyWaiting split it by cause.
 func (s Stats) Shed() int64 { return s.s.Shed }
+
+// ShedBy is how many Gets were refused for why: policy.ReasonClosed (the
+// pool was closed), policy.ReasonShedder (ErrOverloaded) or
+// policy.ReasonBreaker (ErrBreaker). Any other reason counts none.
+func (s Stats) ShedBy(why policy.Reason) int64 {
+	if int(why) >= len(s.s.ShedBy) {
+		return 0
+	}
+	return s.s.ShedBy[why]
+}
+
+// TooManyWaiting is how many Gets were refused with ErrTooManyWaiting
+// because MaxWaiting callers were in line already.
+func (s Stats) TooManyWaiting() int64 { return s.s.ShedWaiting }
+
+// HeldBy is how many times the ward held a make back for why:
+// policy.ReasonBackoff (after a failed Open), policy.ReasonProbe (waiting for
+// the one Open let through after a hold) or policy.ReasonBucket (spacing
+// Opens out). A caller in line is counted each time it reaches the front
+// and is held again, so a count that keeps growing while callers wait is a
+// pool starved by its ward: a bucket too small for the rate at which
+// resources break, say.
+func (s Stats) HeldBy(why policy.Reason) int64 {
+	if int(why) >= len(s.s.HeldBy) {
+		return 0
+	}
+	return s.s.HeldBy[why]
+}
+
+// Refusal is the share of Opens the ward's breaker refuses now, from 0 to
+// its cap; 0 without a breaker.
+func (s Stats) Refusal() float64 { return s.s.Refusal }
+
+// Holding is how much longer, as of the snapshot, the ward's backoff holds
+// Opens back after a failure; 0 when it does not.
+func (s Stats) Holding() time.Duration { return s.s.Holding }
+
+// Probing says whether, as of the snapshot, one Open is out as the probe
+// after a failure, the others waiting for its outcome.
+func (s Stats) Probing() bool { return s.s.Probing }
 
 // Cancelled is how many waiting Gets gave up because their ctx ended.
 func (s Stats) Cancelled() int64 { return s.s.Cancelled }

@@ -289,7 +289,7 @@ func TestGetNilContext(t *testing.T) {
 // lent, which may come back in time, it waits as before.
 func TestGetHeldPastDeadline(t *testing.T) {
 	backoff := policy.Backoff{Base: 2 * time.Second, Factor: 2, Cap: time.Minute, Attempts: 1 << 20, Jitter: policy.Rigid}
-	r := newRig(t, PoolConfig[*conn]{Limits: policy.Limits{Size: 1}, Ward: policy.Ward{Backoff: &backoff}})
+	r := newRig(t, PoolConfig[*conn]{Limits: policy.Limits{Size: 1}, Ward: policy.Ward{Backoff: backoff}})
 	r.be.up.Store(r.clock.Now() + int64(time.Hour))
 	if _, err := r.pool.Get(r.ctx); !errors.As(err, new(*OpenError)) {
 		t.Fatalf("first Get against a dead backend: %v", err)
@@ -305,8 +305,8 @@ func TestGetHeldPastDeadline(t *testing.T) {
 	if we.Wait != 1500*time.Millisecond {
 		t.Errorf("the error carries a wait of %v, want the 1.5 s left of the hold", we.Wait)
 	}
-	if s := r.pool.Stats(); s.Held() != 1 || s.Waiting() != 0 {
-		t.Errorf("held %d, waiting %d; want 1, 0", s.Held(), s.Waiting())
+	if s := r.pool.Stats(); s.HeldPastDeadline() != 1 || s.Waiting() != 0 {
+		t.Errorf("held %d, waiting %d; want 1, 0", s.HeldPastDeadline(), s.Waiting())
 	}
 	// A ctx long enough to outlive the hold waits for it.
 	r.be.up.Store(0)
@@ -337,4 +337,89 @@ func TestGetHeldPastDeadline(t *testing.T) {
 	}
 	r.put(c)
 	r.balance()
+}
+
+// TestWardReasons: every refusal and hold is counted by its cause, the
+// error says which cause it met, and Stats shows the ward's state: the
+// breaker's refusal share, the backoff's hold and its probe (issue 14).
+func TestWardReasons(t *testing.T) {
+	r := newRig(t, PoolConfig[*conn]{
+		Limits: policy.Limits{Size: 1},
+		Ward: policy.Ward{
+			Breaker: policy.Throttle{K: 2, Floor: 1, Cap: 1}, // the book's rule: refuses from the first failure
+			Backoff: policy.Backoff{Base: 2 * time.Second, Factor: 2, Cap: time.Minute, Jitter: policy.Rigid},
+		},
+	})
+	r.be.up.Store(r.clock.Now() + int64(time.Hour))
+	if _, err := r.pool.Get(r.ctx); !errors.As(err, new(*OpenError)) {
+		t.Fatalf("first Get against a dead backend: %v", err)
+	}
+	s := r.pool.Stats()
+	if s.Holding() != 2*time.Second || s.Refusal() <= 0 || s.Probing() {
+		t.Errorf("after one failure: holding %v, refusal %v, probing %v; want 2s, > 0, false", s.Holding(), s.Refusal(), s.Probing())
+	}
+	// The breaker refuses; the error says so, and is a shed.
+	r.clock.Advance(2 * time.Second)
+	var refused error
+	for range 10 {
+		if _, err := r.pool.Get(r.ctx); errors.Is(err, ErrBreaker) {
+			refused = err
+			break
+		}
+		r.clock.Advance(time.Minute) // past whatever hold the failure began
+	}
+	if !errors.Is(refused, ErrShed) || errors.Is(refused, ErrOverloaded) || errors.Is(refused, ErrTooManyWaiting) {
+		t.Fatalf("refused by the breaker: %v, want ErrBreaker, matching ErrShed and no other cause", refused)
+	}
+	if s := r.pool.Stats(); s.ShedBy(policy.ReasonBreaker) == 0 || s.Shed() != s.ShedBy(policy.ReasonBreaker) {
+		t.Errorf("shed %d, by the breaker %d", s.Shed(), s.ShedBy(policy.ReasonBreaker))
+	}
+}
+
+// TestHeldAndQueueReasons: a bucket's holds are counted while a caller
+// waits for a token, and a caller past MaxWaiting gets ErrTooManyWaiting.
+func TestHeldAndQueueReasons(t *testing.T) {
+	r := newRig(t, PoolConfig[*conn]{
+		Limits:     policy.Limits{Size: 2},
+		MaxWaiting: 1,
+		Ward:       policy.Ward{Bucket: policy.Rate{PerSecond: 1, Burst: 1}},
+	})
+	a := r.get() // spends the bucket's one token
+	got := make(chan *conn, 1)
+	go func() { got <- r.get() }()
+	r.waitFor("the second caller held by the bucket", func() bool { return r.pool.Stats().Waiting() == 1 })
+	if s := r.pool.Stats(); s.HeldBy(policy.ReasonBucket) == 0 {
+		t.Errorf("a caller waits for the bucket, and no hold is counted: %d", s.HeldBy(policy.ReasonBucket))
+	}
+	_, err := r.pool.Get(r.ctx)
+	if !errors.Is(err, ErrTooManyWaiting) || !errors.Is(err, ErrShed) || errors.Is(err, ErrBreaker) {
+		t.Errorf("Get past MaxWaiting: %v, want ErrTooManyWaiting", err)
+	}
+	if s := r.pool.Stats(); s.TooManyWaiting() != 1 || s.Shed() != 1 {
+		t.Errorf("too many waiting %d, shed %d; want 1, 1", s.TooManyWaiting(), s.Shed())
+	}
+	r.clock.Advance(time.Second)
+	r.put(<-got)
+	r.put(a)
+	r.balance()
+}
+
+// TestShedErrors: each policy reason for a Shed becomes its own error, and
+// every one but closed matches ErrShed.
+func TestShedErrors(t *testing.T) {
+	for _, c := range []struct {
+		why  policy.Reason
+		want error
+		shed bool
+	}{
+		{policy.ReasonBreaker, ErrBreaker, true},
+		{policy.ReasonShedder, ErrOverloaded, true},
+		{policy.ReasonClosed, ErrClosed, false},
+		{policy.NoReason, ErrShed, true},
+	} {
+		err := shedError(c.why)
+		if !errors.Is(err, c.want) || errors.Is(err, ErrShed) != c.shed {
+			t.Errorf("%v: %v; want %v, matching ErrShed: %v", c.why, err, c.want, c.shed)
+		}
+	}
 }
