@@ -114,6 +114,23 @@ full_page_writes = off
 // server's log) when it can but the cluster would not start; it leaves
 // nothing behind in either case. Stop the Server when done.
 func Start(ctx context.Context) (*Server, error) {
+	s, err := available()
+	if err != nil {
+		return nil, err
+	}
+	if s.dir, err = os.MkdirTemp("", "moonpool-pg-"); err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	if err := s.start(ctx); err != nil {
+		s.remove()
+		return nil, err
+	}
+	return s, nil
+}
+
+// available is a Server not yet started: the binaries, and the user to
+// run them as. Its error wraps ErrNoServer.
+func available() (*Server, error) {
 	bin, err := Bin()
 	if err != nil {
 		return nil, err
@@ -123,13 +140,6 @@ func Start(ctx context.Context) (*Server, error) {
 		if s.cred, err = postgresUser(); err != nil {
 			return nil, err
 		}
-	}
-	if s.dir, err = os.MkdirTemp("", "moonpool-pg-"); err != nil {
-		return nil, fmt.Errorf("pgtest: %w", err)
-	}
-	if err := s.start(ctx); err != nil {
-		s.remove()
-		return nil, err
 	}
 	return s, nil
 }
@@ -294,11 +304,8 @@ func New(t testing.TB) *Server {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := Start(ctx)
-	switch {
-	case errors.Is(err, ErrNoServer) && os.Getenv("CI") != "true":
-		t.Skip(err)
-	case err != nil:
-		t.Fatal(err)
+	if err != nil {
+		skipOrFail(t, err)
 	}
 	t.Cleanup(func() {
 		if err := s.Stop(); err != nil {
@@ -306,4 +313,24 @@ func New(t testing.TB) *Server {
 		}
 	})
 	return s
+}
+
+// Require skips or fails t as New does when the machine cannot run a
+// server, and otherwise does nothing: for a test whose code starts its own.
+func Require(t testing.TB) {
+	t.Helper()
+	if _, err := available(); err != nil {
+		skipOrFail(t, err)
+	}
+}
+
+// skipOrFail ends t for err: a skip when the machine has no server and
+// this is not CI, a failure otherwise.
+func skipOrFail(t testing.TB, err error) {
+	t.Helper()
+	if errors.Is(err, ErrNoServer) && os.Getenv("CI") != "true" {
+		t.Skip(err)
+		return
+	}
+	t.Fatal(err)
 }

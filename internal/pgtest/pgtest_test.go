@@ -3,8 +3,10 @@ package pgtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,6 +115,49 @@ func TestBinLooksInEachPlace(t *testing.T) {
 		}
 		if err != nil || got != st.want {
 			t.Errorf("step %d: Bin() = %q, %v; want %q", i, got, err, st.want)
+		}
+	}
+}
+
+// verdict records how skipOrFail ended a test, without ending this one.
+type verdict struct {
+	testing.TB
+	skipped, failed []string
+}
+
+func (v *verdict) Helper()           {}
+func (v *verdict) Skip(args ...any)  { v.skipped = append(v.skipped, fmt.Sprint(args...)) }
+func (v *verdict) Fatal(args ...any) { v.failed = append(v.failed, fmt.Sprint(args...)) }
+
+// TestSkipOnlyOutsideCI checks that a machine without a server skips in
+// one line outside CI and fails under CI, and that any other trouble
+// starting a server fails everywhere.
+func TestSkipOnlyOutsideCI(t *testing.T) {
+	noServer := fmt.Errorf("%w: running as root, and no postgres user", ErrNoServer)
+	broken := errors.New("pgtest: initdb: exit status 1")
+	tests := []struct {
+		err  error
+		ci   string
+		skip bool
+	}{
+		{ErrNoServer, "", true},
+		{noServer, "", true},
+		{ErrNoServer, "true", false},
+		{broken, "", false},
+		{broken, "true", false},
+	}
+	for i, tc := range tests {
+		t.Setenv("CI", tc.ci)
+		v := &verdict{}
+		skipOrFail(v, tc.err)
+		if tc.skip {
+			if len(v.skipped) != 1 || len(v.failed) != 0 || strings.Contains(v.skipped[0], "\n") {
+				t.Errorf("step %d: skipped %q, failed %q; want one skip of one line", i, v.skipped, v.failed)
+			}
+			continue
+		}
+		if len(v.failed) != 1 || len(v.skipped) != 0 {
+			t.Errorf("step %d: skipped %q, failed %q; want a failure", i, v.skipped, v.failed)
 		}
 	}
 }
