@@ -289,6 +289,15 @@ func (s restartSide) lastFailure() float64 {
 	return s.median(func(r restartRound) float64 { return float64(r.lastFailure) })
 }
 
+// sinceBack is the last failure's time after the server was back (pg_ctl
+// restart returned), negative when the errors stopped before: restarts
+// take different times, so this is the pools' recovery compared fairly.
+// pg_ctl looks for the server every 100 ms, so it is back up to that much
+// before pg_ctl says so.
+func (s restartSide) sinceBack() float64 {
+	return s.median(func(r restartRound) float64 { return float64(r.lastFailure - r.outage) })
+}
+
 func (s restartSide) dialsDown() float64 {
 	return s.median(func(r restartRound) float64 { return float64(r.dialsDown) })
 }
@@ -447,6 +456,7 @@ func restartFacts(s restartSide) []string {
 		fmt.Sprintf("%.0f", s.failed()),
 		ms(s.lastFailure()),
 		ms(outage),
+		ms(s.sinceBack()),
 		fmt.Sprintf("%.0f", s.dialsDown()),
 		fmt.Sprintf("%.0f", dialsAfter),
 		note,
@@ -472,7 +482,7 @@ func shorten(s string, n int) string {
 func ownTable(r result) (head []string, body [][]string, ok bool) {
 	switch {
 	case r.restart != nil:
-		head = []string{"side", "requests", "failed", "last failure", "restart took", "dials during restart", "dials after", "note"}
+		head = []string{"side", "requests", "failed", "last failure", "restart took", "last failure after it", "dials during restart", "dials after", "note"}
 		for _, s := range r.restart {
 			body = append(body, restartFacts(s))
 		}
@@ -555,7 +565,8 @@ func allOf(xs []float64, ok func(float64) bool) bool {
 
 // restartTargets: no more failed requests than pgxpool, at most half its
 // connection attempts while the server is down, and the errors over no
-// later than pgxpool's (medians over the rounds).
+// later than pgxpool's, counted from when the server was back (medians
+// over the rounds).
 func restartTargets(sides []restartSide) []check {
 	var ours, theirs *restartSide
 	for i := range sides {
@@ -569,14 +580,14 @@ func restartTargets(sides []restartSide) []check {
 	if ours == nil || theirs == nil {
 		return nil
 	}
-	failed, down, last := ours.failed(), ours.dialsDown(), ours.lastFailure()
-	tFailed, tDown, tLast := theirs.failed(), theirs.dialsDown(), theirs.lastFailure()
+	failed, down, last := ours.failed(), ours.dialsDown(), ours.sinceBack()
+	tFailed, tDown, tLast := theirs.failed(), theirs.dialsDown(), theirs.sinceBack()
 	return []check{
 		{issue: 13, target: "Postgres restart: no more failed requests than pgxpool", known: true, met: failed <= tFailed,
 			measured: fmt.Sprintf("%.0f against %.0f", failed, tFailed)},
 		{issue: 13, target: "Postgres restart: at most half pgxpool's connection attempts during the restart", known: true, met: down <= tDown/2,
 			measured: fmt.Sprintf("%.0f against %.0f (%s)", down, tDown, times(down/tDown))},
-		{issue: 13, target: "Postgres restart: errors over as soon as pgxpool's (last failure after the restart began)", known: true, met: last <= tLast,
+		{issue: 13, target: "Postgres restart: errors over as soon as pgxpool's (last failure, from when the server was back)", known: true, met: last <= tLast,
 			measured: fmt.Sprintf("%.0f ms against %.0f ms", last/1e6, tLast/1e6)},
 	}
 }
