@@ -259,6 +259,7 @@ type restartRound struct {
 	failedEarly int64         // of them, before the restart began: there should be none
 	outage      time.Duration // how long pg_ctl restart took: sessions ended, shut down, started, accepting again
 	lastFailure time.Duration // from the restart's start to the end of the last failed request; 0 if none
+	slowest     time.Duration // the longest a request took that succeeded: what waiting out the restart cost
 	recovered   bool          // no request failed in the last second of the run
 	dialsDown   int64         // connection attempts while pg_ctl restart ran
 	dialsAfter  int64         // connection attempts after it was back
@@ -348,13 +349,15 @@ func restartOnce(srv *pgtest.Server, s dbSide, p restartPlan) (restartRound, err
 	request := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
 		defer cancel()
+		start := mono()
 		err := db.do(ctx, restartQuery)
-		if err == nil {
-			return
-		}
 		end := mono()
 		mu.Lock()
 		defer mu.Unlock()
+		if err == nil {
+			r.slowest = max(r.slowest, time.Duration(end-start))
+			return
+		}
 		r.failed++
 		if began.Load() == 0 {
 			r.failedEarly++
@@ -454,6 +457,7 @@ func restartFacts(s restartSide) []string {
 		s.side,
 		fmt.Sprintf("%.0f", requests),
 		fmt.Sprintf("%.0f", s.failed()),
+		ms(s.median(func(r restartRound) float64 { return float64(r.slowest) })),
 		ms(s.lastFailure()),
 		ms(outage),
 		ms(s.sinceBack()),
@@ -482,7 +486,7 @@ func shorten(s string, n int) string {
 func ownTable(r result) (head []string, body [][]string, ok bool) {
 	switch {
 	case r.restart != nil:
-		head = []string{"side", "requests", "failed", "last failure", "restart took", "last failure after it", "dials during restart", "dials after", "note"}
+		head = []string{"side", "requests", "failed", "slowest success", "last failure", "restart took", "last failure after it", "dials during restart", "dials after", "note"}
 		for _, s := range r.restart {
 			body = append(body, restartFacts(s))
 		}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -258,8 +259,10 @@ func lines(r result) []line {
 // writeTable prints the results for a terminal.
 func writeTable(w io.Writer, m machine, results []result, checks []check) {
 	fmt.Fprintln(w, m.line())
-	fmt.Fprintf(w, "Each pair alternates its sides for %d rounds; ns/op is the median round, p50/p99 the latency of one call\n", m.config.plan.rounds)
-	fmt.Fprintf(w, "(every k-th call timed, the clock's own %.0fns taken off), ours/theirs compares ns/op and p99 within the row.\n", m.clockCost)
+	if notOnly(results, "Postgres") {
+		fmt.Fprintf(w, "Each pair alternates its sides for %d rounds; ns/op is the median round, p50/p99 the latency of one call\n", m.config.plan.rounds)
+		fmt.Fprintf(w, "(every k-th call timed, the clock's own %.0fns taken off), ours/theirs compares ns/op and p99 within the row.\n", m.clockCost)
+	}
 	if line := pgPlanLine(m, results); line != "" {
 		fmt.Fprintln(w, line+".")
 	}
@@ -294,6 +297,11 @@ func writeTable(w io.Writer, m machine, results []result, checks []check) {
 		}
 		tw.Flush()
 	}
+}
+
+// notOnly says whether results hold a row of a suite other than suite.
+func notOnly(results []result, suite string) bool {
+	return slices.ContainsFunc(results, func(r result) bool { return r.row.suite != suite })
 }
 
 // groups splits checks by issue, leaving out an issue none of whose
@@ -359,13 +367,16 @@ func writeMarkdown(w io.Writer, m machine, results []result, checks []check, plo
 	fmt.Fprintf(w, "Written by `%s -out DIR` on %s.\n\n", cmd, m.date.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(w, "- Machine: %s, %d cores, GOMAXPROCS=%d, %s\n", m.cpu, m.cores, m.maxprocs, m.platform)
 	fmt.Fprintf(w, "- Go: %s; one engine per suite, `engine.New()` as it comes (real clock, default dispatch)\n", m.goVersion)
-	fmt.Fprintf(w, "- Each pair alternates its sides in one process, %d rounds of %v slices per side and level (Breaker: %d attempts a slice; Keyed: %d rounds of %d keys); ns/op is the median round.\n",
-		m.config.plan.rounds, m.config.plan.slice, m.config.attempts, m.config.keyedRounds, m.config.keys)
-	fmt.Fprintf(w, "- p50/p99: the latency of one call, every k-th call timed (at most %d samples per side and level), the clock's own %.0f ns taken off.\n", m.config.plan.samples, m.clockCost)
-	fmt.Fprintf(w, "- allocs/op: heap allocations counted for the whole process during the slices, divided by the operations.\n")
-	fmt.Fprintf(w, "- ours/theirs: moonpool's ns/op (and p99) over the other side's, in the same row of the same run: below 1 is faster.\n")
+	if notOnly(results, "Postgres") {
+		fmt.Fprintf(w, "- Each pair alternates its sides in one process, %d rounds of %v slices per side and level (Breaker: %d attempts a slice; Keyed: %d rounds of %d keys); ns/op is the median round.\n",
+			m.config.plan.rounds, m.config.plan.slice, m.config.attempts, m.config.keyedRounds, m.config.keys)
+		fmt.Fprintf(w, "- p50/p99: the latency of one call, every k-th call timed (at most %d samples per side and level), the clock's own %.0f ns taken off.\n", m.config.plan.samples, m.clockCost)
+		fmt.Fprintf(w, "- allocs/op: heap allocations counted for the whole process during the slices, divided by the operations.\n")
+		fmt.Fprintf(w, "- ours/theirs: moonpool's ns/op (and p99) over the other side's, in the same row of the same run: below 1 is faster.\n")
+	}
 	if line := pgPlanLine(m, results); line != "" {
-		fmt.Fprintf(w, "- %s. Here ours/theirs req/s is moonpool's throughput over the other side's: above 1 is faster.\n", line)
+		fmt.Fprintf(w, "- %s. req/s is the median round; p50/p99/p999 the latency of one request, every k-th timed, the clock's own %.0f ns taken off; "+
+			"ours/theirs req/s is moonpool's throughput over the other side's (above 1 is faster), ours/theirs p99 its p99 over theirs (below 1 is shorter).\n", line, m.clockCost)
 	}
 	fmt.Fprintln(w)
 
