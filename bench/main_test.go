@@ -196,6 +196,16 @@ func TestOnlyPicksSuites(t *testing.T) {
 	if _, err := pick("Pool,Nope"); err == nil {
 		t.Error("pick accepted a suite that does not exist")
 	}
+	// The slow suite runs only when named.
+	all, _ := pick("")
+	for _, s := range all {
+		if s.name == "Postgres" {
+			t.Error("a run that names no suite includes Postgres")
+		}
+	}
+	if got, err := pick("postgres"); err != nil || len(got) != 1 || got[0].name != "Postgres" {
+		t.Errorf("pick(\"postgres\") = %v, %v; want Postgres", got, err)
+	}
 }
 
 func TestMedianAndQuantile(t *testing.T) {
@@ -282,5 +292,26 @@ func TestPostgresSuite(t *testing.T) {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("results.md has no %q:\n%s", want, md)
 		}
+	}
+}
+
+// TestPostgresWithoutServer checks that -only Postgres on a machine with
+// no PostgreSQL says so in one line, with how to get it, and fails nothing.
+func TestPostgresWithoutServer(t *testing.T) {
+	old := startServer
+	t.Cleanup(func() { startServer = old })
+	startServer = func(context.Context) (*pgtest.Server, error) { return nil, pgtest.ErrNoServer }
+	var stdout, stderr bytes.Buffer
+	if err := run(configs["smoke"], "Postgres", "", &stdout, &stderr, false); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	var said []string
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(l, "Postgres skipped") {
+			said = append(said, l)
+		}
+	}
+	if len(said) != 1 || !strings.Contains(said[0], "apt-get install postgresql") {
+		t.Errorf("want one line saying Postgres was skipped and how to get it; stderr:\n%s", stderr.String())
 	}
 }

@@ -76,7 +76,7 @@ type measured struct {
 	rounds   []float64 // ns per operation in each round
 	allocs   float64   // heap allocations per operation, over every round
 	p50, p99 float64   // latency of one call in ns, over every round's samples
-	p999     float64
+	p999     float64   // the same, for the Postgres rows
 	samples  int
 	count    float64 // the row's count per slice (median over rounds)
 	ops      float64 // operations per slice (median over rounds)

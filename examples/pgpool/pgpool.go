@@ -52,7 +52,7 @@ const closeTimeout = 5 * time.Second
 // from pgx.ParseConfig; New copies it, and sets DialTimeout on the copy if
 // cfg has no ConnectTimeout. The pool keeps up to size idle, retires one
 // idle for thirty minutes, and dials nothing until the first Do. It fails
-// only if eng refuses the pool (nil, or shut down).
+// if cfg is nil or eng refuses the pool (nil, or shut down).
 //
 // The ward: opens are spaced to twice size a second in bursts of size, so
 // a pool that lost every connection may replace them all at once but a
