@@ -118,10 +118,11 @@ func (k *keyed[S, R]) Receive(c actor.Context) {
 		if i, ok := k.index[m.Key]; ok {
 			e := &k.keys[i]
 			var ahead float64
+			var parked int
 			if e.line >= 0 {
-				ahead = k.q.lines[e.line].ahead
+				ahead, parked = k.q.lines[e.line].ahead, int(k.q.lines[e.line].n)
 			}
-			p = Permit{Left: k.rule.left(&e.state, m.Now), After: k.rule.wait(&e.state, m.Now, ahead, 1)}
+			p = Permit{Left: k.rule.left(&e.state, m.Now), After: k.rule.wait(&e.state, m.Now, ahead, 1), Parked: parked}
 		} else {
 			k.spare = k.rule.fresh(m.Now)
 			p = Permit{Left: k.rule.left(&k.spare, m.Now), After: k.rule.wait(&k.spare, m.Now, 0, 1)}
@@ -162,6 +163,9 @@ func (k *keyed[S, R]) allow(m *Allow) {
 			k.park(i, m)
 		}
 	} else {
+		if li := k.keys[i].line; li >= 0 {
+			k.serve(li, now) // as the unkeyed limiter does: a Tick may be late
+		}
 		e := &k.keys[i]
 		var waiting int32
 		var ahead float64

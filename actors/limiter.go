@@ -21,7 +21,10 @@ var errNoEngine = errors.New("moonpool/actors: no engine")
 //
 // It answers Allow (N tokens), Withdraw, Left (tokens held) and Tick. An
 // Allow without Wait is answered at once: OK, or After, how long until its
-// tokens would be there. An Allow with Wait is granted at once if nobody is
+// tokens would be there; either way with Left, the tokens a caller that
+// does not wait could still take, so one answer serves a Retry-After and a
+// remaining-count header alike. An Allow of N <= 0 asks for nothing and is
+// granted, even while callers are parked. An Allow with Wait is granted at once if nobody is
 // parked and the tokens are there; otherwise it is parked in FIFO order and
 // granted when its turn comes and its tokens are there — unless the wait
 // would end after its Deadline, or can never end (N more than the burst, a
@@ -32,9 +35,14 @@ var errNoEngine = errors.New("moonpool/actors: no engine")
 // starve a large one that waits.
 //
 // Parked callers are woken by a Tick the actor asks e's clock for at the
-// exact instant the first in line can be granted; nothing polls. A reply
-// channel without room loses its answer rather than stall the actor. When
-// the actor stops, parked callers are answered ErrStopped.
+// exact instant the first in line can be granted; nothing polls. The Tick
+// carries the clock's reading when it fired, so a late timer grants all
+// that has accrued by then and the next is scheduled from the true time;
+// only tokens past the burst are lost while a timer is late, so a burst of
+// at least rate × the timer lateness a machine shows loses nothing. Any
+// Allow stamped after the head's instant also serves the line first. A
+// reply channel without room loses its answer rather than stall the actor.
+// When the actor stops, parked callers are answered ErrStopped.
 func SpawnBucket(e *engine.Engine, name string, rate, burst float64) (*engine.Ref, error) {
 	if e == nil {
 		return nil, errNoEngine
@@ -86,6 +94,12 @@ func (l *limiter[S, R]) Receive(c actor.Context) {
 	case *Allow:
 		l.seen(m.Now)
 		ln := &l.q.lines[0]
+		if ln.n > 0 {
+			// Grant whom the time in m allows first, in case their Tick
+			// is late: a newcomer is then refused with a wait that is
+			// really ahead, never 0.
+			l.serve(m.Now)
+		}
 		if decide(l.rule, &l.state, ln.n, ln.ahead, m) == parks {
 			l.q.park(0, m, l.rule.cost(m.N))
 			if l.q.lines[0].n == 1 { // a new head: ask for its wake-up
@@ -104,8 +118,9 @@ func (l *limiter[S, R]) Receive(c actor.Context) {
 		l.seen(m.Now)
 		ln := &l.q.lines[0]
 		reply(m.Reply, Permit{
-			Left:  l.rule.left(&l.state, m.Now),
-			After: l.rule.wait(&l.state, m.Now, ln.ahead, 1),
+			Left:   l.rule.left(&l.state, m.Now),
+			After:  l.rule.wait(&l.state, m.Now, ln.ahead, 1),
+			Parked: int(ln.n),
 		})
 	case *actor.Started:
 		l.alarm.start(c)
@@ -142,28 +157,46 @@ func (l *limiter[S, R]) serve(now int64) {
 type verdict uint8
 
 const (
-	granted  verdict = iota // answered OK
-	answered                // answered with a refusal
+	granted  verdict = iota // answered OK, and taken
+	answered                // answered, nothing taken: a refusal, or a request for nothing
 	parks                   // the caller is to be parked; not answered yet
 )
 
 // decide answers m against state s, whose line holds waiting callers costing
-// ahead in all, or says it is to be parked.
+// ahead in all, or says it is to be parked. Every answer carries Left, what
+// a caller that does not wait could still have at once.
 func decide[S any, R rule[S]](r R, s *S, waiting int32, ahead float64, m *Allow) verdict {
+	if r.cost(m.N) == 0 {
+		// A bucket's N <= 0 asks for nothing: granted even with callers
+		// parked, since it takes nothing from them (as x/time/rate's
+		// AllowN(0)).
+		reply(m.Reply, Permit{OK: true, Left: spare(r, s, m.Now, waiting)})
+		return answered
+	}
 	if waiting == 0 && r.take(s, m.Now, m.N) {
-		reply(m.Reply, Permit{OK: true})
+		reply(m.Reply, Permit{OK: true, Left: r.left(s, m.Now)})
 		return granted
 	}
 	wait := r.wait(s, m.Now, ahead, m.N)
 	switch {
 	case !m.Wait:
-		reply(m.Reply, Permit{After: wait})
+		reply(m.Reply, Permit{After: wait, Left: spare(r, s, m.Now, waiting)})
 		return answered
 	case wait == policy.Never || (m.Deadline != 0 && later(m.Now, wait) > m.Deadline):
 		reply(m.Reply, Permit{After: wait, Err: ErrDeadline})
 		return answered
 	}
 	return parks
+}
+
+// spare is what a caller that does not wait could have at now: the tokens
+// or events left, or nothing while callers are parked, since they come
+// first.
+func spare[S any, R rule[S]](r R, s *S, now int64, waiting int32) float64 {
+	if waiting > 0 {
+		return 0
+	}
+	return r.left(s, now)
 }
 
 // serve grants the callers at the head of line li in order while their
@@ -515,8 +548,11 @@ func (q *queue) refuseAll() {
 }
 
 // alarm is an actor's one timer on the engine's clock. It sends the actor a
-// Tick stamped with the instant it was asked for, so the actor's time comes
-// only from messages and the timer's own.
+// Tick stamped with the clock's reading when the timer fires, not with the
+// instant it was asked for: real timers fire late, and a Tick that claimed
+// the earlier instant would have the actor grant and schedule from a time
+// already past, losing each timer's lateness for good (a bucket of
+// 2,000/s then granted under half that on a busy machine).
 type alarm struct {
 	send  func(any) // to the actor itself; set on Started
 	clock engine.Clock
@@ -552,10 +588,15 @@ func (a *alarm) set(now, at int64, exact bool) {
 	if at > now {
 		d = time.Duration(min(uint64(at-now), uint64(policy.Never)))
 	}
-	t := &Tick{Now: at}
-	send := a.send
+	t := &Tick{}
+	send, clock := a.send, a.clock
 	a.at, a.tick = at, t
-	a.timer = a.clock.AfterFunc(d, func() { send(t) })
+	a.timer = a.clock.AfterFunc(d, func() {
+		// The actor reads t only once it has received it, so this write
+		// is the Tick's, not a race; a stopped timer never writes.
+		t.Now = clock.Now()
+		send(t)
+	})
 }
 
 // fired notes that the pending timer has sent t, if t is its Tick.
