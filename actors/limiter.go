@@ -36,13 +36,14 @@ var errNoEngine = errors.New("moonpool/actors: no engine")
 //
 // Parked callers are woken by a Tick the actor asks e's clock for at the
 // exact instant the first in line can be granted; nothing polls. The Tick
-// carries the clock's reading when it fired, so a late timer grants all
-// that has accrued by then and the next is scheduled from the true time;
-// only tokens past the burst are lost while a timer is late, so a burst of
-// at least rate × the timer lateness a machine shows loses nothing. Any
-// Allow stamped after the head's instant also serves the line first. A
-// reply channel without room loses its answer rather than stall the actor.
-// When the actor stops, parked callers are answered ErrStopped.
+// carries the clock's reading when it fired, and each parked caller whose
+// turn came by then is granted as of its own instant, so a late timer costs
+// nothing but the lateness of the answer: the tokens that accrued meanwhile
+// are neither lost to the burst's cap nor pushed later, and the next timer
+// is set from the true time. Any Allow stamped after the head's instant
+// serves the line first too. A reply channel without room loses its answer
+// rather than stall the actor. When the actor stops, parked callers are
+// answered ErrStopped.
 func SpawnBucket(e *engine.Engine, name string, rate, burst float64) (*engine.Ref, error) {
 	if e == nil {
 		return nil, errNoEngine
@@ -98,12 +99,12 @@ func (l *limiter[S, R]) Receive(c actor.Context) {
 			// Grant whom the time in m allows first, in case their Tick
 			// is late: a newcomer is then refused with a wait that is
 			// really ahead, never 0.
-			l.serve(m.Now)
+			l.serve()
 		}
 		if decide(l.rule, &l.state, ln.n, ln.ahead, m) == parks {
 			l.q.park(0, m, l.rule.cost(m.N))
 			if l.q.lines[0].n == 1 { // a new head: ask for its wake-up
-				l.serve(m.Now)
+				l.serve()
 			}
 		}
 	case *Withdraw:
@@ -137,20 +138,22 @@ func (l *limiter[S, R]) seen(now int64) { l.now = max(l.now, now) }
 func (l *limiter[S, R]) withdraw(req *Allow) {
 	if _, ok := l.q.withdraw(req); ok {
 		reply(req.Reply, Permit{Err: ErrCancelled})
-		l.serve(l.now) // the head may have changed
+		l.serve() // the head may have changed
 	}
 }
 
 func (l *limiter[S, R]) tick(m *Tick) {
 	l.seen(m.Now)
 	l.alarm.fired(m)
-	l.serve(m.Now)
+	l.serve()
 }
 
-// serve grants whom it can and keeps the alarm at the head's instant.
-func (l *limiter[S, R]) serve(now int64) {
-	_, d := serve(l.rule, &l.state, &l.q, 0, now)
-	l.alarm.set(now, later(now, d), true)
+// serve grants whom it can by the latest instant seen, and keeps the alarm
+// at the head's instant. The latest, not the message's: a request stamped
+// a moment before another already handled must not move the books back.
+func (l *limiter[S, R]) serve() {
+	_, d := serve(l.rule, &l.state, &l.q, 0, l.now)
+	l.alarm.set(l.now, later(l.now, d), true)
 }
 
 // verdict is what decide did with an Allow.
@@ -199,13 +202,22 @@ func spare[S any, R rule[S]](r R, s *S, now int64, waiting int32) float64 {
 	return r.left(s, now)
 }
 
-// serve grants the callers at the head of line li in order while their
-// tokens are there at now. It reports how many it granted and how long until
-// the head can be, Never when the line is empty. A head that can never be
+// serve grants the callers at the head of line li in order, each at the
+// instant its tokens were there, up to now. It reports how many it granted
+// and how long from now until the head can be, Never when the line is
+// empty, and keeps that instant as the line's at. A head that can never be
 // granted is answered ErrDeadline (parking refuses those, so this is only a
 // guard).
+//
+// Granting at the head's own instant rather than at now is what keeps a
+// late timer from costing anything: the policy sees each grant when it was
+// due, so tokens that accrued while the timer was late are not lost to the
+// burst's cap, and a window's slots reopen on schedule rather than a
+// lateness later each round. Only the answer is late, as a sleeper woken
+// late by x/time/rate's Wait is.
 func serve[S any, R rule[S]](r R, s *S, q *queue, li int32, now int64) (int, time.Duration) {
 	n := 0
+	t := min(q.lines[li].at, now) // the head's instant, if it has passed
 	for {
 		req := q.front(li)
 		if req == nil {
@@ -219,14 +231,23 @@ func serve[S any, R rule[S]](r R, s *S, q *queue, li int32, now int64) (int, tim
 			reply(req.Reply, Permit{Err: ErrDeadline})
 			continue
 		}
-		if !r.take(s, now, req.N) {
-			d := r.next(s, now, req.N)
-			if d < policy.Never {
-				return n, d
+		if !r.take(s, t, req.N) {
+			d := r.next(s, t, req.N)
+			if d >= policy.Never {
+				q.pop(li)
+				reply(req.Reply, Permit{After: policy.Never, Err: ErrDeadline})
+				continue
 			}
-			q.pop(li)
-			reply(req.Reply, Permit{After: policy.Never, Err: ErrDeadline})
-			continue
+			due := later(t, d)
+			if d > 0 && due <= now {
+				t = due // it was there by now: grant it as of then
+				continue
+			}
+			// After now, even should a rule say "now" and refuse: the
+			// caller's wake-up is never due already.
+			due = max(due, later(now, 1))
+			q.lines[li].at = due
+			return n, time.Duration(due - now)
 		}
 		q.pop(li)
 		reply(req.Reply, Permit{OK: true})
@@ -421,7 +442,7 @@ type line struct {
 	n          int32   // parked
 	ahead      float64 // their cost in all: what they take before a newcomer
 	key        int32   // keyed: whose line; -1 otherwise
-	at         int64   // keyed: when the head can be granted
+	at         int64   // when the head can be granted, as serve found; MaxInt64 when not known
 	heap       int32   // keyed: position in the wake heap, -1 outside it
 	next       int32   // chains free lines
 }
@@ -437,7 +458,7 @@ func (q *queue) newLine(key int32) int32 {
 		li = int32(len(q.lines))
 		q.lines = append(q.lines, line{})
 	}
-	q.lines[li] = line{head: -1, tail: -1, key: key, heap: -1, next: -1}
+	q.lines[li] = line{head: -1, tail: -1, key: key, at: math.MaxInt64, heap: -1, next: -1}
 	return li
 }
 
@@ -520,6 +541,7 @@ func (q *queue) unlink(i int32) {
 		q.slots[s.prev].next = s.next
 	} else {
 		ln.head = s.next
+		ln.at = math.MaxInt64 // a new head: its instant is serve's to find
 	}
 	if s.next >= 0 {
 		q.slots[s.next].prev = s.prev
