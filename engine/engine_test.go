@@ -241,10 +241,7 @@ func TestSpawnRacingShutdown(t *testing.T) {
 	for round := range 20 {
 		e := New()
 		const spawners = 8
-		var (
-			begun   atomic.Bool // Shutdown has been called
-			spawned atomic.Int64
-		)
+		var spawned atomic.Int64
 		type result struct {
 			refs []*Ref
 			err  error // the error that ended the loop
@@ -255,7 +252,7 @@ func TestSpawnRacingShutdown(t *testing.T) {
 			go func() {
 				var r result
 				for {
-					after := begun.Load()
+					after := e.down.Load() // Shutdown has begun
 					ref, err := e.Spawn("", counter{new(atomic.Int64)}, func(context.Context) error { return nil })
 					if err != nil {
 						r.err = err
@@ -271,7 +268,6 @@ func TestSpawnRacingShutdown(t *testing.T) {
 		for spawned.Load() < 16 {
 			runtime.Gosched()
 		}
-		begun.Store(true)
 		if err := e.Shutdown(context.Background()); err != nil {
 			t.Fatalf("round %d: shutdown: %v", round, err)
 		}
