@@ -180,7 +180,7 @@ func (k *keyed[S, R]) allow(m *Allow) {
 		}
 	}
 	k.sweep(now, sweepPerCall)
-	k.arm(now)
+	k.arm(k.now)
 }
 
 func (k *keyed[S, R]) withdraw(req *Allow) {

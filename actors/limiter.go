@@ -24,15 +24,15 @@ var errNoEngine = errors.New("moonpool/actors: no engine")
 // tokens would be there; either way with Left, the tokens a caller that
 // does not wait could still take, so one answer serves a Retry-After and a
 // remaining-count header alike. An Allow of N <= 0 asks for nothing and is
-// granted, even while callers are parked. An Allow with Wait is granted at once if nobody is
-// parked and the tokens are there; otherwise it is parked in FIFO order and
-// granted when its turn comes and its tokens are there — unless the wait
-// would end after its Deadline, or can never end (N more than the burst, a
-// bucket that earns nothing), when it is answered at once with ErrDeadline
-// and After set to that wait. A caller without Wait does not overtake parked
-// ones either: while anybody is parked it is refused, with After counted
-// from the back of the line, so a steady trickle of small requests cannot
-// starve a large one that waits.
+// granted, even while callers are parked. An Allow with Wait is granted at
+// once if nobody is parked and the tokens are there; otherwise it is parked
+// in FIFO order and granted when its turn comes and its tokens are there —
+// unless the wait would end after its Deadline, or can never end (N more
+// than the burst, a bucket that earns nothing), when it is answered at once
+// with ErrDeadline and After set to that wait. A caller without Wait does
+// not overtake parked ones either: while anybody is parked it is refused,
+// with After counted from the back of the line, so a steady trickle of
+// small requests cannot starve a large one that waits.
 //
 // Parked callers are woken by a Tick the actor asks e's clock for at the
 // exact instant the first in line can be granted; nothing polls. The Tick

@@ -160,7 +160,7 @@ type (
 // Permit is a limiter's or gate's reply.
 type Permit struct {
 	OK    bool          // granted
-	After time.Duration // refused: how long until it could be granted, > 0 (policy.Never: never); for Left: the wait a newcomer wanting one would face now
+	After time.Duration // refused: how long until it could be granted, never 0 for an Allow refused without Err (policy.Never: never); for Left: the wait a newcomer wanting one would face now
 	Left  float64       // for Allow: what a caller that does not wait could still have now (0 while callers are parked); for Left: tokens or events left; for Enter: how many are inside
 	// Parked, for Left: how many callers are parked (for Key), so a caller
 	// can tell that a Wait it started is in line.
