@@ -166,9 +166,11 @@ func TestTryRefusalsAlwaysWait(t *testing.T) {
 
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
+			var waited atomic.Int64
 			for range 4 { // callers in Wait keep a line
 				wg.Go(func() {
 					for wait(ctx) == nil {
+						waited.Add(1)
 					}
 				})
 			}
@@ -206,8 +208,10 @@ func TestTryRefusalsAlwaysWait(t *testing.T) {
 			for d := range bad {
 				t.Errorf("a refusal %+v says Retry-After %d", d, d.RetryAfter())
 			}
-			if refusals.Load() == 0 || grants.Load() == 0 {
-				t.Fatalf("%d refusals and %d grants: the test tested nothing", refusals.Load(), grants.Load())
+			// The tryers may never be granted: with callers in Wait the line
+			// is seldom empty, and they do not overtake it.
+			if refusals.Load() == 0 || waited.Load() == 0 {
+				t.Fatalf("%d refusals, %d granted to Wait: the test tested nothing", refusals.Load(), waited.Load())
 			}
 			if err := closer(context.Background()); err != nil {
 				t.Fatal(err)
@@ -215,7 +219,7 @@ func TestTryRefusalsAlwaysWait(t *testing.T) {
 			if d := try(); d.OK || d.RetryAfter() != MaxRetryAfter {
 				t.Fatalf("after Close: %+v, Retry-After %d", d, d.RetryAfter())
 			}
-			t.Logf("%d refusals, %d grants", refusals.Load(), grants.Load())
+			t.Logf("%d refusals, %d grants to Try, %d to Wait", refusals.Load(), grants.Load(), waited.Load())
 		})
 	}
 }

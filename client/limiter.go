@@ -42,7 +42,8 @@ func (e *WaitError) Unwrap() error { return ErrExceedsDeadline }
 // of its actor: whether it was allowed, how long until it would be if not,
 // and what is left. It is what a server needs for a 429 and its headers.
 // Asking twice instead (Allow, then Delay) can straddle other callers and
-// disagree: a Delay of 0 right after a refusal, say.
+// disagree: a Delay of 0 right after a refusal, say. The zero Decision is a
+// refusal whose wait is not known; RetryAfter reads it as 1.
 type Decision struct {
 	// OK is whether the request was allowed: its tokens taken, or its
 	// event counted.
@@ -290,27 +291,15 @@ func (l *limiter) done(req *actors.Allow) {
 }
 
 func (l *limiter) allow(key string, n float64) bool {
-	if l.closed.Load() {
-		return false
-	}
-	req := l.request(l.eng.Now(), key, n, false, 0)
-	l.ref.Send(req)
-	p := <-req.Reply
-	l.done(req)
+	p, _ := l.ask(key, n)
 	return p.OK
 }
 
 // try is allow with the whole answer.
 func (l *limiter) try(key string, n float64) Decision {
-	if l.closed.Load() {
-		return Decision{Wait: policy.Never}
-	}
-	req := l.request(l.eng.Now(), key, n, false, 0)
-	l.ref.Send(req)
-	p := <-req.Reply
-	l.done(req)
+	p, open := l.ask(key, n)
 	switch {
-	case p.Err != nil: // stopped: the engine shut down
+	case !open:
 		return Decision{Wait: policy.Never}
 	case p.OK:
 		return Decision{OK: true, Left: whole(p.Left)}
@@ -318,6 +307,19 @@ func (l *limiter) try(key string, n float64) Decision {
 	// The actor never refuses with a wait of 0; the floor keeps the
 	// promise even so.
 	return Decision{Wait: max(p.After, 1), Left: whole(p.Left)}
+}
+
+// ask sends an Allow that does not wait and returns its answer, and false
+// once the limiter is closed or its engine shut down.
+func (l *limiter) ask(key string, n float64) (actors.Permit, bool) {
+	if l.closed.Load() {
+		return actors.Permit{}, false
+	}
+	req := l.request(l.eng.Now(), key, n, false, 0)
+	l.ref.Send(req)
+	p := <-req.Reply
+	l.done(req)
+	return p, p.Err == nil
 }
 
 // whole is x rounded down to an int, 0 for NaN or less, and at most the

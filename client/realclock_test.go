@@ -2,7 +2,9 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -100,8 +102,11 @@ const (
 // process ran, and never more than the exact limiter would. A bucket of
 // 2,000 a second, burst 10, is held to burst + rate × elapsed; a window of
 // 200 per 100ms to rate × elapsed (its slots reopen in generations). The
-// four run side by side. (Issue 9, defect 2: a bucket granted 830 to 890
-// a second, 42% to 45% of its rate.)
+// four run side by side. A loaded machine can starve a process in ways a
+// ticker does not see, so a kind that falls short runs again, up to
+// realTries times in all: a limiter that loses time falls short every time.
+// (Issue 9, defect 2: a bucket granted 830 to 890 a second, 42% to 45% of
+// its rate, run after run.)
 func TestRealClockWait(t *testing.T) {
 	kinds := []struct {
 		name   string
@@ -128,38 +133,62 @@ func TestRealClockWait(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
-			eng := engine.New()
-			defer eng.Shutdown(context.Background())
-			start := eng.Now()
-			wait := k.wait(eng)
-			if k.bucket {
-				grants, elapsed, stalled := waitFor(t, eng, start, time.Second, wait)
-				checkBucketRate(t, grants, elapsed, stalled, 10)
-				return
+			var short []string
+			for range realTries {
+				eng := engine.New()
+				start := eng.Now()
+				wait := k.wait(eng)
+				var why string
+				if k.bucket {
+					grants, elapsed, stalled := waitFor(t, eng, start, time.Second, wait)
+					why = checkBucketRate(t, grants, elapsed, stalled, 10)
+				} else {
+					grants, elapsed, stalled := waitFor(t, eng, start, realSpan, wait)
+					why = checkWindowRate(t, grants, elapsed, stalled)
+				}
+				if err := eng.Shutdown(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if why == "" {
+					return
+				}
+				short = append(short, why)
 			}
-			grants, elapsed, stalled := waitFor(t, eng, start, realSpan, wait)
-			checkWindowRate(t, grants, elapsed, stalled)
+			t.Fatalf("short in all %d runs:\n%s", realTries, strings.Join(short, "\n"))
 		})
 	}
 }
 
-func checkBucketRate(t *testing.T, grants int64, elapsed, stalled time.Duration, burst float64) {
+// realTries is how many runs a kind gets to show its rate.
+const realTries = 3
+
+// checkBucketRate says what is wrong with a bucket's count, or "".
+func checkBucketRate(t *testing.T, grants int64, elapsed, stalled time.Duration, burst float64) string {
 	t.Helper()
 	most := burst + realRate*elapsed.Seconds()
+	if g := float64(grants); g > most+1 {
+		t.Fatalf("%d grants in %v, more than the %.0f a bucket allows", grants, elapsed, most)
+	}
 	want := (1 - realTol) * (burst + realRate*(elapsed-stalled).Seconds())
 	t.Logf("%d grants in %v (the process stood still for %v): %.4f of the most a bucket allows", grants, elapsed, stalled, float64(grants)/most)
-	if g := float64(grants); g < want || g > most+1 {
-		t.Fatalf("%d grants in %v, %v of it stalled: want at least %.0f, and at most %.0f", grants, elapsed, stalled, want, most)
+	if float64(grants) < want {
+		return fmt.Sprintf("%d grants in %v, %v of it stalled: want at least %.0f", grants, elapsed, stalled, want)
 	}
+	return ""
 }
 
-func checkWindowRate(t *testing.T, grants int64, elapsed, stalled time.Duration) {
+// checkWindowRate says what is wrong with a window's count, or "".
+func checkWindowRate(t *testing.T, grants int64, elapsed, stalled time.Duration) string {
 	t.Helper()
 	rate := realAllow / realWindow.Seconds()
 	most := realAllow * (1 + math.Floor(float64(elapsed)/float64(realWindow)))
+	if g := float64(grants); g > most {
+		t.Fatalf("%d grants in %v, more than the %.0f a window allows", grants, elapsed, most)
+	}
 	want := (1 - realTol) * rate * (elapsed - stalled).Seconds()
 	t.Logf("%d grants in %v (the process stood still for %v): %.4f of rate × elapsed, %.4f of the most a window allows", grants, elapsed, stalled, float64(grants)/(rate*elapsed.Seconds()), float64(grants)/most)
-	if g := float64(grants); g < want || g > most {
-		t.Fatalf("%d grants in %v, %v of it stalled: want at least %.0f and at most %.0f", grants, elapsed, stalled, want, most)
+	if float64(grants) < want {
+		return fmt.Sprintf("%d grants in %v, %v of it stalled: want at least %.0f", grants, elapsed, stalled, want)
 	}
+	return ""
 }

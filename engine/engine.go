@@ -282,6 +282,7 @@ type Ref struct {
 	engine   *Engine
 	shutdown func(context.Context) error
 	closing  atomic.Bool
+	halted   atomic.Bool // protoactor has been told to stop it: once only
 	// gone ends when the actor has stopped (or never started): a shutdown
 	// hook's ctx ends with it, so no hook outlives its actor.
 	gone     context.Context
@@ -347,10 +348,12 @@ func (r *Ref) close(ctx context.Context) error {
 	return err
 }
 
-// halt stops the actor, unless it has stopped already, and waits until it
-// has and its goroutine has returned.
+// halt stops the actor and waits until it has stopped and its goroutine
+// has returned. Two closers may both get here; only one tells protoactor,
+// since a second Stop would reach a process already gone and become a dead
+// letter.
 func (r *Ref) halt() {
-	if !r.Stopped() {
+	if r.halted.CompareAndSwap(false, true) {
 		r.engine.system.Root.Stop(r.pid)
 	}
 	r.wait()
