@@ -390,20 +390,17 @@ func (l *limiter) left(key string) (actors.Permit, bool) {
 }
 
 func (l *limiter) close(ctx context.Context) error {
-	return stopActor(ctx, l.eng, l.ref, &l.closed)
+	return stopActor(ctx, l.ref, &l.closed)
 }
 
 // stopActor stops ref's actor once; later calls, and a call after the
-// engine shut down (which stopped it already), return nil.
-func stopActor(ctx context.Context, eng *engine.Engine, ref *engine.Ref, closed *atomic.Bool) error {
+// engine shut down (which stopped it already), return nil. It stops the
+// actor through its Ref, never by name, so it cannot reach another actor.
+func stopActor(ctx context.Context, ref *engine.Ref, closed *atomic.Bool) error {
 	if !closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	err := eng.Stop(ctx, ref.Name())
-	if errors.Is(err, engine.ErrNotFound) {
-		return nil
-	}
-	return err
+	return ref.Stop(ctx)
 }
 
 // permitErr turns a Wait's answer into the client's error.
