@@ -109,7 +109,8 @@
 //
 // Close stops new Gets at once, closes idle resources, and waits within its
 // ctx for lent ones to come home, closing each as it does. The engine's
-// Shutdown closes every pool the same way.
+// Shutdown closes every pool the same way, within its own ctx: a pool whose
+// Close is still waiting is stopped anyway when that ctx ends.
 //
 // # Time
 //
