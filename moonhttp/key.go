@@ -35,7 +35,9 @@ func Header(name string) KeyFunc {
 // written by the client or by proxies nobody vouches for, and is ignored,
 // which is what stops a client from choosing its own key by sending the
 // header itself. An entry that does not parse ends the walk at the proxy
-// that wrote it. With no trusted prefixes the header is never read.
+// that wrote it, and a trusted proxy that sent no header is the key itself,
+// so the clients behind it share one quota. With no trusted prefixes the
+// header is never read.
 //
 // IPv6 clients are keyed by their /64, since one host is commonly given a
 // whole /64 and could otherwise take a fresh quota per address;

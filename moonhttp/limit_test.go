@@ -230,3 +230,27 @@ func TestLimitClosed(t *testing.T) {
 		t.Fatalf("after Close: %+v, want 429 with Retry-After 86400", f)
 	}
 }
+
+// TestWriteProblemTypes: each status gets its problem type; one the draft
+// names none for gets RFC 9457's default, titled with the status text.
+func TestWriteProblemTypes(t *testing.T) {
+	tests := []struct {
+		rej        moonhttp.Rejection
+		typ, title string
+	}{
+		{moonhttp.Rejection{Status: 429, RetryAfter: 2, Policy: "p"}, moonhttp.ProblemQuotaExceeded, "Quota exceeded"},
+		{moonhttp.Rejection{Status: 503, RetryAfter: 1}, moonhttp.ProblemReducedCapacity, "Over capacity for now"},
+		{moonhttp.Rejection{Status: 403, RetryAfter: 1}, "about:blank", "Forbidden"},
+	}
+	for _, tc := range tests {
+		w := newRecorder()
+		moonhttp.WriteProblem(w, w.req, tc.rej)
+		var p struct {
+			Type, Title string
+			Status      int
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || p.Type != tc.typ || p.Title != tc.title || p.Status != tc.rej.Status || w.Code != tc.rej.Status {
+			t.Errorf("%d: %d %s (%v), want type %s, title %q", tc.rej.Status, w.Code, w.Body, err, tc.typ, tc.title)
+		}
+	}
+}

@@ -49,7 +49,9 @@ type problem struct {
 // WriteProblem is the default RejectFunc: it writes rej.Status with a small
 // application/problem+json body (RFC 9457) saying when to come back. A 429's
 // type is ProblemQuotaExceeded and names the policy in "violated-policies";
-// a 503's is ProblemReducedCapacity. It does not block beyond the write.
+// a 503's is ProblemReducedCapacity; any other status gets RFC 9457's
+// default type, about:blank, titled with the status text. A HEAD gets the
+// headers alone. It does not block beyond the write.
 func WriteProblem(w http.ResponseWriter, r *http.Request, rej Rejection) {
 	p := problem{Status: rej.Status, Detail: fmt.Sprintf("retry after %d s", rej.RetryAfter)}
 	switch rej.Status {
@@ -58,8 +60,10 @@ func WriteProblem(w http.ResponseWriter, r *http.Request, rej Rejection) {
 		if rej.Policy != "" {
 			p.Violated = []string{rej.Policy}
 		}
-	default:
+	case http.StatusServiceUnavailable:
 		p.Type, p.Title = ProblemReducedCapacity, "Over capacity for now"
+	default:
+		p.Type, p.Title = "about:blank", http.StatusText(rej.Status)
 	}
 	body, err := json.Marshal(p)
 	if err != nil { // cannot happen for these fields; say the status at least

@@ -35,9 +35,10 @@ import (
 // unread) so their connections go back to Base during the wait.
 //
 // When the request's ctx ends, RoundTrip returns at once with an error
-// matching ctx's under errors.Is, leaving no timer behind. Errors from the
-// retries are a *client.RetryError, which says how many attempts were made
-// and wraps the last failure.
+// matching ctx's under errors.Is, leaving no timer behind. An error is a
+// *client.RetryError, which says how many attempts were made and why it
+// stopped, and wraps the last failure; one from Bucket, or from GetBody
+// replaying the body, is returned as it is.
 //
 // Set Engine before use; the other fields have defaults. A Transport is
 // safe for concurrent use once its fields are set; do not change them
@@ -88,11 +89,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if b.Attempts <= 0 {
 		b = policy.DefaultBackoff
 	}
-	if !Retryable(req) {
+	once := !Retryable(req)
+	if once {
 		b.Attempts = 1
 	}
 	ctx := req.Context()
-	rt := &roundTrip{t: t, base: base, req: req}
+	rt := &roundTrip{t: t, base: base, req: req, once: once}
 	err := client.Retry(ctx, t.Engine, b, rt.attempt)
 	if !rt.sent {
 		closeBody(req) // never handed to base, which would have closed it
@@ -108,6 +110,7 @@ type roundTrip struct {
 	t    *Transport
 	base http.RoundTripper
 	req  *http.Request
+	once bool           // req may be sent only once: every answer is final
 	sent bool           // req itself (and its body) went to base
 	resp *http.Response // the latest attempt's response, nil if it failed
 }
@@ -144,7 +147,7 @@ func (rt *roundTrip) attempt(ctx context.Context) error {
 		}
 		return err
 	}
-	if !retryStatus(resp.StatusCode) {
+	if rt.once || !retryStatus(resp.StatusCode) {
 		rt.resp = resp
 		return nil
 	}
