@@ -38,7 +38,9 @@ import (
 //
 // Each attempt is a whole call, with its own trailer; use it instead of
 // a retry policy in the channel's service config, not with one, or each
-// of its attempts is retried again underneath.
+// of its attempts is retried again underneath. Install it only for
+// methods that are safe to run twice: an Unavailable can also mean a
+// connection lost after the server acted.
 func UnaryClientInterceptor(eng *engine.Engine, backoff policy.Backoff, retryOn ...codes.Code) grpc.UnaryClientInterceptor {
 	if len(retryOn) == 0 {
 		retryOn = []codes.Code{codes.Unavailable, codes.ResourceExhausted}
