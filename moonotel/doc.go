@@ -9,7 +9,7 @@
 // from one Stats snapshot in a callback when the SDK collects, so
 // instrumenting a pool costs its Get and Put nothing.
 //
-//	reg, err := moonotel.ObservePool(provider, "users-db", pool, cfg.Limits)
+//	reg, err := moonotel.ObservePool(provider, pool, "users-db", cfg.Limits)
 //	if err != nil {
 //		return err
 //	}

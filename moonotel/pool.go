@@ -51,7 +51,7 @@ type Pool interface {
 //
 // It returns an error for a nil provider or pool, or if the meter refuses
 // an instrument or the callback; nothing is registered then.
-func ObservePool(provider metric.MeterProvider, name string, pool Pool, limits policy.Limits) (metric.Registration, error) {
+func ObservePool(provider metric.MeterProvider, pool Pool, name string, limits policy.Limits) (metric.Registration, error) {
 	if isNil(provider) {
 		return nil, errors.New("moonpool: moonotel.ObservePool: nil MeterProvider")
 	}

@@ -96,7 +96,7 @@ func TestObservePool(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer provider.Shutdown(context.Background())
-	reg, err := moonotel.ObservePool(provider, "db", pool, policy.Limits{Size: 2, Idle: 1})
+	reg, err := moonotel.ObservePool(provider, pool, "db", policy.Limits{Size: 2, Idle: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestObservePoolWithoutLimitsAndUnregistered(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer provider.Shutdown(context.Background())
-	reg, err := moonotel.ObservePool(provider, "cache", pool, policy.Limits{})
+	reg, err := moonotel.ObservePool(provider, pool, "cache", policy.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestObservePoolRefusesNil(t *testing.T) {
 		{"nil pool", provider, nil},
 		{"nil *client.Pool", provider, noPool},
 	} {
-		if reg, err := moonotel.ObservePool(c.provider, "x", c.pool, policy.Limits{}); err == nil || reg != nil {
+		if reg, err := moonotel.ObservePool(c.provider, c.pool, "x", policy.Limits{}); err == nil || reg != nil {
 			t.Errorf("%s: %v, %v; want an error and no registration", c.name, reg, err)
 		}
 	}
@@ -222,7 +222,7 @@ func ExampleObservePool() {
 	users, _ := client.NewPool(eng, client.PoolConfig[*int]{Open: open, Limits: policy.DefaultLimits})
 	orders, _ := client.NewPool(eng, client.PoolConfig[*int]{Open: open, Limits: policy.DefaultLimits})
 	for name, pool := range map[string]*client.Pool[*int]{"users": users, "orders": orders} {
-		reg, err := moonotel.ObservePool(provider, name, pool, policy.DefaultLimits)
+		reg, err := moonotel.ObservePool(provider, pool, name, policy.DefaultLimits)
 		if err != nil {
 			panic(err)
 		}
