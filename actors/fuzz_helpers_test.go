@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,6 +58,26 @@ func (r *fuzzRig) spawned(t *testing.T, ref *engine.Ref, err error) *engine.Ref 
 	return ref
 }
 
+// stepClock moves v to end one instant at a time, calling fired after each
+// instant's timers have run. fired settles the actor, so the timer it asks
+// for in answer to a Tick is registered before time moves on and cannot be
+// skipped; then nothing runs but this goroutine, and the clock can go on.
+func stepClock(t *testing.T, v *vclock.Virtual, end int64, fired func()) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if i > 10_000 {
+			t.Fatalf("the actor keeps asking for timers, at +%v", time.Duration(v.Now()-vclock.Epoch))
+		}
+		d, ok := v.Next()
+		if !ok || v.Now()+int64(d) > end {
+			v.AdvanceTo(end)
+			return
+		}
+		v.AdvanceNext()
+		fired()
+	}
+}
+
 // swapClock is the engine's clock: whichever virtual clock the current
 // execution runs on.
 type swapClock struct {
@@ -88,12 +109,33 @@ func recv[A any](t *testing.T, ch chan A, what string) A {
 	}
 }
 
-// once fails if ch holds a second answer to a request already answered.
-func once[A any](t *testing.T, ch chan A, what string) {
+// once fails if ch holds a second answer to request seq, already answered
+// (seq < 0: the request needs no number).
+func once[A any](t *testing.T, ch chan A, what string, seq int) {
 	t.Helper()
 	select {
 	case a := <-ch:
+		if seq >= 0 {
+			what = fmt.Sprintf("%s %d", what, seq)
+		}
 		t.Fatalf("%s: answered twice, the second time %+v", what, a)
 	default:
+	}
+}
+
+// poll is the answer to request seq, which may still be waiting: got, if
+// not nil, is the answer read before, and then ch must hold no second one;
+// otherwise it is what ch holds now, or nil.
+func poll[A any](t *testing.T, ch chan A, got *A, what string, seq int) *A {
+	t.Helper()
+	if got != nil {
+		once(t, ch, what, seq)
+		return got
+	}
+	select {
+	case a := <-ch:
+		return &a
+	default:
+		return nil
 	}
 }

@@ -304,23 +304,18 @@ func (f *poolFuzz) settle() {
 	s := recv(f.t, ask.Reply, "Inspect")
 
 	for i, w := range f.takes {
-		if w.got == nil {
-			select {
-			case a := <-w.m.Reply:
-				w.got = &a
-				if a.Err == nil && (a.Verdict == policy.Ready || a.Verdict == policy.Make) {
-					// FIFO: everyone parked before it has had an answer.
-					for _, u := range f.takes[:i] {
-						if u.got == nil {
-							f.fatalf("waiting Take %d granted %v while Take %d, parked before it, still waits", w.seq, a.Verdict, u.seq)
-						}
+		had := w.got != nil
+		if w.got = poll(f.t, w.m.Reply, w.got, "waiting Take", w.seq); !had && w.got != nil {
+			a := *w.got
+			if a.Err == nil && (a.Verdict == policy.Ready || a.Verdict == policy.Make) {
+				// FIFO: everyone parked before it has had an answer.
+				for _, u := range f.takes[:i] {
+					if u.got == nil {
+						f.fatalf("waiting Take %d granted %v while Take %d, parked before it, still waits", w.seq, a.Verdict, u.seq)
 					}
 				}
-				f.receive(a, fmt.Sprintf("waiting Take %d", w.seq))
-			default:
 			}
-		} else {
-			once(f.t, w.m.Reply, fmt.Sprintf("waiting Take %d", w.seq))
+			f.receive(a, fmt.Sprintf("waiting Take %d", w.seq))
 		}
 		switch {
 		case (w.got == nil) != (w.want == nil):
@@ -541,29 +536,19 @@ func (f *poolFuzz) close() {
 	if !s.Closed || s.Waiting != 0 || s.Live != f.m.p.Live() || s.Idle != 0 {
 		f.fatalf("Close answered %+v; the model has live %d, nothing idle or waiting", s, f.m.p.Live())
 	}
-	once(f.t, m.Reply, "Close")
+	once(f.t, m.Reply, "Close", -1)
 }
 
-// advance moves the clock by an amount from arg, one timer at a time with
-// the actor settled before each, so no timer the actor asks for in answer to
-// a Tick is skipped.
+// advance moves the clock by an amount from arg, the model waking at every
+// instant it is due as the actor's timers fire.
 func (f *poolFuzz) advance(arg byte) {
 	unit := [...]time.Duration{10 * time.Millisecond, 250 * time.Millisecond, time.Second, time.Minute}[arg>>6]
 	end := f.now() + int64(arg&0x3f)*int64(unit)
-	for i := 0; ; i++ {
-		if i > 10_000 {
-			f.fatalf("the actor keeps asking for timers")
-		}
+	stepClock(f.t, f.v, end, func() {
+		f.m.advance(f.t, f.now())
 		f.settle()
-		if d, ok := f.v.Next(); ok && f.now()+int64(d) <= end {
-			f.v.AdvanceNext()
-			f.m.advance(f.t, f.now())
-			continue
-		}
-		f.v.AdvanceTo(end)
-		f.m.advance(f.t, end)
-		return
-	}
+	})
+	f.m.advance(f.t, end)
 }
 
 func (f *poolFuzz) collect() {
@@ -581,7 +566,7 @@ func (f *poolFuzz) collect() {
 		}
 		f.closeItem(it, "Collect")
 	}
-	once(f.t, m.Reply, "Collect")
+	once(f.t, m.Reply, "Collect", -1)
 }
 
 // FuzzPoolActor sends a pool actor on the virtual clock random runs of Take
@@ -696,7 +681,7 @@ func (f *poolFuzz) finish() {
 	if s := recv(f.t, d.Reply, "Drained"); s.Live != 0 || s.Busy != 0 || s.Waiting != 0 {
 		f.fatalf("after everything came home: %+v", s)
 	}
-	once(f.t, d.Reply, "Drained")
+	once(f.t, d.Reply, "Drained", -1)
 	f.collect()
 	for _, w := range f.takes {
 		if w.got == nil {
@@ -709,6 +694,6 @@ func (f *poolFuzz) finish() {
 		}
 	}
 	for _, ch := range f.sent {
-		once(f.t, ch, "a request")
+		once(f.t, ch, "a request", -1)
 	}
 }
