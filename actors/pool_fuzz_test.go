@@ -30,22 +30,21 @@ const (
 	numPoolOps
 )
 
-// fuzzWard gives the pool actor under test and its reference pool the same
-// ward, in two copies that share no state: the zero Ward, a bucket that
-// spaces makes a second apart, or a backoff that holds makes back after a
-// failure. It is the only place FuzzPoolActor builds a ward.
-func fuzzWard(kind uint8, start int64) (actor, reference policy.Ward) {
+// fuzzWard is the ward of the pool actor under test and of its reference
+// pool: the zero Ward, a bucket that spaces makes a second apart, or a
+// backoff that holds makes back after a failure. A Ward is configuration, so
+// the two pools share the value and nothing else. It is the only place
+// FuzzPoolActor builds a ward.
+func fuzzWard(kind uint8) policy.Ward {
 	switch kind % 3 {
 	case 1:
-		return policy.Ward{Bucket: policy.NewBucket(1, 1, start)}, policy.Ward{Bucket: policy.NewBucket(1, 1, start)}
+		return policy.Ward{Bucket: policy.Rate{PerSecond: 1, Burst: 1}}
 	case 2:
 		// Rigid ignores the draw, so the actor's own random source and the
 		// reference's none give the same holds.
-		a := policy.Backoff{Base: time.Second, Factor: 2, Cap: 4 * time.Second, Attempts: 5, Jitter: policy.Rigid}
-		b := a
-		return policy.Ward{Backoff: &a}, policy.Ward{Backoff: &b}
+		return policy.Ward{Backoff: policy.Backoff{Base: time.Second, Factor: 2, Cap: 4 * time.Second, Attempts: 5, Jitter: policy.Rigid}}
 	}
-	return policy.Ward{}, policy.Ward{}
+	return policy.Ward{}
 }
 
 // fuzzTake is one Take with Wait the fuzzer sent: what the model says it
@@ -73,8 +72,8 @@ type actorModel struct {
 }
 
 func (m *actorModel) answerOf(t policy.Taken[int64]) Answer[int64] {
-	a := Answer[int64]{Verdict: t.Verdict, Item: t.Item, After: t.After}
-	if t.Verdict == policy.Shed && m.p.Closed() {
+	a := Answer[int64]{Verdict: t.Verdict, Item: t.Item, After: t.After, Why: t.Why}
+	if t.Verdict == policy.Shed && t.Why == policy.ReasonClosed {
 		a.Err = ErrClosed
 	}
 	return a
@@ -164,11 +163,22 @@ func (m *actorModel) give(item int64, strict bool, now int64) Answer[int64] {
 	return Answer[int64]{Kept: kept}
 }
 
+// made refuses a resource the pool holds already (ErrDuplicate) and one
+// made for a closed pool (not kept), freeing the room either way.
 func (m *actorModel) made(item int64, now int64) Answer[int64] {
-	m.p.Made(item, now)
-	kept := m.p.Lent(item)
+	var a Answer[int64]
+	switch {
+	case m.p.Holds(item):
+		m.p.Release()
+		a.Err = ErrDuplicate
+	case m.p.Closed():
+		m.p.Release()
+	default:
+		m.p.Made(item, now)
+		a.Kept = m.p.Lent(item)
+	}
 	m.serve(now)
-	return Answer[int64]{Kept: kept}
+	return a
 }
 
 func (m *actorModel) drop(item int64, strict bool, now int64) Answer[int64] {
@@ -195,7 +205,7 @@ func (m *actorModel) close(now int64) {
 	}
 	m.retire = append(m.retire, m.p.Close()...)
 	for _, w := range m.fifo {
-		w.want = &Answer[int64]{Verdict: policy.Shed, Err: ErrClosed}
+		w.want = &Answer[int64]{Verdict: policy.Shed, Why: policy.ReasonClosed, Err: ErrClosed}
 	}
 	m.fifo = nil
 	m.serve(now)
@@ -609,12 +619,12 @@ func FuzzPoolActor(f *testing.F) {
 			Keep: time.Duration(keep%7) * time.Second, // 0 is for ever
 			Life: time.Duration(life%13) * time.Second,
 		}
-		aw, mw := fuzzWard(ward, v.Now())
-		cfg := PoolConfig{Limits: lim, Ward: aw, MaxWaiting: int(maxWaiting % 4), Seed: 1}
+		w := fuzzWard(ward)
+		cfg := PoolConfig{Limits: lim, Ward: w, MaxWaiting: int(maxWaiting % 4), Seed: 1}
 		ref, err := SpawnPool[int64](r.e, "", cfg, nil)
 		pf := &poolFuzz{
 			t: t, v: v, ref: r.spawned(t, ref, err), lim: lim,
-			m:     &actorModel{p: policy.NewPool[int64](lim, mw), max: cfg.MaxWaiting, now: v.Now()},
+			m:     &actorModel{p: policy.NewPool[int64](lim, w), max: cfg.MaxWaiting, now: v.Now()},
 			alien: 1 << 40,
 			state: map[int64]string{},
 		}
