@@ -30,6 +30,7 @@ type limiterRef interface {
 	take(now int64, n float64) bool
 	next(now int64, n float64) time.Duration // 0 when a take of n would pass now
 	left(now int64) float64
+	free(n float64) bool // whether asking for n is always granted, parked callers or not
 	// fits says whether grants can have passed in these amounts at these
 	// instants, judged from the limit alone.
 	fits(grants []grant) error
@@ -47,6 +48,7 @@ type bucketRef struct {
 }
 
 func (r bucketRef) take(now int64, n float64) bool          { return r.b.Take(now, n) }
+func (r bucketRef) free(n float64) bool                     { return n <= 0 }
 func (r bucketRef) next(now int64, n float64) time.Duration { return r.b.Next(now, n) }
 func (r bucketRef) left(now int64) float64                  { return r.b.Tokens(now) }
 
@@ -77,6 +79,7 @@ type windowRef struct {
 }
 
 func (r windowRef) take(now int64, _ float64) bool          { return r.w.Take(now) }
+func (r windowRef) free(float64) bool                       { return false }
 func (r windowRef) next(now int64, _ float64) time.Duration { return r.w.Next(now) }
 func (r windowRef) left(now int64) float64                  { return float64(r.w.Left(now)) }
 
@@ -160,6 +163,11 @@ func (f *limFuzz) allow(arg byte) {
 	switch {
 	case p.Err != nil:
 		f.fatalf("Allow(%v) = %+v", n, p)
+	case f.pol.free(n):
+		// Asking a bucket for nothing overtakes nobody: always granted.
+		if !p.OK {
+			f.fatalf("Allow(%v) with %d parked = %+v, want granted", n, len(f.line), p)
+		}
 	case len(f.line) > 0:
 		if p.OK || p.After <= 0 && !f.instant {
 			f.fatalf("Allow(%v) with %d parked = %+v, want refused with a wait", n, len(f.line), p)
@@ -261,7 +269,7 @@ func (f *limFuzz) settle() {
 // its wait cannot end or would pass its deadline; parked otherwise.
 func (f *limFuzz) arrived(a *fuzzAllow, now int64) {
 	n, dl := a.m.N, a.m.Deadline
-	alone := len(f.line) == 0
+	alone := len(f.line) == 0 || f.pol.free(n) // nothing asked of a bucket waits behind nobody
 	ready := alone && f.pol.next(now, n) == 0
 	if a.got == nil {
 		a.parked = true
