@@ -108,9 +108,12 @@ func (a *poolActor[T]) Bind(r *engine.Ref) { a.b.self = r }
 // goes to the engine's supervision, which resumes this same actor with its
 // books. The request being handled is refused (ErrStopped) if, and only if,
 // it had not been answered or parked yet, so it gets exactly one answer.
-func (a *poolActor[T]) Receive(c actor.Context) {
+func (a *poolActor[T]) Receive(c actor.Context) { a.Handle(c.Message()) }
+
+// Handle runs one message; the engine calls it straight for user messages
+// (see engine.Handler), and Receive for the rest.
+func (a *poolActor[T]) Handle(msg any) {
 	b := a.b
-	msg := c.Message()
 	if r, ok := msg.(engine.Refusable); ok {
 		b.current = r
 		defer b.unanswered()
@@ -180,6 +183,8 @@ type inspect[T comparable] struct{ fn func(*books[T]) }
 func (b *books[T]) take(m *Take[T]) {
 	now := m.Now // m is the caller's again once answered
 	if m.Wait && b.waiting > 0 {
+		now = b.stamped(now)
+		m.Now = now
 		// Parked callers are ahead: no overtaking.
 		b.park(m)
 		b.serve(now)
@@ -217,7 +222,7 @@ func (b *books[T]) answer(m *Take[T], t policy.Taken[T]) {
 			a.Err = ErrClosed
 		}
 	}
-	m.Reply <- a
+	m.answer(a)
 	if b.current == engine.Refusable(m) {
 		b.answered()
 	}
@@ -226,15 +231,26 @@ func (b *books[T]) answer(m *Take[T], t policy.Taken[T]) {
 func (b *books[T]) park(m *Take[T]) {
 	if b.max > 0 && b.waiting >= b.max {
 		b.stats.Shed++
-		m.Reply <- Answer[T]{Verdict: policy.Shed, Err: ErrShed}
+		m.answer(Answer[T]{Verdict: policy.Shed, Err: ErrShed})
 		b.answered()
 		return
 	}
+	m.Now = b.stamped(m.Now) // its wait is timed from here
 	b.gen++
 	m.gen = b.gen
 	b.queue = append(b.queue, parked[T]{take: m, gen: b.gen, at: m.Now})
 	b.waiting++
 	b.answered() // in the FIFO's custody: it is answered from there
+}
+
+// stamped is now, or the engine's time if the request came unstamped (a
+// Take or Give of a pool whose answers do not depend on the time): a
+// caller's wait in the FIFO is timed all the same.
+func (b *books[T]) stamped(now int64) int64 {
+	if now == 0 {
+		return b.engine.Now()
+	}
+	return now
 }
 
 // front is the oldest parked Take still waiting, skipping withdrawn ones.
@@ -294,13 +310,16 @@ func (b *books[T]) cancel(m *Take[T]) {
 	m.gen = 0 // its queue entry is now stale and will be skipped
 	b.waiting--
 	b.stats.Cancelled++
-	m.Reply <- Answer[T]{Verdict: policy.Wait, Err: ErrCancelled}
+	m.answer(Answer[T]{Verdict: policy.Wait, Err: ErrCancelled})
 }
 
 func (b *books[T]) give(m *Give[T]) {
 	now := m.Now // m is the caller's again once answered
+	if b.waiting > 0 {
+		now = b.stamped(now) // a parked caller may be served: its wait is timed
+	}
 	if m.Strict && !b.pool.Lent(m.Item) {
-		m.Reply <- Answer[T]{Err: ErrNotLent}
+		m.answer(Answer[T]{Err: ErrNotLent})
 		b.answered()
 		return
 	}
@@ -314,7 +333,7 @@ func (b *books[T]) give(m *Give[T]) {
 			b.stats.Surplus++
 		}
 	}
-	m.Reply <- Answer[T]{Kept: kept}
+	m.answer(Answer[T]{Kept: kept})
 	b.answered()
 	b.settle(now)
 	if at, ok := b.pool.DeadlineOf(item); ok {
@@ -326,9 +345,7 @@ func (b *books[T]) drop(m *Drop[T]) {
 	now := m.Now // m is the caller's again once answered
 	lent := b.pool.Lent(m.Item)
 	if m.Strict && !lent {
-		if m.Reply != nil {
-			m.Reply <- Answer[T]{Err: ErrNotLent}
-		}
+		m.answer(Answer[T]{Err: ErrNotLent})
 		b.answered()
 		return
 	}
@@ -336,9 +353,7 @@ func (b *books[T]) drop(m *Drop[T]) {
 		b.stats.Broken++
 	}
 	b.pool.Drop(m.Item)
-	if m.Reply != nil {
-		m.Reply <- Answer[T]{}
-	}
+	m.answer(Answer[T]{})
 	b.answered()
 	b.settle(now)
 }
@@ -439,7 +454,7 @@ func (b *books[T]) close(now int64) {
 	b.signal()
 	b.dismiss(func(m *Take[T]) {
 		b.stats.Shed++
-		m.Reply <- Answer[T]{Verdict: policy.Shed, Err: ErrClosed}
+		m.answer(Answer[T]{Verdict: policy.Shed, Err: ErrClosed})
 	})
 	b.settle(now)
 }

@@ -138,6 +138,7 @@ func (e *Engine) Spawn(name string, a actor.Actor, shutdown func(context.Context
 		name = fmt.Sprintf("actor-%d", e.seq.Add(1))
 	}
 	mb := newMailbox(e.dispatch, e.budget)
+	mb.direct, _ = a.(Handler)
 	ref := &Ref{name: name, mb: mb, engine: e, shutdown: shutdown}
 	if b, ok := a.(Binder); ok {
 		b.Bind(ref)

@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// seq is a numbered message from one sender, answered on a Reply.
+type seq struct {
+	from, n int
+	reply   Reply[int]
+}
+
+func (s *seq) Refuse() { s.reply.Put(-1) }
+
+// orderly is a Handler that checks each sender's messages arrive in the
+// order sent and counts them; it is never run by two goroutines at once.
+type orderly struct {
+	next   []int
+	inside atomic.Int32
+	ran    atomic.Int64
+	bad    atomic.Value
+}
+
+// Receive sees only the system path: Handle takes the user messages.
+func (o *orderly) Receive(actor.Context) {}
+
+func (o *orderly) Handle(msg any) {
+	m, ok := msg.(*seq)
+	if !ok {
+		return
+	}
+	if o.inside.Add(1) != 1 {
+		o.bad.Store("two goroutines ran the actor at once")
+	}
+	if o.next[m.from] != m.n {
+		o.bad.Store(fmt.Sprintf("sender %d: got message %d, want %d", m.from, m.n, o.next[m.from]))
+	}
+	o.next[m.from] = m.n + 1
+	o.ran.Add(1)
+	o.inside.Add(-1)
+	m.reply.Put(m.n)
+}
+
+// TestMailboxStress sends from many goroutines at once, some waiting for
+// each answer and some sending a run of messages before collecting the
+// answers, under every dispatch: every message runs exactly once, one at a
+// time, in its sender's order, and every answer arrives (none is stranded
+// by a holder letting go just as a sender queues).
+func TestMailboxStress(t *testing.T) {
+	for _, d := range []Dispatch{Hybrid, Dedicated, Spawn, Synchronized} {
+		for _, budget := range []int{1, 16} {
+			if d != Hybrid && budget != 1 {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s%d", d, budget), func(t *testing.T) {
+				e := New(WithDispatch(d, budget))
+				defer e.Shutdown(context.Background())
+				const senders, each, burst = 16, 400, 8
+				o := &orderly{next: make([]int, senders)}
+				ref, err := e.Spawn("", o, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var wg sync.WaitGroup
+				for g := range senders {
+					wg.Go(func() {
+						msgs := make([]seq, burst)
+						for i := 0; i < each; i += burst {
+							for k := range msgs {
+								msgs[k] = seq{from: g, n: i + k}
+								ref.Send(&msgs[k])
+								if g%2 == 0 { // half the senders wait for each answer
+									msgs[k].reply.Await(ref, nil)
+								}
+							}
+							for k := range msgs {
+								msgs[k].reply.Await(ref, nil)
+								if got := msgs[k].reply.Take(); got != i+k {
+									t.Errorf("sender %d: answer %d to message %d", g, got, i+k)
+								}
+							}
+						}
+					})
+				}
+				wg.Wait()
+				if v := o.bad.Load(); v != nil {
+					t.Fatal(v)
+				}
+				if got := o.ran.Load(); got != senders*each {
+					t.Fatalf("ran %d messages, want %d", got, senders*each)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,18 @@
+package policy
+
+// Stamps says which of a pool's calls need a fresh time to answer right,
+// for an owner that would rather not read a clock it does not need (a
+// reading costs as much as a Take). take is whether Take's verdict may
+// depend on the time: only through the ward, since a pool that checks
+// staleness against the latest time it was given (an earlier call's)
+// still retires on time as long as its owner calls Evict at Deadline with
+// a fresh one. give is whether Give's may: through Keep and Life (a
+// returned resource's idle time starts at its return), or through the
+// ward. A call that needs no fresh time may be given any time no later
+// than the latest: the pool reads a clock that goes back as standing still.
+func Stamps(limits Limits, ward Ward) (take, give bool) {
+	limits = limits.clamp()
+	take = ward.Breaker != nil || ward.Bucket != nil || ward.Backoff != nil || ward.Shedder != nil
+	give = take || limits.Keep != Forever || limits.Life != Forever
+	return take, give
+}
