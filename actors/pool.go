@@ -222,7 +222,11 @@ func (b *books[T]) answer(m *Take[T], t policy.Taken[T]) {
 			a.Err = ErrClosed
 		}
 	}
-	m.answer(a)
+	if m.Slot != nil && b.self.Inline(m) {
+		m.Slot.Set(a) // the caller is running this actor: it is not waiting
+	} else {
+		m.answer(a)
+	}
 	if b.current == engine.Refusable(m) {
 		b.answered()
 	}
@@ -333,7 +337,11 @@ func (b *books[T]) give(m *Give[T]) {
 			b.stats.Surplus++
 		}
 	}
-	m.answer(Answer[T]{Kept: kept})
+	if m.Slot != nil && b.self.Inline(m) {
+		m.Slot.Set(Answer[T]{Kept: kept})
+	} else {
+		m.answer(Answer[T]{Kept: kept})
+	}
 	b.answered()
 	b.settle(now)
 	if at, ok := b.pool.DeadlineOf(item); ok {

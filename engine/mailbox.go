@@ -75,6 +75,12 @@ const (
 	mailboxSize = 1024 // user messages queued before a sender waits: backpressure, not loss
 	systemSize  = 256  // system messages are few: start, stop, suspend, resume, failure
 	throughput  = 300  // messages run before the actor's goroutine yields, as protoactor's default
+	// defaultBudget is how many messages a sender that takes an idle
+	// mailbox runs, its own included, before it hands the rest to the
+	// actor's goroutine: enough to answer the few callers a second
+	// processor queues meanwhile (combining), few enough that no caller
+	// runs others' work for long.
+	defaultBudget = 16
 )
 
 // mailbox is a protoactor Mailbox whose scheduling follows a Dispatch. It
@@ -102,6 +108,7 @@ type mailbox struct {
 	budget    int
 	spin      spinner
 	direct    Handler // the actor, if it takes user messages straight
+	inline    any     // the message its own sender is running; only the holder touches it
 	invoker   actor.MessageInvoker
 	dispatch  actor.Dispatcher
 	kick      chan struct{} // wakes the dedicated goroutine; at most one outstanding
@@ -142,7 +149,9 @@ func newMailbox(mode Dispatch, budget int) *mailbox {
 func (m *mailbox) PostUserMessage(msg any) {
 	if m.mode == Hybrid && m.state.Load() == 0 && m.state.CompareAndSwap(0, running) {
 		if !m.suspended.Load() && !m.closed.Load() {
+			m.inline = msg
 			m.invoke(msg)
+			m.inline = nil
 			if m.drain(1, m.budget) {
 				m.handoff()
 			}
@@ -297,7 +306,9 @@ func (m *mailbox) drain(n, limit int) (more bool) {
 // after the letting go, and it sees the mailbox free; or its publishing
 // came before it, and the holder sees the message.
 func (m *mailbox) let() bool {
-	m.state.And(^running)
+	if m.state.And(^running) == running {
+		return true // nothing was counted: nobody is half way through queueing
+	}
 	if !m.runnable() {
 		return true
 	}

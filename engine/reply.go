@@ -18,7 +18,12 @@ import (
 // (after Ready or Await said it is there), and may then use the Reply for
 // its next request. It must not be copied once used.
 type Reply[A any] struct {
-	state atomic.Uint32
+	// state is read and changed atomically while the request is out; the
+	// caller resets it with a plain write once it has the answer, since
+	// nobody else looks at it until the next request is sent, and that
+	// send orders the write before the actor's next look. (On amd64 an
+	// atomic store is a locked exchange, as dear as a CAS.)
+	state uint32
 	val   A
 	wake  chan struct{} // made by the caller before it first parks; room for one
 }
@@ -33,13 +38,20 @@ const (
 // it once per request; it never blocks.
 func (r *Reply[A]) Put(a A) {
 	r.val = a
-	if r.state.Swap(replyFull) == replyParked {
+	if atomic.SwapUint32(&r.state, replyFull) == replyParked {
 		r.wake <- struct{}{}
 	}
 }
 
+// Set is Put for an actor that knows its caller is the goroutine running
+// it (Ref.Inline): that caller cannot be parked, so plain writes do.
+func (r *Reply[A]) Set(a A) {
+	r.val = a
+	r.state = replyFull
+}
+
 // Ready says whether the answer is there.
-func (r *Reply[A]) Ready() bool { return r.state.Load() == replyFull }
+func (r *Reply[A]) Ready() bool { return atomic.LoadUint32(&r.state) == replyFull }
 
 // Take reads the answer and empties the Reply for the next request. Call it
 // only once Ready or Await has said the answer is there.
@@ -47,7 +59,7 @@ func (r *Reply[A]) Take() A {
 	a := r.val
 	var zero A
 	r.val = zero // the Reply keeps nothing of the answer alive
-	r.state.Store(replyEmpty)
+	r.state = replyEmpty
 	return a
 }
 
@@ -58,7 +70,7 @@ func (r *Reply[A]) Take() A {
 // still come: the caller withdraws it (the actor answers that too) and
 // calls Await again, with a nil done, to collect the one answer.
 func (r *Reply[A]) Await(ref *Ref, done <-chan struct{}) bool {
-	switch r.state.Load() {
+	switch atomic.LoadUint32(&r.state) {
 	case replyFull:
 		return true
 	case replyEmpty:
@@ -68,7 +80,7 @@ func (r *Reply[A]) Await(ref *Ref, done <-chan struct{}) bool {
 		if r.wake == nil {
 			r.wake = make(chan struct{}, 1)
 		}
-		if !r.state.CompareAndSwap(replyEmpty, replyParked) {
+		if !atomic.CompareAndSwapUint32(&r.state, replyEmpty, replyParked) {
 			return true // answered just now
 		}
 	}
@@ -111,7 +123,7 @@ func (s *spinner) init() {
 
 // wait spins on state until it reads full or the limit runs out, and
 // reports which.
-func (s *spinner) wait(state *atomic.Uint32) bool {
+func (s *spinner) wait(state *uint32) bool {
 	if s.off {
 		return false
 	}
@@ -123,7 +135,7 @@ func (s *spinner) wait(state *atomic.Uint32) bool {
 		n = spinProbe
 	}
 	for i := int32(0); i < n; i++ {
-		if state.Load() == replyFull {
+		if atomic.LoadUint32(state) == replyFull {
 			if l := s.limit.Load(); l < spinMax {
 				s.limit.Store(min(l+l/8+1, spinMax))
 			}
