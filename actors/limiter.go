@@ -64,11 +64,15 @@ func SpawnWindow(e *engine.Engine, name string, allow int, window time.Duration)
 }
 
 func spawnLimiter[S any, R rule[S]](e *engine.Engine, name string, r R, s S) (*engine.Ref, error) {
+	return e.Spawn(name, newLimiter(e, r, s), nil)
+}
+
+func newLimiter[S any, R rule[S]](e *engine.Engine, r R, s S) *limiter[S, R] {
 	l := &limiter[S, R]{rule: r, state: s, now: e.Now()}
 	l.alarm.clock = e.Clock()
 	l.q.init()
 	l.q.newLine(-1)
-	return e.Spawn(name, l, nil)
+	return l
 }
 
 // limiter is the actor of one bucket or one window: the policy state, the

@@ -50,9 +50,10 @@ func (e *WaitError) Unwrap() error { return ErrExceedsDeadline }
 // actors' (see actors.SpawnBucket); this is its blocking face. Build one
 // with NewBucket; the zero Bucket is not usable.
 type Bucket struct {
-	l     limiter
-	rate  float64 // tokens a second, as the bucket reads it
-	burst float64 // most it holds, as the bucket reads it
+	l      limiter
+	rate   float64        // tokens a second, as the bucket reads it
+	burst  float64        // most it holds, as the bucket reads it
+	credit *actors.Credit // tokens the actor lent ahead of time; nil for a small burst
 }
 
 // NewBucket starts a token bucket on eng, full, so the first burst goes
@@ -64,7 +65,7 @@ func NewBucket(eng *engine.Engine, rate, burst float64) (*Bucket, error) {
 	if eng == nil {
 		return nil, errors.New("moonpool: NewBucket: nil engine")
 	}
-	ref, err := actors.SpawnBucket(eng, "", rate, burst)
+	ref, credit, err := actors.SpawnBucketCredit(eng, "", rate, burst)
 	if err != nil {
 		return nil, fmt.Errorf("moonpool: NewBucket: %w", err)
 	}
@@ -74,17 +75,31 @@ func NewBucket(eng *engine.Engine, rate, burst float64) (*Bucket, error) {
 	// A full bucket holds its burst: reading it back keeps the rules for
 	// odd bursts in policy alone.
 	burst = policy.NewBucket(rate, burst, 0).Tokens(0)
-	return &Bucket{l: limiter{eng: eng, ref: ref}, rate: rate, burst: burst}, nil
+	return &Bucket{l: limiter{eng: eng, ref: ref}, rate: rate, burst: burst, credit: credit}, nil
 }
 
 // Allow is whether a token is there now, taking it if so. It never blocks.
 // Callers parked in Wait come first: while any wait, Allow says no, so a
 // stream of Allows cannot starve a caller in line. After Close it says no.
-func (b *Bucket) Allow() bool { return b.l.allow("", 1) }
+//
+// Most Allows cost one atomic operation: the bucket's actor lends a batch
+// of tokens ahead of time (a sixteenth of the burst, at most 256, for a
+// burst of sixteen or more) and Allow draws from it; only when the batch
+// is spent does Allow ask the actor, which takes back what is left and
+// answers exactly. This never lets more through than the exact bucket
+// would over any stretch of time; it can let fewer through, by at most one
+// batch after a quiet spell (see actors.SpawnBucketCredit).
+func (b *Bucket) Allow() bool { return b.AllowN(1) }
 
 // AllowN is Allow for n tokens. An n <= 0 asks for nothing and gets it; an
-// n above the burst, or NaN, is never allowed.
-func (b *Bucket) AllowN(n float64) bool { return b.l.allow("", n) }
+// n above the burst, or NaN, is never allowed. A whole n is drawn from the
+// lent batch when it holds that many.
+func (b *Bucket) AllowN(n float64) bool {
+	if b.credit != nil && n >= 1 && n == math.Trunc(n) && n <= b.burst && !b.l.closed.Load() && b.credit.Draw(int64(n)) {
+		return true
+	}
+	return b.l.allow("", n)
+}
 
 // Wait blocks until a token is taken for the caller, in line behind those
 // already waiting, or ctx is done. It is WaitN(ctx, 1).
