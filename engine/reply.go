@@ -84,6 +84,10 @@ func (r *Reply[A]) Await(ref *Ref, done <-chan struct{}) bool {
 			return true // answered just now
 		}
 	}
+	if done == nil {
+		<-r.wake // a plain receive is cheaper than a select
+		return true
+	}
 	select {
 	case <-r.wake:
 		return true
