@@ -99,3 +99,73 @@ func TestMailboxStress(t *testing.T) {
 		}
 	}
 }
+
+// holder keeps the *seq requests it gets until a *release arrives, then
+// answers them all; *boom panics.
+type holder struct {
+	held     []*seq
+	received atomic.Int64 // user messages that came through Receive
+}
+
+type release struct{}
+
+func (h *holder) Receive(c actor.Context) {
+	switch c.Message().(type) {
+	case *seq, *release, *boom:
+		h.received.Add(1)
+	}
+}
+
+func (h *holder) Handle(msg any) {
+	switch m := msg.(type) {
+	case *seq:
+		h.held = append(h.held, m)
+	case *release:
+		for _, s := range h.held {
+			s.reply.Put(s.n)
+		}
+		h.held = nil
+	case *boom:
+		panic("boom")
+	}
+}
+
+// TestReplyAwaitDone: a caller whose done closes stops waiting, and its
+// request's one answer is still collected afterwards; a Handler gets every
+// user message (Receive none), and a panic in Handle resumes the same
+// actor with its state.
+func TestReplyAwaitDone(t *testing.T) {
+	e := New()
+	defer e.Shutdown(context.Background())
+	h := &holder{}
+	ref, err := e.Spawn("", h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &seq{n: 7}
+	ref.Send(s)
+	done := make(chan struct{})
+	close(done)
+	if s.reply.Await(ref, done) {
+		t.Fatal("Await reported an answer nobody gave")
+	}
+	ref.Send(&boom{}) // the actor keeps its held request through the panic
+	ref.Send(&release{})
+	if !s.reply.Await(ref, nil) {
+		t.Fatal("Await with no done returned without the answer")
+	}
+	if got := s.reply.Take(); got != 7 {
+		t.Fatalf("answer %d, want 7", got)
+	}
+	if n := h.received.Load(); n != 0 {
+		t.Fatalf("Receive got %d user messages; Handle should have had them all", n)
+	}
+	// The Reply is empty again and serves the next request.
+	s.n = 8
+	ref.Send(s)
+	ref.Send(&release{})
+	s.reply.Await(ref, nil)
+	if got := s.reply.Take(); got != 8 {
+		t.Fatalf("second answer %d, want 8", got)
+	}
+}
