@@ -30,6 +30,16 @@ type PoolConfig struct {
 // value the actor instance only points to, and the engine's supervision
 // resumes a failed actor rather than restarting it, so a panic never loses a
 // lent resource.
+//
+// Take and Give may come unstamped (Now 0) when their answer cannot depend
+// on the time, as policy.Stamps says: a Take unless the pool has a ward, a
+// Give unless it also has Keep or Life. An unstamped Take judges staleness
+// by the latest time the pool has seen, so with Keep or Life it may lend a
+// resource that went stale since; the eviction timer, which reads the
+// clock when it fires, retires every idle resource at its deadline, so that
+// happens only while the timer is late, and by no more than its lateness.
+// The actor reads the clock itself when a caller parks or is served from
+// the FIFO, so Stats.WaitTime is exact.
 func SpawnPool[T comparable](e *engine.Engine, name string, cfg PoolConfig, shutdown func(context.Context) error) (*engine.Ref, error) {
 	if e == nil {
 		return nil, errNoEngine

@@ -159,6 +159,13 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 // resource or room granted in the same instant is handed back. An Open
 // already under way is not cancelled: the resource it makes goes to the
 // pool for the next caller.
+//
+// Get reads the engine's clock only when the pool's answer depends on the
+// time: with a ward. Without one, a Get that finds an idle resource costs
+// no clock reading, and Put costs one only with Keep or Life set; a Get
+// then judges staleness by the latest time the pool has seen, and the
+// pool's eviction timer retires idle resources at their deadline, so Keep
+// and Life are exact up to that timer's lateness (see actors.SpawnPool).
 func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 	var zero T
 	if p.closing.Load() {
