@@ -99,6 +99,17 @@ type lender struct {
 // is handled, and lends afresh afterwards if nobody waits.
 func (b *lender) Receive(c actor.Context) { lending(c, b.limiter, b, &b.stopped) }
 
+// Handle is Receive for a user message, which the engine hands over
+// straight; it must not fall through to the limiter's own Handle, which
+// knows nothing of the credit.
+func (b *lender) Handle(msg any) {
+	b.reclaim()
+	b.limiter.Handle(msg)
+	if !b.stopped {
+		b.lend()
+	}
+}
+
 // lending runs one message of an actor that lends: it takes the lease back
 // first, so inner answers from exact books, and lends afresh after, until
 // the actor stops.

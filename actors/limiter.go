@@ -86,7 +86,17 @@ type limiter[S any, R rule[S]] struct {
 }
 
 func (l *limiter[S, R]) Receive(c actor.Context) {
-	switch m := c.Message().(type) {
+	if _, ok := c.Message().(*actor.Started); ok {
+		l.alarm.start(c)
+		return
+	}
+	l.Handle(c.Message())
+}
+
+// Handle runs one message; the engine calls it straight for user messages
+// (see engine.Handler), and Receive for the rest.
+func (l *limiter[S, R]) Handle(msg any) {
+	switch m := msg.(type) {
 	case *Allow:
 		l.seen(m.Now)
 		ln := &l.q.lines[0]
@@ -111,8 +121,6 @@ func (l *limiter[S, R]) Receive(c actor.Context) {
 			Left:  l.rule.left(&l.state, m.Now),
 			After: l.rule.wait(&l.state, m.Now, ln.ahead, 1),
 		})
-	case *actor.Started:
-		l.alarm.start(c)
 	case *actor.Stopped:
 		l.alarm.stop()
 		l.q.refuseAll()
@@ -125,7 +133,7 @@ func (l *limiter[S, R]) seen(now int64) { l.now = max(l.now, now) }
 
 func (l *limiter[S, R]) withdraw(req *Allow) {
 	if _, ok := l.q.withdraw(req); ok {
-		reply(req.Reply, Permit{Err: ErrCancelled})
+		req.answer(Permit{Err: ErrCancelled})
 		l.serve(l.now) // the head may have changed
 	}
 }
@@ -155,16 +163,16 @@ const (
 // ahead in all, or says it is to be parked.
 func decide[S any, R rule[S]](r R, s *S, waiting int32, ahead float64, m *Allow) verdict {
 	if waiting == 0 && r.take(s, m.Now, m.N) {
-		reply(m.Reply, Permit{OK: true})
+		m.answer(Permit{OK: true})
 		return granted
 	}
 	wait := r.wait(s, m.Now, ahead, m.N)
 	switch {
 	case !m.Wait:
-		reply(m.Reply, Permit{After: wait})
+		m.answer(Permit{After: wait})
 		return answered
 	case wait == policy.Never || (m.Deadline != 0 && later(m.Now, wait) > m.Deadline):
-		reply(m.Reply, Permit{After: wait, Err: ErrDeadline})
+		m.answer(Permit{After: wait, Err: ErrDeadline})
 		return answered
 	}
 	return parks
@@ -187,7 +195,7 @@ func serve[S any, R rule[S]](r R, s *S, q *queue, li int32, now int64) (int, tim
 			// others is only estimated from below): refuse rather than
 			// spend a grant on a caller whose ctx has ended.
 			q.pop(li)
-			reply(req.Reply, Permit{Err: ErrDeadline})
+			req.answer(Permit{Err: ErrDeadline})
 			continue
 		}
 		if !r.take(s, now, req.N) {
@@ -196,11 +204,11 @@ func serve[S any, R rule[S]](r R, s *S, q *queue, li int32, now int64) (int, tim
 				return n, d
 			}
 			q.pop(li)
-			reply(req.Reply, Permit{After: policy.Never, Err: ErrDeadline})
+			req.answer(Permit{After: policy.Never, Err: ErrDeadline})
 			continue
 		}
 		q.pop(li)
-		reply(req.Reply, Permit{OK: true})
+		req.answer(Permit{OK: true})
 		n++
 	}
 }
@@ -513,7 +521,7 @@ func (q *queue) refuseAll() {
 	for i := range q.slots {
 		if req := q.slots[i].req; req != nil {
 			q.unlink(int32(i))
-			reply(req.Reply, Permit{After: policy.Never, Err: ErrStopped})
+			req.answer(Permit{After: policy.Never, Err: ErrStopped})
 		}
 	}
 }

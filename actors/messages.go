@@ -138,6 +138,7 @@ type (
 		Wait     bool
 		Deadline int64
 		Reply    chan Permit
+		Slot     *engine.Reply[Permit] // if not nil, the answer goes here rather than to Reply
 		gen      uint64
 	}
 	// Withdraw withdraws a parked Allow, which is then answered with
@@ -190,7 +191,7 @@ func (m *Drained) Refuse() { m.Reply <- Stats{} }
 func (m *Inspect) Refuse() { m.Reply <- Stats{} }
 
 // Refuse answers a Allow that reached a stopped actor.
-func (m *Allow) Refuse() { m.Reply <- Permit{After: policy.Never, Err: ErrStopped} }
+func (m *Allow) Refuse() { m.answer(Permit{After: policy.Never, Err: ErrStopped}) }
 
 // Refuse answers a Left that reached a stopped actor.
 func (m *Left) Refuse() { m.Reply <- Permit{Err: ErrStopped} }
@@ -224,4 +225,14 @@ func (m *Drop[T]) answer(a Answer[T]) {
 	case m.Reply != nil:
 		m.Reply <- a
 	}
+}
+
+// answer sends an Allow's one answer where the caller waits for it, without
+// blocking (see reply).
+func (m *Allow) answer(p Permit) {
+	if m.Slot != nil {
+		m.Slot.Put(p)
+		return
+	}
+	reply(m.Reply, p)
 }
