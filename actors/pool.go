@@ -63,6 +63,8 @@ type books[T comparable] struct {
 	waiting int // parked Takes still waiting
 	gen     uint64
 
+	ageless bool // neither Keep nor Life: no resource ever has a deadline
+
 	retire  []T          // retired resources for the client to close
 	drained []chan Stats // Drained requests waiting for Busy() == 0
 
@@ -106,6 +108,8 @@ func newBooks[T comparable](e *engine.Engine, cfg PoolConfig) *books[T] {
 	ward := cfg.Ward
 	ward.Draw = b.rng.Float64
 	b.pool = policy.NewPool[T](cfg.Limits, ward)
+	_, timed := policy.Stamps(cfg.Limits, policy.Ward{})
+	b.ageless = !timed
 	return b
 }
 
@@ -332,14 +336,17 @@ func (b *books[T]) give(m *Give[T]) {
 	if b.waiting > 0 {
 		now = b.stamped(now) // a parked caller may be served: its wait is timed
 	}
-	if m.Strict && !b.pool.Lent(m.Item) {
+	item := m.Item
+	closed := b.pool.Closed()
+	kept, lent := b.pool.GiveLent(item, now)
+	if !lent && m.Strict {
 		m.answer(Answer[T]{Err: ErrNotLent})
 		b.answered()
 		return
 	}
-	item := m.Item
-	closed := b.pool.Closed()
-	kept := b.pool.Give(item, now)
+	if !lent {
+		kept = b.pool.Give(item, now) // an unknown one may fill a reserved make
+	}
 	if !kept {
 		if closed {
 			b.stats.Shutdown++
@@ -354,8 +361,10 @@ func (b *books[T]) give(m *Give[T]) {
 	}
 	b.answered()
 	b.settle(now)
-	if at, ok := b.pool.DeadlineOf(item); ok {
-		b.arm(now, at) // still idle after serving: its deadline may be the next
+	if !b.ageless {
+		if at, ok := b.pool.DeadlineOf(item); ok {
+			b.arm(now, at) // still idle after serving: its deadline may be the next
+		}
 	}
 }
 
