@@ -56,9 +56,12 @@
 // senders queued meanwhile, up to a budget of 16 messages in all
 // (combining: on two processors, the other one's callers are answered by
 // whoever holds the actor, without a goroutine switch), and hands the rest
-// to the actor's long-lived goroutine. So one caller alone pays a function
-// call and a few atomic operations, and no caller runs others' work for
-// more than the budget. A sender that finds the actor busy queues its
+// to the actor's long-lived goroutine; until that goroutine starts on
+// them, any sender or waiting caller passing by may take the mailbox over
+// and run the next budget's worth itself, so on a busy machine callers do
+// not wait for the scheduler to get round to the actor's goroutine. So one
+// caller alone pays a function call and a few atomic operations, and no
+// caller runs others' work for more than the budget at a time. A sender that finds the actor busy queues its
 // message and waits on its Reply: it spins first, as long as spinning has
 // lately been paying off on this actor (the spin grows when it ends in an
 // answer and halves when it ends in parking, so it stops when the actor's

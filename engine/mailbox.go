@@ -104,16 +104,22 @@ type mailbox struct {
 	systems   atomic.Int32 // system messages in the channel, raised after each send
 	suspended atomic.Bool
 	closed    atomic.Bool
-	mode      Dispatch
-	budget    int
-	spin      spinner
-	direct    Handler // the actor, if it takes user messages straight
-	inline    any     // the message its own sender is running; only the holder touches it
-	invoker   actor.MessageInvoker
-	dispatch  actor.Dispatcher
-	kick      chan struct{} // wakes the dedicated goroutine; at most one outstanding
-	quit      chan struct{} // closed when the actor stops
-	done      chan struct{} // closed when the dedicated goroutine, if any, has returned
+	// handed says the mailbox is held for the dedicated goroutine, which
+	// has not started on it yet. Whoever clears it holds the mailbox: that
+	// goroutine when it wakes, or under Hybrid a sender or a waiting caller
+	// passing by (see help), so queued callers are not kept waiting for a
+	// goroutine the scheduler may not run for a while.
+	handed   atomic.Bool
+	mode     Dispatch
+	budget   int
+	spin     spinner
+	direct   Handler // the actor, if it takes user messages straight
+	inline   any     // the message its own sender is running; only the holder touches it
+	invoker  actor.MessageInvoker
+	dispatch actor.Dispatcher
+	kick     chan struct{} // wakes the dedicated goroutine; at most one outstanding
+	quit     chan struct{} // closed when the actor stops
+	done     chan struct{} // closed when the dedicated goroutine, if any, has returned
 }
 
 func newMailbox(mode Dispatch, budget int) *mailbox {
@@ -187,6 +193,19 @@ func (m *mailbox) claim() {
 			return
 		}
 	}
+	m.help()
+}
+
+// help takes over a mailbox handed to the dedicated goroutine that has not
+// started on it, under Hybrid, and runs up to the budget of its messages:
+// a caller passing by does the work instead of waiting for a goroutine to
+// be scheduled, which on a busy machine can take a whole time slice.
+func (m *mailbox) help() {
+	if m.mode == Hybrid && m.handed.Load() && m.handed.CompareAndSwap(true, false) {
+		if m.drain(0, m.budget) {
+			m.handoff()
+		}
+	}
 }
 
 // RegisterHandlers is called by protoactor when the actor is spawned.
@@ -210,18 +229,17 @@ func (m *mailbox) loop() {
 	for {
 		select {
 		case <-m.kick:
-			m.drain(0, 0)
+			if m.handed.CompareAndSwap(true, false) { // else a helper took it
+				m.drain(0, 0)
+			}
 		case <-m.quit:
 			// Whatever is still queued is refused here or by whoever posts
-			// next, so no caller is left waiting. A kick that raced with
-			// quit hands over a held mailbox: drain it.
-			select {
-			case <-m.kick:
+			// next, so no caller is left waiting. A handoff that raced with
+			// quit leaves a held mailbox: drain it.
+			if m.handed.CompareAndSwap(true, false) {
 				m.drain(0, 0)
-			default:
-				if s := m.state.Load(); s&running == 0 && m.state.CompareAndSwap(s, s|running) {
-					m.drain(0, 0)
-				}
+			} else if s := m.state.Load(); s&running == 0 && m.state.CompareAndSwap(s, s|running) {
+				m.drain(0, 0)
 			}
 			return
 		}
@@ -255,8 +273,8 @@ func (m *mailbox) run() {
 // pending says whether anything is counted.
 func (m *mailbox) pending() bool { return m.state.Load() >= queued }
 
-// handoff passes a held mailbox to its dedicated goroutine, which holds it
-// from then on, so the kick channel never holds more than one.
+// handoff passes a held mailbox to its dedicated goroutine, or to whoever
+// helps first (see handed); the kick channel never holds more than one.
 func (m *mailbox) handoff() {
 	if m.closed.Load() {
 		// The goroutine is gone or going: whoever holds the mailbox drains
@@ -264,10 +282,13 @@ func (m *mailbox) handoff() {
 		m.drain(0, 0)
 		return
 	}
+	m.handed.Store(true)
 	select {
 	case m.kick <- struct{}{}:
-	case <-m.quit:
-		m.drain(0, 0)
+	default: // a kick is pending already: the goroutine will look at handed
+	}
+	if m.closed.Load() && m.handed.CompareAndSwap(true, false) {
+		m.drain(0, 0) // the goroutine may have gone meanwhile
 	}
 }
 

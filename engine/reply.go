@@ -77,6 +77,10 @@ func (r *Reply[A]) Await(ref *Ref, done <-chan struct{}) bool {
 		if ref.mb.spin.wait(&r.state) {
 			return true
 		}
+		ref.mb.help() // the actor may be waiting for a goroutine: run it here
+		if atomic.LoadUint32(&r.state) == replyFull {
+			return true
+		}
 		if r.wake == nil {
 			r.wake = make(chan struct{}, 1)
 		}
