@@ -224,7 +224,7 @@ type limiter struct {
 }
 
 // allowReqs holds Allow requests with their reply channels (room for one)
-// for reuse, so an Allow allocates nothing. One goes back only once its
+// for reuse, so a Wait allocates nothing. One goes back only once its
 // answer has been read — the protocol hands a request back to its caller
 // with the answer — and never after a Withdraw, which may still be queued
 // behind the answer and names the request.
