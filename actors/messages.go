@@ -33,6 +33,13 @@ var (
 	ErrDeadline = errors.New("moonpool/actors: wait would pass the deadline")
 	// ErrShed answers a waiter turned away because the waiter queue is full.
 	ErrShed = errors.New("moonpool/actors: too many waiting")
+	// ErrHeld answers a waiting Take whose Deadline the ward's hold on makes
+	// would pass while nothing is lent that could come back sooner; After
+	// carries the rest of the hold.
+	ErrHeld = errors.New("moonpool/actors: makes held back past the deadline")
+	// ErrDuplicate answers a Made of a resource the pool already holds (idle
+	// or lent): taking it on would lend one resource to two holders.
+	ErrDuplicate = errors.New("moonpool/actors: made a resource the pool already holds")
 )
 
 // Pool requests.
@@ -41,13 +48,17 @@ type (
 	// parks the caller in the pool's FIFO instead of being answered, and the
 	// answer comes when a resource or room is there for it: Ready with the
 	// resource, or Make with room reserved. Stale never reaches a caller: the
-	// actor retires stale resources itself (see Collect).
+	// actor retires stale resources itself (see Collect). A waiting Take with
+	// a Deadline (0: none) is answered ErrHeld at once, with After the rest
+	// of the hold, when the ward holds makes back past that instant and
+	// nothing is lent that could come back first: it could only time out.
 	Take[T comparable] struct {
-		Now   int64
-		Wait  bool
-		Reply chan Answer[T]
-		Slot  *engine.Reply[Answer[T]] // if not nil, the answer goes here rather than to Reply
-		gen   uint64                   // which parking this is; owned by the actor
+		Now      int64
+		Wait     bool
+		Deadline int64
+		Reply    chan Answer[T]
+		Slot     *engine.Reply[Answer[T]] // if not nil, the answer goes here rather than to Reply
+		gen      uint64                   // which parking this is; owned by the actor
 	}
 	// Give returns a lent resource. Answer.Kept says whether the pool kept it;
 	// if not, the caller closes it. With Strict, a resource the pool has not
@@ -61,6 +72,9 @@ type (
 	}
 	// Made registers a resource made after a Make. Answer.Kept is false when
 	// the pool could not take it (it closed meanwhile); the caller closes it.
+	// A resource the pool already holds, idle or lent, is refused with
+	// ErrDuplicate and the room freed: it is on the books once already, and
+	// leaves them once, so the caller must not close it.
 	Made[T comparable] struct {
 		Now   int64
 		Item  T
@@ -100,8 +114,11 @@ type (
 	// surplus after Close) for the caller to close. The pool signals its
 	// Retired channel when there is something to collect.
 	Collect[T comparable] struct{ Reply chan []T }
-	// Inspect asks for the pool's stats.
-	Inspect struct{ Reply chan Stats }
+	// Inspect asks for the pool's stats; Now dates the ward's state in them.
+	Inspect struct {
+		Now   int64
+		Reply chan Stats
+	}
 	// Heat reports how hot the process is, for the ward's shedder.
 	Heat struct {
 		Now   int64
@@ -115,7 +132,8 @@ type Answer[T comparable] struct {
 	Item    T             // for Ready
 	After   time.Duration // for Later
 	Kept    bool          // for Give and Made
-	Err     error         // ErrStopped, ErrClosed, ErrNotLent, ErrCancelled, ErrShed
+	Why     policy.Reason // for Shed and Later (and ErrHeld): which part said no
+	Err     error         // ErrStopped, ErrClosed, ErrNotLent, ErrCancelled, ErrShed, ErrHeld, ErrDuplicate
 }
 
 // Tick is the engine's timer firing at Now: a pool evicts and wakes callers

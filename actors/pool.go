@@ -15,7 +15,10 @@ import (
 type PoolConfig struct {
 	Limits policy.Limits
 	Ward   policy.Ward // Ward.Draw is ignored: the actor draws from its own source, seeded by Seed
-	Seed   uint64      // seeds the backoff's jitter; pools that failed together spread apart only if their seeds differ
+	// Seed seeds the backoff's jitter. Zero, the default, draws a random
+	// seed for each pool, so that replicas of one service started from the
+	// same binary do not back off in lockstep; a test sets its own.
+	Seed uint64
 	// MaxWaiting caps the callers parked in the FIFO; past it a waiting Take
 	// is answered Shed with ErrShed. Zero or less is no cap.
 	MaxWaiting int
@@ -104,7 +107,11 @@ type parked[T comparable] struct {
 
 func newBooks[T comparable](e *engine.Engine, cfg PoolConfig) *books[T] {
 	b := &books[T]{engine: e, max: cfg.MaxWaiting, retired: cfg.Retired}
-	b.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
+	seed := cfg.Seed
+	for seed == 0 {
+		seed = rand.Uint64() // the package source is seeded at random per process
+	}
+	b.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	ward := cfg.Ward
 	ward.Draw = b.rng.Float64
 	b.pool = policy.NewPool[T](cfg.Limits, ward)
@@ -138,15 +145,7 @@ func (a *poolActor[T]) Handle(msg any) {
 	case *Give[T]:
 		b.give(m)
 	case *Made[T]:
-		now := m.Now // m is the caller's again once answered
-		b.pool.Made(m.Item, now)
-		lent := b.pool.Lent(m.Item)
-		if lent {
-			b.stats.Made++
-		}
-		m.Reply <- Answer[T]{Kept: lent}
-		b.answered()
-		b.settle(now)
+		b.made(m)
 	case *Unmade:
 		if b.pool.Reserved() > 0 {
 			b.stats.MakeFailures++
@@ -181,7 +180,7 @@ func (a *poolActor[T]) Handle(msg any) {
 		m.Reply <- out
 		b.answered()
 	case *Inspect:
-		m.Reply <- b.snapshot()
+		m.Reply <- b.inspect(m.Now)
 		b.answered()
 	case *inspect[T]:
 		m.fn(b)
@@ -205,6 +204,10 @@ func (b *books[T]) take(m *Take[T]) {
 		return
 	}
 	t := b.decide(now)
+	if m.Wait && b.held(m, now, t) {
+		b.refuseHeld(m, t)
+		return
+	}
 	if m.Wait && (t.Verdict == policy.Wait || t.Verdict == policy.Later) {
 		if t.Verdict == policy.Later {
 			b.wakeAt(now, t.After)
@@ -220,6 +223,9 @@ func (b *books[T]) take(m *Take[T]) {
 func (b *books[T]) decide(now int64) policy.Taken[T] {
 	for {
 		t := b.pool.Take(now)
+		if t.Verdict == policy.Later {
+			b.stats.HeldBy[t.Why]++
+		}
 		if t.Verdict != policy.Stale {
 			return t
 		}
@@ -228,11 +234,58 @@ func (b *books[T]) decide(now int64) policy.Taken[T] {
 	}
 }
 
+// made registers what an Open made. A resource the pool holds already is
+// refused: lending it would put one resource in two hands, and keeping the
+// room reserved would leak it. One made for a pool that closed meanwhile is
+// not kept: its caller closes it, as Close promised every Get from its start.
+// Either way the room goes back without news for the ward, since the backend
+// did nothing wrong.
+func (b *books[T]) made(m *Made[T]) {
+	now := m.Now // m is the caller's again once answered
+	var a Answer[T]
+	switch {
+	case b.pool.Holds(m.Item):
+		b.pool.Release()
+		b.stats.Duplicates++
+		a.Err = ErrDuplicate
+	case b.pool.Closed():
+		b.pool.Release()
+		b.stats.Shutdown++
+	default:
+		b.pool.Made(m.Item, now)
+		a.Kept = b.pool.Lent(m.Item)
+		if a.Kept {
+			b.stats.Made++
+		}
+	}
+	m.Reply <- a
+	b.answered()
+	b.settle(now)
+}
+
+// held says whether a waiting Take can only time out: the ward holds makes
+// back past its deadline and nothing is lent or being made that could come
+// back to the pool first.
+func (b *books[T]) held(m *Take[T], now int64, t policy.Taken[T]) bool {
+	return t.Verdict == policy.Later && m.Deadline != 0 && b.pool.Busy() == 0 &&
+		(m.Deadline <= now || int64(t.After) > m.Deadline-now)
+}
+
+// refuseHeld answers a Take that held says can only time out.
+func (b *books[T]) refuseHeld(m *Take[T], t policy.Taken[T]) {
+	b.stats.Held++
+	m.answer(Answer[T]{Verdict: policy.Later, After: t.After, Why: t.Why, Err: ErrHeld})
+	if b.current == engine.Refusable(m) {
+		b.answered()
+	}
+}
+
 func (b *books[T]) answer(m *Take[T], t policy.Taken[T]) {
-	a := Answer[T]{Verdict: t.Verdict, Item: t.Item, After: t.After}
+	a := Answer[T]{Verdict: t.Verdict, Item: t.Item, After: t.After, Why: t.Why}
 	if t.Verdict == policy.Shed {
 		b.stats.Shed++
-		if b.pool.Closed() {
+		b.stats.ShedBy[t.Why]++
+		if t.Why == policy.ReasonClosed {
 			a.Err = ErrClosed
 		}
 	}
@@ -249,6 +302,7 @@ func (b *books[T]) answer(m *Take[T], t policy.Taken[T]) {
 func (b *books[T]) park(m *Take[T]) {
 	if b.max > 0 && b.waiting >= b.max {
 		b.stats.Shed++
+		b.stats.ShedWaiting++
 		m.answer(Answer[T]{Verdict: policy.Shed, Err: ErrShed})
 		b.answered()
 		return
@@ -306,6 +360,13 @@ func (b *books[T]) serve(now int64) {
 			return
 		}
 		t := b.decide(now)
+		if b.held(p.take, now, t) {
+			b.pop()
+			b.waiting--
+			p.take.gen = 0
+			b.refuseHeld(p.take, t)
+			continue
+		}
 		if t.Verdict == policy.Later {
 			b.wakeAt(now, t.After)
 		}
@@ -329,7 +390,35 @@ func (b *books[T]) cancel(m *Take[T]) {
 	b.waiting--
 	b.stats.Cancelled++
 	m.answer(Answer[T]{Verdict: policy.Wait, Err: ErrCancelled})
+	b.compact()
 }
+
+// compact drops withdrawn entries once they are most of the queue, so that
+// callers who gave up while nobody else came leave nothing behind: each
+// entry pins its caller's request. Compacting only when at least half the
+// queue is withdrawn keeps the cost at O(1) a Cancel, amortised; a queue
+// that shrank a long way gets a smaller array, so the memory goes too.
+func (b *books[T]) compact() {
+	n := len(b.queue) - b.head
+	if n < compactAt || n <= 2*b.waiting {
+		return
+	}
+	live := b.queue[b.head:]
+	kept := b.queue[:0]
+	for _, p := range live {
+		if p.take.gen == p.gen {
+			kept = append(kept, p)
+		}
+	}
+	clear(b.queue[len(kept):])
+	if cap(kept) > 4*compactAt && 4*len(kept) < cap(kept) {
+		kept = append(make([]parked[T], 0, 2*len(kept)), kept...)
+	}
+	b.queue, b.head = kept, 0
+}
+
+// compactAt is the shortest queue worth compacting.
+const compactAt = 64
 
 func (b *books[T]) give(m *Give[T]) {
 	now := m.Now // m is the caller's again once answered
@@ -481,7 +570,8 @@ func (b *books[T]) close(now int64) {
 	b.signal()
 	b.dismiss(func(m *Take[T]) {
 		b.stats.Shed++
-		m.answer(Answer[T]{Verdict: policy.Shed, Err: ErrClosed})
+		b.stats.ShedBy[policy.ReasonClosed]++
+		m.answer(Answer[T]{Verdict: policy.Shed, Why: policy.ReasonClosed, Err: ErrClosed})
 	})
 	b.settle(now)
 }
@@ -516,9 +606,24 @@ func (b *books[T]) stop() {
 	b.drained = nil
 }
 
+// inspect is snapshot with the ward's state at now.
+func (b *books[T]) inspect(now int64) Stats {
+	s := b.snapshot()
+	s.Refusal = b.pool.Refusal(now)
+	if until, ok := b.pool.Held(now); ok && until > now {
+		s.Holding = time.Duration(math.MaxInt64) // saturate: the two may be further apart than an int64 holds
+		if d := until - now; d > 0 {
+			s.Holding = time.Duration(d)
+		}
+	}
+	s.Probing = b.pool.Probing()
+	return s
+}
+
 func (b *books[T]) snapshot() Stats {
 	s := b.stats
 	s.Live, s.Idle, s.Busy = b.pool.Live(), b.pool.Idle(), b.pool.Busy()
+	s.Opening = b.pool.Reserved()
 	s.Waiting = b.waiting
 	s.Closed = b.pool.Closed()
 	return s

@@ -128,7 +128,7 @@ func (r *rig) collect() []int64 {
 }
 
 func (r *rig) stats() Stats {
-	m := &Inspect{Reply: make(chan Stats, 1)}
+	m := &Inspect{Now: r.now(), Reply: make(chan Stats, 1)}
 	r.ref.Send(m)
 	return <-m.Reply
 }
@@ -349,7 +349,7 @@ func TestWaiterGetsReturnedBeforeMake(t *testing.T) {
 // ends, not by polling.
 func TestLaterWakesParkedCaller(t *testing.T) {
 	bo := policy.Backoff{Base: time.Second, Factor: 2, Cap: time.Minute, Attempts: 3, Jitter: policy.Rigid}
-	r := newRig(t, PoolConfig{Limits: policy.Limits{Size: 2}, Ward: policy.Ward{Backoff: &bo}})
+	r := newRig(t, PoolConfig{Limits: policy.Limits{Size: 2}, Ward: policy.Ward{Backoff: bo}})
 	if a := r.take(false); a.Verdict != policy.Make {
 		t.Fatalf("first take: %v", a.Verdict)
 	}

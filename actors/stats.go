@@ -1,16 +1,25 @@
 package actors
 
-import "time"
+import (
+	"time"
+
+	"github.com/moonpool-go/moonpool/policy"
+)
+
+// reasons is how many policy.Reason values there are, for counts by reason.
+const reasons = int(policy.ReasonBucket) + 1
 
 // Stats is a snapshot of a pool's books and of what its actor has decided.
 // Counts of closes are by reason: the actor decides to retire a resource,
 // and the client closes it.
 type Stats struct {
 	Live, Idle, Busy int // as policy.Pool counts them: Busy is lent plus being made
+	Opening          int // of Busy, room reserved for makes under way
 	Waiting          int // callers parked in the FIFO
 
 	Made         int64 // resources registered after a Make
 	MakeFailures int64 // Unmade: makes that failed
+	Duplicates   int64 // Made of a resource the pool already held, refused
 
 	Stale    int64 // retired by Take: idle past Keep or Life
 	Evicted  int64 // retired by the eviction timer
@@ -18,9 +27,18 @@ type Stats struct {
 	Broken   int64 // dropped by their holder
 	Shutdown int64 // retired by Close, idle or coming home after it
 
-	Shed      int64         // Takes answered Shed (closed, shedder, breaker, waiter cap)
-	Cancelled int64         // parked Takes withdrawn
-	Waited    int64         // parked Takes answered
-	WaitTime  time.Duration // total time parked Takes spent waiting, by their own clocks
-	Closed    bool
+	Shed        int64          // Takes answered Shed, for any reason: the sum of ShedBy and ShedWaiting
+	ShedBy      [reasons]int64 // of Shed, by the policy's reason: ReasonClosed, ReasonShedder, ReasonBreaker
+	ShedWaiting int64          // of Shed, turned away by the waiter cap (ErrShed)
+	HeldBy      [reasons]int64 // makes the ward held back (Later), by reason: ReasonBackoff, ReasonProbe, ReasonBucket; a parked caller is counted again each time it is first in line and held
+	Held        int64          // waiting Takes answered ErrHeld: the ward's hold would outlast their deadline
+	Cancelled   int64          // parked Takes withdrawn
+	Waited      int64          // parked Takes answered
+	WaitTime    time.Duration  // total time parked Takes spent waiting, by their own clocks
+	Closed      bool
+
+	// The ward now, as of the Inspect's Now.
+	Refusal float64       // the share of makes the breaker refuses (0 without one)
+	Holding time.Duration // how much longer the backoff holds makes back after a failure; 0 when it does not
+	Probing bool          // a make is out as the probe after a failure; others wait for its outcome
 }

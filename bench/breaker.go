@@ -20,8 +20,11 @@ var errDown = errors.New("backend down")
 // from one that has seen nothing. What matters most is how many attempts
 // reached the backend; the row reports it beside the time per attempt.
 //
-// moonpool's side is a pool whose Open is the failing call, warded by
-// policy.NewBreaker(2, time.Minute): the SRE book's K = 2 over a minute.
+// moonpool's side is a pool whose Open is the failing call, warded by a
+// breaker of policy.Throttle{K: 2, Period: time.Minute}: the SRE book's
+// K = 2 over a minute, with DefaultBreaker's floor (ten requests) and cap
+// (nine in ten refused at most, so one attempt in ten still reaches the
+// backend, by design: it is how the breaker notices a recovery).
 // gobreaker's side is its defaults: trip after more than five failures in
 // a row, then refuse everything for sixty seconds. Both windows are longer
 // than a row runs, so neither side recovers during it.
@@ -50,7 +53,7 @@ func oursBreaker(eng *engine.Engine) (contender, error) {
 			return nil, errDown
 		},
 		Limits: policy.DefaultLimits,
-		Ward:   policy.Ward{Breaker: policy.NewBreaker(2, time.Minute)},
+		Ward:   policy.Ward{Breaker: policy.Throttle{K: 2, Period: time.Minute}},
 	})
 	if err != nil {
 		return contender{}, err

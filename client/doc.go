@@ -52,11 +52,15 @@
 //
 // PoolConfig.Ward stands in front of the backend. A bucket spaces opens out,
 // so a reconnection storm arrives as a queue instead of a spike; a backoff
-// holds opens back after one fails, longer after each failure in a row; a
-// breaker refuses opens (ErrShed) at the rate a failing backend deserves,
-// never all of them, so it notices when the backend is back; a shedder stops
-// lending while the process is too hot. A failed Open is reported to the
-// ward on its own, so the breaker and backoff see the backend failing.
+// holds opens back after one fails, longer after each failure in a row, and
+// then lets one Open through as a probe before the rest; a breaker refuses
+// opens (ErrBreaker) at the rate a failing backend deserves, never all of
+// them, so it notices when the backend is back; a shedder stops lending
+// (ErrOverloaded) while the process is too hot. A failed or panicking Open
+// is reported to the ward on its own, so the breaker and backoff see the
+// backend failing. A Get whose ctx ends before a hold would is answered at
+// once with a *WaitError carrying the rest of the hold. Stats counts every
+// refusal and hold by its reason.
 //
 // # Limiters, a gate, and retries
 //
@@ -87,11 +91,14 @@
 // # Errors
 //
 // Refusals a caller may want to tell apart are sentinels with a "moonpool:"
-// prefix: ErrShed (refused, not queued), ErrClosed, ErrNotLent (a Put of
+// prefix: ErrShed (refused, not queued; ErrBreaker, ErrOverloaded and
+// ErrTooManyWaiting say why, and match it), ErrClosed, ErrDuplicate (an Open
+// that returned a resource the pool holds), ErrNotLent (a Put of
 // something the pool did not lend), ErrExceedsBurst, ErrExceedsDeadline (a
 // wait that would pass ctx's deadline), ErrNoAttempts. Details travel in
 // typed errors that unwrap to their cause: *OpenError for a failed Open,
-// *CloseError for a failed Close, *WaitError with the wait that was refused,
+// *CloseError for a failed Close, *PanicError for a recovered panic in Open
+// or Close, *WaitError with the wait that was refused,
 // *RetryError with the attempts made and the last failure. Misuse is an
 // error, never silent damage.
 //

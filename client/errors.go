@@ -3,16 +3,30 @@ package client
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
+
+	"github.com/moonpool-go/moonpool/policy"
 )
 
 // Sentinel errors. Each is a refusal a caller may want to tell apart with
 // errors.Is; the details, when there are any, travel in a typed error that
 // unwraps to the sentinel or to the cause.
 var (
-	// ErrShed says the call was turned away rather than queued: the pool's
-	// ward shed it (breaker open, process too hot, backoff) or too many
-	// callers were already waiting. Retrying at once is unlikely to help.
+	// ErrShed says the call was turned away rather than queued. Each cause
+	// has a sentinel of its own that also matches ErrShed under errors.Is:
+	// ErrBreaker, ErrOverloaded, ErrTooManyWaiting. Retrying at once is
+	// unlikely to help.
 	ErrShed = errors.New("moonpool: shed")
+	// ErrBreaker says the pool's ward breaker refused to open a resource: the
+	// backend has been failing. It matches ErrShed.
+	ErrBreaker error = &shed{"moonpool: shed: the breaker refuses opens to a failing backend"}
+	// ErrOverloaded says the pool's ward shedder refused to lend: the process
+	// is too hot, with more in flight than it has shown it can finish. It
+	// matches ErrShed.
+	ErrOverloaded error = &shed{"moonpool: shed: the process is overloaded"}
+	// ErrTooManyWaiting says PoolConfig.MaxWaiting callers were in line
+	// already. It matches ErrShed.
+	ErrTooManyWaiting error = &shed{"moonpool: shed: too many callers waiting"}
 	// ErrClosed says the pool or limiter has been closed; nothing more will
 	// be handed out.
 	ErrClosed = errors.New("moonpool: closed")
@@ -23,7 +37,52 @@ var (
 	// lent out: it was never taken from this pool, or it was returned twice.
 	// The pool leaves the resource alone; the caller still owns it.
 	ErrNotLent = errors.New("moonpool: resource is not lent out")
+	// ErrDuplicate says a pool's Open returned a resource equal to one the
+	// pool already holds, idle or lent. The pool refused it and did not
+	// close it: by the pool's identity it is the resource on the books,
+	// which is closed once, when it leaves them. An Open that hands out a
+	// shared or cached value has a bug.
+	ErrDuplicate = errors.New("moonpool: open returned a resource the pool already holds")
 )
+
+// shed is a refusal with its own cause that also matches ErrShed.
+type shed struct{ msg string }
+
+func (e *shed) Error() string        { return e.msg }
+func (e *shed) Is(target error) bool { return target == ErrShed }
+
+// shedError is the client's error for a Shed the policy gave for why.
+func shedError(why policy.Reason) error {
+	switch why {
+	case policy.ReasonBreaker:
+		return ErrBreaker
+	case policy.ReasonShedder:
+		return ErrOverloaded
+	case policy.ReasonClosed:
+		return ErrClosed
+	}
+	return ErrShed
+}
+
+// PanicError is a panic in a user's function (a pool's Open or Close)
+// recovered by the pool, which runs them on goroutines of its own where a
+// panic would end the process. Value is what was panicked with; Stack is
+// the goroutine's stack at the panic.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func newPanicError(v any) *PanicError { return &PanicError{Value: v, Stack: debug.Stack()} }
+
+// Error reports the panic's value with the package prefix.
+func (e *PanicError) Error() string { return fmt.Sprintf("moonpool: panic: %v", e.Value) }
+
+// Unwrap returns the panic's value when it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
 
 // OpenError is returned by Get when the pool's Open failed. It unwraps to
 // the error Open returned, so errors.Is and errors.As see through it.

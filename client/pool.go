@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,24 +25,36 @@ type PoolConfig[T comparable] struct {
 	// jackc/pgx#1259 describes). Give Open its own timeout, such as
 	// net.Dialer.Timeout. Its ctx is cancelled when the pool closes, and
 	// Close waits for Open to return, so Open must return soon after.
+	//
+	// A panic in Open is recovered: the Get that asked is answered an
+	// *OpenError wrapping a *PanicError, and the ward hears of a failed make.
+	// A resource equal to one the pool holds already (idle or lent) is
+	// refused with an *OpenError wrapping ErrDuplicate and left unclosed,
+	// since closing it would close the one the pool holds.
 	Open func(ctx context.Context) (T, error)
 	// Close ends a resource the pool no longer wants: stale, evicted,
 	// surplus, discarded, or left at Close. Its errors are counted in Stats
-	// and returned to whoever caused the close, never panicked on. nil means
-	// the resources need no closing.
+	// and returned to whoever caused the close, never panicked on; a panic
+	// in Close is recovered and reported the same way, as a *CloseError
+	// wrapping a *PanicError. nil means the resources need no closing.
 	Close func(T) error
 	// Limits bound the pool. The zero Limits bounds nothing; most servers
-	// want policy.DefaultLimits, ten as database/sql and HikariCP have it.
+	// want policy.DefaultLimits, ten as HikariCP has it.
 	Limits policy.Limits
 	// Ward stands between the pool and its backend: breaker, bucket, backoff
-	// and shedder, each optional. The zero Ward holds nothing back. Its Draw
-	// is ignored; jitter is drawn from a source seeded by Seed.
+	// and shedder, each optional and each configured by value, so one Ward
+	// may serve many pools; each pool builds its own state from it. The zero
+	// Ward holds nothing back. Its Draw is ignored; jitter is drawn from a
+	// source seeded by Seed. See policy.Ward for the order its parts are
+	// asked in, the one-probe rule after a failed Open, and which backoff
+	// settings it reads (not Attempts).
 	Ward policy.Ward
 	// MaxWaiting caps the callers waiting for a resource; past it Get fails
 	// at once with ErrShed rather than queueing. Zero or less is no cap.
 	MaxWaiting int
-	// Seed seeds the backoff's jitter. Pools that failed together spread
-	// their retries apart only if their seeds differ.
+	// Seed seeds the backoff's jitter. Zero, the default, draws a random
+	// seed for each pool, so replicas of a service that failed together
+	// spread their retries apart; set one only to make a test reproducible.
 	Seed uint64
 	// Name is the pool's name on the engine; "" picks a fresh one.
 	Name string
@@ -96,6 +109,7 @@ type Pool[T comparable] struct {
 	final atomic.Pointer[actors.Stats]
 
 	closeFailures atomic.Int64
+	panics        atomic.Int64
 }
 
 // NewPool starts a pool on eng. It returns an error if eng or cfg.Open is
@@ -134,7 +148,7 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 		return nil, fmt.Errorf("moonpool: NewPool: %w", err)
 	}
 	p.ref = ref
-	if cfg.Ward.Shedder != nil {
+	if cfg.Ward.Shedder.On() {
 		p.unwatch = eng.WatchHeat(func(now int64, heat float64) {
 			ref.Send(&actors.Heat{Now: now, Value: heat})
 		})
@@ -149,16 +163,23 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 // allow, else it waits, in line behind earlier callers, until one comes back
 // or room is made.
 //
-// It returns ErrClosed once the pool is closing, ErrShed when the ward
-// refuses (breaker open, process hot) or MaxWaiting callers are already in
-// line, and an *OpenError when the Open it ran failed; that failure is
+// It returns ErrClosed once the pool is closing; an error matching ErrShed
+// when it is refused, which errors.Is tells apart further as ErrBreaker (the
+// ward's breaker refuses Opens), ErrOverloaded (the ward's shedder finds the
+// process too hot) or ErrTooManyWaiting (MaxWaiting callers already in
+// line); and an *OpenError when the Open it ran failed; that failure is
 // reported to the ward, so the breaker and backoff see the backend failing.
+//
+// When the ward holds makes back (bucket or backoff) past ctx's deadline and
+// nothing is lent that could come back sooner, Get returns at once a
+// *WaitError (errors.Is ErrExceedsDeadline) whose Wait is the rest of the
+// hold, rather than wait out a deadline it cannot meet.
 //
 // When ctx is done first, Get returns an error matching ctx.Err() under
 // errors.Is and leaves nothing behind: its place in line is withdrawn, and a
 // resource or room granted in the same instant is handed back. An Open
 // already under way is not cancelled: the resource it makes goes to the
-// pool for the next caller.
+// pool for the next caller. A nil ctx is refused with an error.
 //
 // Get reads the engine's clock only when the pool's answer depends on the
 // time: with a ward. Without one, a Get that finds an idle resource costs
@@ -168,6 +189,9 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 // and Life are exact up to that timer's lateness (see actors.SpawnPool).
 func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 	var zero T
+	if ctx == nil {
+		return zero, errNilContext
+	}
 	if p.closing.Load() {
 		return zero, ErrClosed
 	}
@@ -178,6 +202,10 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 		t := p.tickets.Get().(*ticket[T])
 		tk := &t.take
 		tk.Now, tk.Wait, tk.Slot = p.stamp(p.stampTake), true, &t.slot
+		tk.Deadline = 0
+		if p.stampTake { // only the ward's holds look at the deadline
+			tk.Deadline = deadlineOf(ctx, tk.Now)
+		}
 		p.ref.Send(tk)
 		var a actors.Answer[T]
 		if t.slot.Ready() { // answered already when the actor ran inline
@@ -190,6 +218,8 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 			}
 		}
 		switch {
+		case errors.Is(a.Err, actors.ErrHeld):
+			return zero, &WaitError{Wait: a.After}
 		case a.Err != nil:
 			return zero, refusal(a.Err)
 		case a.Verdict == policy.Ready:
@@ -197,7 +227,7 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 		case a.Verdict == policy.Make:
 			return p.make(ctx)
 		case a.Verdict == policy.Shed:
-			return zero, ErrShed
+			return zero, shedError(a.Why)
 		case a.Verdict == policy.Later:
 			// Only a Take that does not wait is answered Later; should one
 			// come, sleep it out on the engine's clock and ask again.
@@ -210,6 +240,26 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 
 // errWithdrawn marks a Take withdrawn because its ctx ended.
 var errWithdrawn = errors.New("moonpool: withdrawn")
+
+// errNilContext answers a call given a nil ctx.
+var errNilContext = errors.New("moonpool: nil Context")
+
+// deadlineOf is ctx's deadline on the engine's clock, read at now: 0 for
+// none, and the end of the clock for one too far off to count.
+func deadlineOf(ctx context.Context, now int64) int64 {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	left := time.Until(dl)
+	switch {
+	case left <= 0:
+		return now - 1 // passed already, in all but name
+	case int64(left) > math.MaxInt64-now:
+		return math.MaxInt64
+	}
+	return now + int64(left)
+}
 
 // await waits for a parked Take's answer, or withdraws it when ctx ends:
 // then the one answer it gets is handed back and errWithdrawn returned.
@@ -252,7 +302,7 @@ func (p *Pool[T]) giveBack(a actors.Answer[T]) {
 func refusal(err error) error {
 	switch {
 	case errors.Is(err, actors.ErrShed):
-		return ErrShed
+		return ErrTooManyWaiting
 	case errors.Is(err, actors.ErrClosed), errors.Is(err, actors.ErrStopped):
 		return ErrClosed
 	}
@@ -342,7 +392,7 @@ func (p *Pool[T]) stopOpens() {
 // opener opens one resource and tells the actor how it went.
 func (p *Pool[T]) opener(ctx context.Context, o *opening[T]) {
 	defer p.endOpen()
-	item, err := p.open(ctx)
+	item, err := p.safeOpen(ctx)
 	var r made[T]
 	switch {
 	case err != nil && p.kill.Err() != nil:
@@ -355,7 +405,10 @@ func (p *Pool[T]) opener(ctx context.Context, o *opening[T]) {
 	default:
 		m := &actors.Made[T]{Now: p.eng.Now(), Item: item, Reply: make(chan actors.Answer[T], 1)}
 		p.ref.Send(m)
-		if a := <-m.Reply; a.Err != nil || !a.Kept {
+		if a := <-m.Reply; errors.Is(a.Err, actors.ErrDuplicate) {
+			// On the books already: it leaves them once, not here.
+			r.err = &OpenError{Err: ErrDuplicate}
+		} else if a.Err != nil || !a.Kept {
 			r.err = ErrClosed
 			if cerr := p.closeItem(item); cerr != nil {
 				r.err = errors.Join(ErrClosed, cerr)
@@ -372,6 +425,18 @@ func (p *Pool[T]) opener(ctx context.Context, o *opening[T]) {
 	if r.err == nil {
 		_ = p.give(r.item)
 	}
+}
+
+// safeOpen runs the user's Open, turning a panic into an error: a bug in a
+// dial function must not take the server down from a goroutine of ours.
+func (p *Pool[T]) safeOpen(ctx context.Context) (item T, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.panics.Add(1)
+			err = newPanicError(v)
+		}
+	}()
+	return p.open(ctx)
 }
 
 // openContext is Open's context: the caller's values, the pool's
@@ -451,11 +516,20 @@ func (p *Pool[T]) Discard(item T) error {
 	return p.closeItem(item)
 }
 
-// closeItem runs the user's Close, counting a failure.
-func (p *Pool[T]) closeItem(item T) error {
+// closeItem runs the user's Close, counting a failure. A panic in it is
+// recovered and reported as a failure: Close runs on the pool's own
+// goroutines too, where a panic would end the process.
+func (p *Pool[T]) closeItem(item T) (err error) {
 	if p.close == nil {
 		return nil
 	}
+	defer func() {
+		if v := recover(); v != nil {
+			p.panics.Add(1)
+			p.closeFailures.Add(1)
+			err = &CloseError{Count: 1, Err: newPanicError(v)}
+		}
+	}()
 	if err := p.close(item); err != nil {
 		p.closeFailures.Add(1)
 		return &CloseError{Count: 1, Err: err}
@@ -509,13 +583,8 @@ func (p *Pool[T]) collect() error {
 // after the engine's Shutdown (which closes every pool this way), does
 // nothing and returns nil.
 func (p *Pool[T]) Close(ctx context.Context) error {
-	err := p.eng.Stop(ctx, p.ref.Name())
-	if errors.Is(err, engine.ErrNotFound) {
-		// Stopped already, or the engine is down: make sure our own half
-		// ran (once makes this a no-op when it did).
-		err = p.shutdown(ctx)
-	}
-	return err
+	// By the Ref, not the name: the name may belong to a newer pool by now.
+	return p.ref.Stop(ctx)
 }
 
 // shutdown is the pool's half of Close, run once, by Close through the
@@ -549,8 +618,11 @@ func (p *Pool[T]) drain(ctx context.Context) error {
 	select {
 	case <-d.Reply:
 	case <-ctx.Done():
-		s := p.inspect()
-		errs = append(errs, fmt.Errorf("moonpool: close: %d still lent: %w", s.Busy, ctx.Err()))
+		// What was outstanding when ctx ended: a drain that finished in the
+		// same instant is no failure.
+		if s := p.inspect(); s.Busy > 0 {
+			errs = append(errs, fmt.Errorf("moonpool: close: %d still lent and %d being opened: %w", s.Busy-s.Opening, s.Opening, ctx.Err()))
+		}
 	}
 	p.stopOpens()
 	<-p.opened
@@ -563,7 +635,7 @@ func (p *Pool[T]) drain(ctx context.Context) error {
 }
 
 func (p *Pool[T]) inspect() actors.Stats {
-	m := &actors.Inspect{Reply: make(chan actors.Stats, 1)}
+	m := &actors.Inspect{Now: p.eng.Now(), Reply: make(chan actors.Stats, 1)}
 	p.ref.Send(m)
 	return <-m.Reply
 }
@@ -573,6 +645,7 @@ func (p *Pool[T]) inspect() actors.Stats {
 type Stats struct {
 	s             actors.Stats
 	closeFailures int64
+	panics        int64
 }
 
 // Stats takes a snapshot of the pool. After Close it reports the pool as
@@ -584,7 +657,7 @@ func (p *Pool[T]) Stats() Stats {
 			s = *f
 		}
 	}
-	return Stats{s: s, closeFailures: p.closeFailures.Load()}
+	return Stats{s: s, closeFailures: p.closeFailures.Load(), panics: p.panics.Load()}
 }
 
 // Live is how many resources exist: idle, lent, and being opened.
@@ -630,12 +703,65 @@ func (s Stats) Closes() int64 {
 	return s.s.Stale + s.s.Evicted + s.s.Surplus + s.s.Broken + s.s.Shutdown
 }
 
-// CloseFailures is how many calls of PoolConfig.Close returned an error.
+// CloseFailures is how many calls of PoolConfig.Close returned an error or
+// panicked.
 func (s Stats) CloseFailures() int64 { return s.closeFailures }
 
+// Panics is how many calls of PoolConfig.Open or PoolConfig.Close
+// panicked; each was recovered and reported as an error.
+func (s Stats) Panics() int64 { return s.panics }
+
+// Duplicates is how many resources Open made that the pool already held,
+// each refused with ErrDuplicate.
+func (s Stats) Duplicates() int64 { return s.s.Duplicates }
+
+// HeldPastDeadline is how many Gets returned at once with a *WaitError
+// because the ward held Opens back past their ctx's deadline.
+func (s Stats) HeldPastDeadline() int64 { return s.s.Held }
+
 // Shed is how many Gets were refused: by the ward, by MaxWaiting, or
-// because the pool was closed.
+// because the pool was closed. ShedBy and TooManyWaiting split it by cause.
 func (s Stats) Shed() int64 { return s.s.Shed }
+
+// ShedBy is how many Gets were refused for why: policy.ReasonClosed (the
+// pool was closed), policy.ReasonShedder (ErrOverloaded) or
+// policy.ReasonBreaker (ErrBreaker). Any other reason counts none.
+func (s Stats) ShedBy(why policy.Reason) int64 {
+	if int(why) >= len(s.s.ShedBy) {
+		return 0
+	}
+	return s.s.ShedBy[why]
+}
+
+// TooManyWaiting is how many Gets were refused with ErrTooManyWaiting
+// because MaxWaiting callers were in line already.
+func (s Stats) TooManyWaiting() int64 { return s.s.ShedWaiting }
+
+// HeldBy is how many times the ward held a make back for why:
+// policy.ReasonBackoff (after a failed Open), policy.ReasonProbe (waiting for
+// the one Open let through after a hold) or policy.ReasonBucket (spacing
+// Opens out). A caller in line is counted each time it reaches the front
+// and is held again, so a count that keeps growing while callers wait is a
+// pool starved by its ward: a bucket too small for the rate at which
+// resources break, say.
+func (s Stats) HeldBy(why policy.Reason) int64 {
+	if int(why) >= len(s.s.HeldBy) {
+		return 0
+	}
+	return s.s.HeldBy[why]
+}
+
+// Refusal is the share of Opens the ward's breaker refuses now, from 0 to
+// its cap; 0 without a breaker.
+func (s Stats) Refusal() float64 { return s.s.Refusal }
+
+// Holding is how much longer, as of the snapshot, the ward's backoff holds
+// Opens back after a failure; 0 when it does not.
+func (s Stats) Holding() time.Duration { return s.s.Holding }
+
+// Probing says whether, as of the snapshot, one Open is out as the probe
+// after a failure, the others waiting for its outcome.
+func (s Stats) Probing() bool { return s.s.Probing }
 
 // Cancelled is how many waiting Gets gave up because their ctx ended.
 func (s Stats) Cancelled() int64 { return s.s.Cancelled }

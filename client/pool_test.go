@@ -238,9 +238,9 @@ func TestReconnectionStorm(t *testing.T) {
 	r := newRigOn(t, clock, PoolConfig[*conn]{
 		Limits: policy.Limits{Size: 10, Idle: 10},
 		Ward: policy.Ward{
-			Bucket:  policy.NewBucket(rate, 1, start),
-			Backoff: &backoff,
-			Breaker: policy.NewBreaker(2, 10*time.Second),
+			Bucket:  policy.Rate{PerSecond: rate, Burst: 1},
+			Backoff: backoff,
+			Breaker: policy.Throttle{K: 2, Period: 10 * time.Second},
 		},
 		Seed: 1,
 	})
@@ -1060,7 +1060,7 @@ func TestShedderWatchesHeat(t *testing.T) {
 	defer eng.Shutdown(ctx)
 	p, err := NewPool(eng, PoolConfig[int]{
 		Open: func(context.Context) (int, error) { return 1, nil },
-		Ward: policy.Ward{Shedder: policy.NewShedder(0.9, time.Second)},
+		Ward: policy.Ward{Shedder: policy.Overload{Hot: 0.9, Window: time.Second}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -155,7 +155,7 @@ func (e *Engine) Spawn(name string, a actor.Actor, shutdown func(context.Context
 	)
 	pid, err := e.system.Root.SpawnNamed(props, name)
 	if err != nil {
-		e.names.remove(name)
+		e.names.remove(ref)
 		if errors.Is(err, actor.ErrNameExists) {
 			return nil, ErrNameTaken
 		}
@@ -195,9 +195,7 @@ func (e *Engine) Stop(ctx context.Context, name string) error {
 	if !ok {
 		return ErrNotFound
 	}
-	err := ref.close(ctx)
-	e.names.remove(name)
-	return err
+	return ref.Stop(ctx)
 }
 
 // Shutdown stops every actor: it runs each one's shutdown concurrently, so
@@ -263,6 +261,18 @@ func (r *Ref) Send(msg any) { r.mb.PostUserMessage(msg) }
 // with Reply.Set, without atomic operations, since its sender cannot be
 // waiting. Only the actor itself may ask, while it handles msg.
 func (r *Ref) Inline(msg any) bool { return r != nil && r.mb.inline == msg }
+
+// Stop runs the actor's shutdown (within ctx) and stops it, as Engine.Stop
+// does, and frees its name. It acts on this actor alone: once the name has
+// passed to a newer actor, Stop neither stops nor unnames that one. It blocks
+// until the actor has stopped; if ctx ends first, the actor is stopped anyway
+// and ctx's error returned. Stopping an actor that is stopping or stopped
+// already waits for that, within ctx, and returns nil.
+func (r *Ref) Stop(ctx context.Context) error {
+	err := r.close(ctx)
+	r.engine.names.remove(r)
+	return err
+}
 
 // Stopped reports whether the actor has stopped.
 func (r *Ref) Stopped() bool { return r.mb.closed.Load() }

@@ -20,7 +20,7 @@ type (
 		name  string
 		reply chan *Ref
 	}
-	nameRemove struct{ name string }
+	nameRemove struct{ ref *Ref }
 	nameAll    struct{ reply chan []*Ref }
 	heatWatch  struct {
 		id uint64
@@ -60,7 +60,9 @@ func (d *directory) Receive(c actor.Context) {
 	case *nameGet:
 		m.reply <- d.refs[m.name]
 	case *nameRemove:
-		delete(d.refs, m.name)
+		if d.refs[m.ref.name] == m.ref { // not a newer actor that took the name since
+			delete(d.refs, m.ref.name)
+		}
 	case *nameAll:
 		d.closing = true // Shutdown's snapshot: nothing may join after it
 		all := make([]*Ref, 0, len(d.refs))
@@ -132,7 +134,8 @@ func (n *names) get(name string) (*Ref, bool) {
 	return r, r != nil
 }
 
-func (n *names) remove(name string) { n.ref.Send(&nameRemove{name: name}) }
+// remove frees r's name, unless another actor holds it by now.
+func (n *names) remove(r *Ref) { n.ref.Send(&nameRemove{ref: r}) }
 
 func (n *names) all() []*Ref {
 	m := &nameAll{reply: make(chan []*Ref, 1)}

@@ -10,10 +10,13 @@ import (
 // default two minutes), in a fixed ring that never allocates.
 const breakerSlots = 24
 
-// The Breaker's defaults, both from Google's SRE book, "Handling Overload".
+// The Breaker's defaults: K and the period from Google's SRE book,
+// "Handling Overload"; the floor and the cap as DefaultBreaker explains.
 const (
 	breakerK      = 2.0
 	breakerPeriod = 2 * time.Minute
+	breakerFloor  = 10
+	breakerCap    = 0.9
 )
 
 // Breaker refuses makes at the rate a failing backend deserves, rather than
@@ -25,8 +28,13 @@ const (
 //	max(0, (requests − K·accepts) / (requests + 1))
 //
 // of attempts. While the backend accepts at least one in K, nothing is
-// refused; as it fails more, more is refused, but never all: the +1 lets a
-// trickle through to notice the backend is back.
+// refused; as it fails more, more is refused.
+//
+// Two limits keep the formula from overreacting (see Throttle and
+// DefaultBreaker): nothing is refused until the period holds Floor requests,
+// so one failed make does not halve the next ones, and never more than Cap
+// of the attempts are refused, so a trickle keeps reaching the backend to
+// notice it is back.
 //
 // The book draws a random number per attempt; this breaker is deterministic
 // instead. Each attempt adds the reject fraction to a running debt, and an
@@ -40,12 +48,15 @@ const (
 // could close it, and none was let through.)
 //
 // Used alone, ask Allow before each attempt and report what an admitted one
-// did with Success or Failure. In a pool's Ward the pool does all three. The
-// zero Breaker is ready to use with the defaults, K = 2 over two minutes. A
-// Breaker is not safe for concurrent use.
+// did with Success or Failure. In a pool's Ward the pool does all three,
+// with a breaker of its own built from Ward.Breaker. The zero Breaker is
+// ready to use with DefaultBreaker's settings. A Breaker is not safe for
+// concurrent use.
 type Breaker struct {
 	k     float64
-	width int64 // nanoseconds per slot
+	floor int64   // requests the period must hold before anything is refused
+	cap   float64 // the largest fraction refused
+	width int64   // nanoseconds per slot
 	slots [breakerSlots]tally
 	head  int64 // number of the newest slot: now / width
 	begun bool  // whether head has been set
@@ -58,7 +69,8 @@ type Breaker struct {
 type tally struct{ requests, accepts int64 }
 
 // NewBreaker returns a breaker that has counted nothing, refusing at the SRE
-// book's rate with multiplier k over a sliding period.
+// book's rate with multiplier k over a sliding period, with DefaultBreaker's
+// floor and cap.
 //
 // k is how many requests per accept the backend may take before anything is
 // refused; the book's 2 lets through twice what the backend has been
@@ -69,19 +81,28 @@ type tally struct{ requests, accepts int64 }
 // number of nanoseconds per slot.
 func NewBreaker(k float64, period time.Duration) *Breaker {
 	b := &Breaker{}
-	b.set(k, period)
+	b.set(Throttle{K: k, Period: period})
 	return b
 }
 
-// set applies NewBreaker's knobs and their clamps.
-func (b *Breaker) set(k float64, period time.Duration) {
+// set applies a Throttle's settings, reading what is out of range as
+// Throttle's comment says. The switch (K <= 0 is no breaker) is the Ward's
+// to read: here a K below 1 is the default, since a breaker was asked for.
+func (b *Breaker) set(t Throttle) {
+	k, period, floor, most := t.K, t.Period, t.Floor, t.Cap
 	if math.IsNaN(k) || k < 1 {
 		k = breakerK
 	}
 	if period <= 0 {
 		period = breakerPeriod
 	}
-	b.k = k
+	if floor <= 0 {
+		floor = breakerFloor
+	}
+	if !(most > 0) { // <= 0, NaN
+		most = breakerCap
+	}
+	b.k, b.floor, b.cap = k, int64(floor), min(most, 1)
 	b.width = int64(period) / breakerSlots
 	if int64(period)%breakerSlots != 0 {
 		b.width++
@@ -123,16 +144,17 @@ func (b *Breaker) Failure(now int64) {
 	b.count(1, 0)
 }
 
-// Reject is the fraction of attempts refused now, from 0 to just under 1:
-// what a caller reports as its breaker's state.
+// Reject is the fraction of attempts refused now, from 0 to at most the
+// cap (and always below 1): what a caller reports as its breaker's state.
 func (b *Breaker) Reject(now int64) float64 {
 	b.advance(now)
 	return b.fraction()
 }
 
-// fraction is the SRE book's rejection probability over the counts held.
+// fraction is the SRE book's rejection probability over the counts held,
+// zero below the floor and no more than the cap.
 func (b *Breaker) fraction() float64 {
-	if b.requests == 0 {
+	if b.requests == 0 || b.requests < b.floor {
 		return 0
 	}
 	over := float64(b.requests)
@@ -142,7 +164,7 @@ func (b *Breaker) fraction() float64 {
 	if over <= 0 {
 		return 0
 	}
-	return over / (float64(b.requests) + 1)
+	return min(over/(float64(b.requests)+1), b.cap)
 }
 
 // count adds to the newest slot.
@@ -158,7 +180,7 @@ func (b *Breaker) count(requests, accepts int64) {
 // goes backwards is read as standing still: its counts go to the newest slot.
 func (b *Breaker) advance(now int64) {
 	if b.width == 0 { // the zero Breaker
-		b.set(0, 0)
+		b.set(Throttle{})
 	}
 	s := floorDiv(now, b.width)
 	if !b.begun {

@@ -37,6 +37,14 @@ func runBreaker(t *testing.T, b *Breaker, steps []breakerStep) {
 	}
 }
 
+// bookBreaker is the SRE book's rule alone, with no floor and no cap
+// beyond the formula's own: what the formula tests check.
+func bookBreaker(k float64, period time.Duration) *Breaker {
+	b := &Breaker{}
+	b.set(Throttle{K: k, Period: period, Floor: 1, Cap: 1})
+	return b
+}
+
 func TestBreaker(t *testing.T) {
 	sec := func(s int64) int64 { return t0 + s*int64(time.Second) }
 	tests := []struct {
@@ -44,21 +52,21 @@ func TestBreaker(t *testing.T) {
 		b     *Breaker
 		steps []breakerStep
 	}{
-		{"a backend that accepts is never refused", NewBreaker(2, time.Minute), []breakerStep{
+		{"a backend that accepts is never refused", bookBreaker(2, time.Minute), []breakerStep{
 			{call: "allow", at: sec(0), allow: true},
 			{call: "success", at: sec(0)},
 			{call: "allow", at: sec(1), allow: true},
 			{call: "success", at: sec(1)},
 			{call: "allow", at: sec(2), allow: true},
 		}},
-		{"up to K requests per accept, nothing is refused", NewBreaker(2, time.Minute), []breakerStep{
+		{"up to K requests per accept, nothing is refused", bookBreaker(2, time.Minute), []breakerStep{
 			{call: "success", at: sec(0)},
 			{call: "failure", at: sec(0)},
 			{call: "reject", at: sec(0), reject: 0},
 			{call: "failure", at: sec(0), reject: 1.0 / 4}, // (3 − 2·1)/(3 + 1)
 			{call: "failure", at: sec(0), reject: 2.0 / 5},
 		}},
-		{"the reject fraction is paid as a debt: exactly every fourth at ¼", NewBreaker(2, time.Minute), []breakerStep{
+		{"the reject fraction is paid as a debt: exactly every fourth at ¼", bookBreaker(2, time.Minute), []breakerStep{
 			{call: "success", at: sec(0)},
 			{call: "failure", at: sec(0)},
 			{call: "failure", at: sec(0), reject: 1.0 / 4},
@@ -71,13 +79,13 @@ func TestBreaker(t *testing.T) {
 			{call: "allow", at: sec(0), allow: true, reject: 2.0 / 5},
 			{call: "allow", at: sec(0), allow: false, reject: 3.0 / 6},
 		}},
-		{"a higher K forgives more", NewBreaker(3, time.Minute), []breakerStep{
+		{"a higher K forgives more", bookBreaker(3, time.Minute), []breakerStep{
 			{call: "success", at: sec(0)},
 			{call: "failure", at: sec(0)},
 			{call: "failure", at: sec(0), reject: 0},
 			{call: "failure", at: sec(0), reject: 1.0 / 5},
 		}},
-		{"counts age out of the period one slot at a time", NewBreaker(2, 24*time.Second), []breakerStep{
+		{"counts age out of the period one slot at a time", bookBreaker(2, 24*time.Second), []breakerStep{
 			{call: "failure", at: sec(0), reject: 1.0 / 2},
 			{call: "failure", at: sec(5), reject: 2.0 / 3},
 			{call: "reject", at: sec(23), reject: 2.0 / 3},
@@ -85,13 +93,13 @@ func TestBreaker(t *testing.T) {
 			{call: "reject", at: sec(28), reject: 1.0 / 2},
 			{call: "reject", at: sec(29), reject: 0},
 		}},
-		{"a clock that goes back counts in the newest slot", NewBreaker(2, 24*time.Second), []breakerStep{
+		{"a clock that goes back counts in the newest slot", bookBreaker(2, 24*time.Second), []breakerStep{
 			{call: "failure", at: sec(10), reject: 1.0 / 2},
 			{call: "failure", at: sec(0), reject: 2.0 / 3},
 			{call: "reject", at: sec(24), reject: 2.0 / 3}, // sec(0) was counted at sec(10)
 			{call: "reject", at: sec(34), reject: 0},
 		}},
-		{"the ends of time neither panic nor wrap", NewBreaker(2, time.Minute), []breakerStep{
+		{"the ends of time neither panic nor wrap", bookBreaker(2, time.Minute), []breakerStep{
 			{call: "failure", at: math.MinInt64, reject: 1.0 / 2},
 			{call: "allow", at: math.MinInt64, allow: true, reject: 1.0 / 2},
 			{call: "reject", at: math.MaxInt64, reject: 0},
@@ -109,7 +117,7 @@ func TestBreaker(t *testing.T) {
 // open for good. This one, refusing nearly everything, admits again once
 // a period passes with nothing to count.
 func TestBreakerRecoversWithoutTraffic(t *testing.T) {
-	b := NewBreaker(2, time.Minute)
+	b := bookBreaker(2, time.Minute)
 	for range 1000 {
 		b.Failure(t0)
 	}
@@ -128,7 +136,7 @@ func TestBreakerRecoversWithoutTraffic(t *testing.T) {
 	}
 	// From here it answers as a breaker that never saw the outage: the
 	// debt the refusals left is forgiven along with the counts.
-	fresh := NewBreaker(2, time.Minute)
+	fresh := bookBreaker(2, time.Minute)
 	for n := range 20 {
 		now := quiet + int64(n)*int64(time.Millisecond)
 		got, want := b.Allow(now), fresh.Allow(now)
@@ -145,7 +153,7 @@ func TestBreakerRecoversWithoutTraffic(t *testing.T) {
 // TestBreakerNeverRefusesAll: the +1 in the fraction lets a trickle
 // through however bad the backend, so it can be seen to recover.
 func TestBreakerNeverRefusesAll(t *testing.T) {
-	b := NewBreaker(2, time.Minute)
+	b := bookBreaker(2, time.Minute)
 	for range 100 {
 		b.Failure(t0)
 	}
@@ -197,9 +205,13 @@ func TestBreakerReproducible(t *testing.T) {
 	}
 }
 
-// TestBreakerClamps: knobs with no sensible reading get the SRE book's.
+// TestBreakerClamps: knobs with no sensible reading get the defaults, the
+// SRE book's K and period and DefaultBreaker's floor and cap.
 func TestBreakerClamps(t *testing.T) {
 	book := NewBreaker(2, 2*time.Minute)
+	if book.floor != 10 || book.cap != 0.9 {
+		t.Fatalf("NewBreaker's floor %d and cap %v, want DefaultBreaker's 10 and 0.9", book.floor, book.cap)
+	}
 	for _, tt := range []struct {
 		name string
 		b    *Breaker
@@ -215,25 +227,27 @@ func TestBreakerClamps(t *testing.T) {
 			if tt.b.Reject(t0) != 0 || !tt.b.Allow(t0) {
 				t.Fatal("a fresh breaker refuses")
 			}
-			if tt.b.k != book.k || tt.b.width != book.width {
-				t.Fatalf("k %v width %d, want the book's %v and %d", tt.b.k, tt.b.width, book.k, book.width)
+			if tt.b.k != book.k || tt.b.width != book.width || tt.b.floor != book.floor || tt.b.cap != book.cap {
+				t.Fatalf("k %v width %d floor %d cap %v, want %v %d %d %v", tt.b.k, tt.b.width, tt.b.floor, tt.b.cap,
+					book.k, book.width, book.floor, book.cap)
 			}
-			// K = 2: an accept and a failure refuse nothing; two more
-			// failures refuse (4 − 2)/5.
+			// K = 2: an accept and nine failures are ten requests, the
+			// floor, and refuse (10 − 2)/11.
 			tt.b.Success(t0)
-			tt.b.Failure(t0)
+			for range 8 {
+				tt.b.Failure(t0)
+			}
 			if r := tt.b.Reject(t0); r != 0 {
-				t.Fatalf("Reject at 2 requests, 1 accept = %v, want 0", r)
+				t.Fatalf("Reject at 9 requests, below the floor = %v, want 0", r)
 			}
 			tt.b.Failure(t0)
-			tt.b.Failure(t0)
-			if r := tt.b.Reject(t0); r != 0.4 {
-				t.Fatalf("Reject at 4 requests, 1 accept = %v, want 0.4", r)
+			if r := tt.b.Reject(t0); r != 8.0/11 {
+				t.Fatalf("Reject at 10 requests, 1 accept = %v, want 8/11", r)
 			}
 			// Two minutes in slots of five seconds: a count lasts at least
 			// the period less a slot, and is gone a period and a slot on.
-			if r := tt.b.Reject(t0 + int64(2*time.Minute-5*time.Second) - 1); r != 0.4 {
-				t.Fatalf("Reject just before the period ends = %v, want 0.4", r)
+			if r := tt.b.Reject(t0 + int64(2*time.Minute-5*time.Second) - 1); r != 8.0/11 {
+				t.Fatalf("Reject just before the period ends = %v, want 8/11", r)
 			}
 			if r := tt.b.Reject(t0 + int64(2*time.Minute) + int64(5*time.Second)); r != 0 {
 				t.Fatalf("Reject after the period = %v, want 0", r)
@@ -243,7 +257,7 @@ func TestBreakerClamps(t *testing.T) {
 
 	// An infinite K refuses nothing once anything has been accepted, and
 	// before that refuses n/(n+1) like any other.
-	inf := NewBreaker(math.Inf(1), time.Minute)
+	inf := bookBreaker(math.Inf(1), time.Minute)
 	for range 3 {
 		inf.Failure(t0)
 	}
@@ -256,6 +270,47 @@ func TestBreakerClamps(t *testing.T) {
 	}
 	if r := inf.Reject(t0); r != 0 || !inf.Allow(t0) {
 		t.Fatalf("infinite K: Reject %v, want 0", r)
+	}
+}
+
+// TestBreakerFloorAndCap: the two limits DefaultBreaker adds to the book's
+// formula, and how each Throttle field out of range is read.
+func TestBreakerFloorAndCap(t *testing.T) {
+	tests := []struct {
+		name     string
+		throttle Throttle
+		floor    int64
+		cap      float64
+	}{
+		{"zero: the defaults", Throttle{K: 2}, 10, 0.9},
+		{"negative: the defaults", Throttle{K: 2, Floor: -1, Cap: -0.5}, 10, 0.9},
+		{"NaN cap: the default", Throttle{K: 2, Cap: math.NaN()}, 10, 0.9},
+		{"set", Throttle{K: 2, Floor: 3, Cap: 0.5}, 3, 0.5},
+		{"a cap of one or more is none", Throttle{K: 2, Floor: 1, Cap: 7}, 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &Breaker{}
+			b.set(tt.throttle)
+			if b.floor != tt.floor || b.cap != tt.cap {
+				t.Fatalf("floor %d cap %v, want %d %v", b.floor, b.cap, tt.floor, tt.cap)
+			}
+			// Below the floor nothing is refused, however bad it looks.
+			for n := int64(1); n < tt.floor; n++ {
+				b.Failure(t0)
+				if r := b.Reject(t0); r != 0 || !b.admits(t0) {
+					t.Fatalf("%d failures, below the floor of %d: Reject %v", n, tt.floor, r)
+				}
+			}
+			// At the floor and past it, the book's n/(n+1) up to the cap.
+			for n := max(tt.floor, 1); n <= 100; n++ {
+				b.Failure(t0)
+				want := min(float64(n)/float64(n+1), tt.cap)
+				if r := b.Reject(t0); r != want {
+					t.Fatalf("%d failures: Reject %v, want %v", n, r, want)
+				}
+			}
+		})
 	}
 }
 

@@ -1,5 +1,13 @@
 // Package policy is moonpool's pure core: the bookkeeping of a resource pool,
-// a retry backoff, a token bucket, a sliding-window quota and a concurrency gate.
+// a retry backoff, a token bucket, a sliding-window quota, a concurrency gate,
+// an adaptive breaker and a load shedder.
+//
+// A Pool's Ward puts a bucket, a backoff, a breaker and a shedder in front of
+// its backend. The Ward is configuration only (Rate, Backoff, Throttle,
+// Overload, with presets DefaultBackoff, DefaultBreaker and DefaultShedder):
+// each Pool builds state of its own from it, so one Ward may serve many
+// pools. Take's Shed and Later answers carry a Reason saying which part
+// refused or held back. Bucket, Breaker and Shedder are also usable alone.
 //
 // Nothing here opens, closes, sleeps, reads a clock, draws a random number,
 // locks or does I/O. The pool says what to do with a resource, the backoff
@@ -8,9 +16,11 @@
 // matter) and spans are time.Duration, so an hour of traffic is a test that
 // runs in microseconds and the same calls always give the same answers.
 //
-// The types are not safe for concurrent use: each value has one owner. In
-// moonpool that owner is an actor (package actors), which is what makes the
-// absence of locks here safe.
+// The types with state (Pool, Bucket, Window, Gate, Breaker, Shedder) are not
+// safe for concurrent use: each value has one owner. In moonpool that owner
+// is an actor (package actors), which is what makes the absence of locks
+// here safe. The configuration types (Limits, Ward, Rate, Backoff, Throttle,
+// Overload) are plain values, safe to copy and share.
 //
 // Every input has an answer. A negative, NaN or infinite number, an n of
 // zero, a clock that steps back or a zero value declared without its

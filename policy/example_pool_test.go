@@ -97,19 +97,20 @@ func ExamplePool_Evict() {
 	// next eviction at 1m30s
 }
 
-// A ward in front of the backend: after a failed make, makes are held back
-// for a growing delay, and a bucket spaces them out. Lending an idle
-// resource is never held back.
+// A ward in front of the backend, configured by value: after a failed make,
+// makes are held back for a growing delay, then one goes ahead as a probe
+// while the rest wait for its outcome; a bucket spaces makes out. Lending
+// an idle resource is never held back. Every Later says which part held it.
 func ExampleWard() {
 	pool := policy.NewPool[string](policy.DefaultLimits, policy.Ward{
-		Backoff: &policy.Backoff{Base: 100 * time.Millisecond, Factor: 2, Cap: time.Second, Jitter: policy.Rigid},
-		Bucket:  policy.NewBucket(5, 1, 0), // five makes a second
+		Backoff: policy.Backoff{Base: 100 * time.Millisecond, Factor: 2, Cap: time.Second, Jitter: policy.Rigid},
+		Bucket:  policy.Rate{PerSecond: 5, Burst: 1}, // five makes a second
 	})
 	var now int64
 	step := func(d time.Duration) { now += int64(d) }
 	show := func(t policy.Taken[string]) {
 		if t.Verdict == policy.Later {
-			fmt.Println(t.Verdict, t.After)
+			fmt.Println(t.Verdict, t.After, "by the", t.Why)
 			return
 		}
 		fmt.Println(t.Verdict)
@@ -121,33 +122,62 @@ func ExampleWard() {
 	step(100 * time.Millisecond)
 	show(pool.Take(now)) // the backoff is over, the bucket not yet
 	step(100 * time.Millisecond)
-	show(pool.Take(now)) // Make: this one works
-	pool.Made("conn", now)
+	show(pool.Take(now))   // Make: the probe
+	show(pool.Take(now))   // the others wait for its outcome
+	pool.Made("conn", now) // it worked: the backend is back
 	pool.Give("conn", now)
 	show(pool.Take(now)) // the idle one, though the bucket is empty
 	// Output:
 	// Make
-	// Later 100ms
-	// Later 100ms
+	// Later 100ms by the backoff
+	// Later 100ms by the bucket
 	// Make
+	// Later 100ms by the probe
 	// Ready
 }
 
+// One Ward for two pools: it is configuration, and each pool builds its own
+// bucket, backoff and breaker from it, so neither spends the other's tokens.
+func ExampleWard_shared() {
+	ward := policy.Ward{
+		Bucket:  policy.Rate{PerSecond: 20, Burst: 2},
+		Backoff: policy.DefaultBackoff,
+		Breaker: policy.DefaultBreaker,
+	}
+	primary := policy.NewPool[string](policy.DefaultLimits, ward)
+	replica := policy.NewPool[string](policy.DefaultLimits, ward)
+	for range 3 {
+		fmt.Println(primary.Take(0).Verdict, replica.Take(0).Verdict)
+	}
+	// Output:
+	// Make Make
+	// Make Make
+	// Later Later
+}
+
 // The breaker alone, in front of any call: ask Allow, report the outcome.
+// It refuses nothing until the period holds ten requests, and never more
+// than nine in ten.
 func ExampleBreaker() {
 	b := policy.NewBreaker(2, 2*time.Minute)
 	var now int64
-	for range 4 {
-		if b.Allow(now) {
-			b.Failure(now) // the backend is down
+	fail := func(attempts int) {
+		for range attempts {
+			if b.Allow(now) {
+				b.Failure(now) // the backend is down
+			}
 		}
 	}
-	fmt.Printf("refusing %.2f of attempts\n", b.Reject(now))
+	fail(4)
+	fmt.Printf("after 4 failures, refusing %.2f of attempts\n", b.Reject(now))
+	fail(96)
+	fmt.Printf("after 100 attempts, refusing %.2f of attempts\n", b.Reject(now))
 	now += int64(2 * time.Minute) // two quiet minutes
-	fmt.Printf("refusing %.2f of attempts\n", b.Reject(now))
+	fmt.Printf("after a quiet period, refusing %.2f of attempts\n", b.Reject(now))
 	// Output:
-	// refusing 0.80 of attempts
-	// refusing 0.00 of attempts
+	// after 4 failures, refusing 0.00 of attempts
+	// after 100 attempts, refusing 0.90 of attempts
+	// after a quiet period, refusing 0.00 of attempts
 }
 
 // The shedder alone: report heat, count completions, ask before starting.

@@ -21,9 +21,12 @@ type Limits struct {
 // DefaultLimits is the preset: ten live, ten of them allowed to sit idle,
 // retired after thirty minutes idle and never by age.
 //
-// Ten is the default pool size of HikariCP and of database/sql. Idle equal to
-// Size is database/sql's behaviour, so a pool that grew under load keeps what
-// it made instead of throwing it away the moment the load passes.
+// Ten is HikariCP's default maximumPoolSize. database/sql has no such
+// default: it allows any number of open connections and keeps at most two
+// idle (SetMaxOpenConns, defaultMaxIdleConns = 2). Idle equal to Size
+// follows HikariCP, whose minimumIdle defaults to maximumPoolSize: a pool
+// that grew under load keeps what it made instead of closing it the moment
+// the load passes, and Keep retires what then sits unused.
 var DefaultLimits = Limits{Size: 10, Idle: 10, Keep: 30 * time.Minute, Life: Forever}
 
 // clamp reads the negative fields as "no limit".
@@ -45,8 +48,8 @@ const (
 	Stale                // an idle resource too old to use, already off the books: close it and Take again
 	Make                 // there is room, and it is reserved: open one, then Made (or Unmade if that fails)
 	Wait                 // every resource is in use: queue the caller
-	Later                // a make is held back by the ward: try again after Taken.After
-	Shed                 // refused: the pool is closed, or the ward's breaker or shedder says no
+	Later                // a make is held back by the ward: try again after Taken.After; Taken.Why says which part
+	Shed                 // refused: the pool is closed, or the ward's breaker or shedder says no; Taken.Why says which
 )
 
 var verdictNames = [...]string{"Ready", "Stale", "Make", "Wait", "Later", "Shed"}
@@ -60,33 +63,13 @@ func (v Verdict) String() string {
 	return "Verdict(" + strconv.Itoa(int(v)) + ")"
 }
 
-// Taken is Take's answer: a Verdict, the resource for Ready and Stale, and
-// for Later how long until a make may be tried.
+// Taken is Take's answer: a Verdict, the resource for Ready and Stale, for
+// Later how long until a make may be tried, and for Shed and Later why.
 type Taken[T any] struct {
 	Verdict Verdict
 	Item    T             // for Ready and Stale
-	After   time.Duration // for Later: how long until a make may be tried
-}
-
-// Ward stands in front of a pool's backend and holds back or refuses what
-// would hurt it. Every part is optional, and the zero Ward behaves exactly as
-// no ward: nothing is held back and nothing is refused.
-//
-// The bucket, backoff and breaker hold back makes only, never the lending of
-// an idle resource; the shedder refuses lending as well, because it protects
-// the process rather than the backend.
-type Ward struct {
-	Breaker *Breaker // refuses makes (Shed) at the rate a failing backend deserves
-	Bucket  *Bucket  // spaces makes out (Later); its token is spent when Take answers Make
-	Backoff *Backoff // after an Unmade, holds makes back (Later) for a delay growing with each failure in a row
-	Shedder *Shedder // stops lending (Shed) while the process is hot with more in flight than it can finish
-
-	// Draw supplies the Backoff's draws in [0, 1), one per failed make. The
-	// owner hands it in (a seeded source makes a run reproducible); policy
-	// never draws a random number itself. nil means no spread: every hold is
-	// exactly the Backoff's Ceiling. Spreading matters because a fleet of
-	// pools that failed together must not retry together.
-	Draw func() float64
+	After   time.Duration // for Later: how long until a make may be tried; always above zero
+	Why     Reason        // for Shed and Later, never NoReason; NoReason for the others
 }
 
 // Pool is the bookkeeping of holding a limited number of things: how many
@@ -109,7 +92,7 @@ type Ward struct {
 // makes any other. A Pool is not safe for concurrent use: it has one owner.
 type Pool[T comparable] struct {
 	limits Limits
-	ward   Ward
+	ward   warden // this pool's own, built from the Ward it was given
 
 	books map[T]int  // every registered resource → its index in recs
 	recs  []entry[T] // the records, reused through free
@@ -123,6 +106,10 @@ type Pool[T comparable] struct {
 	now   int64 // the latest time given
 	timed bool  // whether now has been set
 
+	// The backoff's run. While failures > 0 the backend is suspect: no make
+	// before hold, and after it one at a time (the one in flight is the
+	// probe), which is why no more state is needed: whether a probe is out
+	// is whether anything is reserved.
 	failures int           // failed makes in a row, ended by a make that worked
 	last     time.Duration // the hold the last failure was given
 	hold     int64         // while failures > 0, no make before this instant
@@ -137,9 +124,11 @@ type entry[T comparable] struct {
 }
 
 // NewPool returns an empty pool holding itself to limits, with ward in front
-// of its backend. Negative limits are read as no limit (see Limits).
+// of its backend. Negative limits are read as no limit (see Limits). The
+// pool builds its own state from ward (a bucket, breaker and shedder of its
+// own), so the same Ward may be given to any number of pools.
 func NewPool[T comparable](limits Limits, ward Ward) *Pool[T] {
-	return &Pool[T]{limits: limits.clamp(), ward: ward, books: make(map[T]int)}
+	return &Pool[T]{limits: limits.clamp(), ward: ward.build(), books: make(map[T]int)}
 }
 
 // Take answers whether the caller gets a resource, and if not what to do.
@@ -148,8 +137,16 @@ func NewPool[T comparable](limits Limits, ward Ward) *Pool[T] {
 // even with an idle resource there; an idle resource is lent (Ready), or
 // handed back as Stale if it sat past Keep or lived past Life; a full pool
 // answers Wait; then the breaker may refuse the make (Shed), the backoff hold
-// it back after a failure (Later) and the bucket space it out (Later, nothing
-// reserved); and only then is room reserved and the answer Make.
+// it back after a failure (Later), or, its hold over, while a probe is in
+// flight (Later), and the bucket space it out (Later, nothing reserved); and
+// only then is room reserved and the answer Make. Every Shed and Later
+// carries its Reason.
+//
+// While a probe is in flight, Later's After is the ceiling of the backoff's
+// current hold: the earliest a caller could usefully ask again is when the
+// probe's outcome is known, which no one can tell in advance, and an owner
+// that queues callers asks again whenever a make is resolved anyway. After
+// is only the fallback, for a probe whose outcome is slow in coming.
 //
 // The most recently returned resource is lent first. A warm connection is
 // likelier to still be good, and lending the newest lets the oldest sit past
@@ -162,10 +159,10 @@ func NewPool[T comparable](limits Limits, ward Ward) *Pool[T] {
 func (p *Pool[T]) Take(now int64) Taken[T] {
 	now = p.clock(now)
 	if p.closed {
-		return Taken[T]{Verdict: Shed}
+		return Taken[T]{Verdict: Shed, Why: ReasonClosed}
 	}
-	if s := p.ward.Shedder; s != nil && !s.Allow(now, p.lent) {
-		return Taken[T]{Verdict: Shed}
+	if s := p.ward.shedder; s != nil && !s.Allow(now, p.lent) {
+		return Taken[T]{Verdict: Shed, Why: ReasonShedder}
 	}
 	if n := len(p.idle); n > 0 {
 		i := p.idle[n-1]
@@ -190,18 +187,23 @@ func (p *Pool[T]) Take(now int64) Taken[T] {
 // when they all pass.
 func (p *Pool[T]) make(now int64) Taken[T] {
 	w := &p.ward
-	if w.Breaker != nil && !w.Breaker.admits(now) {
-		w.Breaker.Allow(now) // counts the refusal as a request, as the SRE book does
-		return Taken[T]{Verdict: Shed}
+	if b := w.breaker; b != nil && !b.admits(now) {
+		b.Allow(now) // counts the refusal as a request, as the SRE book does
+		return Taken[T]{Verdict: Shed, Why: ReasonBreaker}
 	}
-	if w.Backoff != nil && p.failures > 0 && now < p.hold {
-		return Taken[T]{Verdict: Later, After: elapsed(p.hold, now)}
+	if p.failures > 0 && w.holds() {
+		if now < p.hold {
+			return Taken[T]{Verdict: Later, After: elapsed(p.hold, now), Why: ReasonBackoff}
+		}
+		if p.reserved > 0 {
+			return Taken[T]{Verdict: Later, After: w.backoff.Ceiling(p.failures), Why: ReasonProbe}
+		}
 	}
-	if w.Bucket != nil && !w.Bucket.Take(now, 1) {
-		return Taken[T]{Verdict: Later, After: w.Bucket.Next(now, 1)}
+	if b := w.bucket; b != nil && !b.Take(now, 1) {
+		return Taken[T]{Verdict: Later, After: b.Next(now, 1), Why: ReasonBucket}
 	}
-	if w.Breaker != nil {
-		w.Breaker.Allow(now) // admits: admits said so, and nothing has changed since
+	if b := w.breaker; b != nil {
+		b.Allow(now) // admits: admits said so, and nothing has changed since
 	}
 	p.reserved++
 	return Taken[T]{Verdict: Make}
@@ -209,7 +211,7 @@ func (p *Pool[T]) make(now int64) Taken[T] {
 
 // Made registers a resource made after Take said Make, as lent and born now,
 // and tells the ward the make worked: the breaker counts a success and any
-// backoff run ends.
+// backoff run ends, probe and all.
 //
 // Made with nothing reserved registers the resource only if there is room
 // and the pool is open, and is otherwise ignored; the ward hears nothing,
@@ -235,23 +237,24 @@ func (p *Pool[T]) Made(item T, now int64) {
 // Unmade says the resource Take reserved room for could not be made, so the
 // room is free again; without it a factory that failed once would shrink the
 // pool for good. The ward hears of the failure: the breaker counts it and
-// the backoff holds makes back. Unmade with nothing reserved changes nothing.
+// the backoff holds makes back from now, for longer than the hold before (a
+// failed probe ends this way). Unmade with nothing reserved changes nothing.
 func (p *Pool[T]) Unmade(now int64) {
 	now = p.clock(now)
 	if p.reserved == 0 {
 		return
 	}
 	p.reserved--
-	if b := p.ward.Breaker; b != nil {
+	if b := p.ward.breaker; b != nil {
 		b.Failure(now)
 	}
 	p.failures++
-	if b := p.ward.Backoff; b != nil {
+	if w := &p.ward; w.holds() {
 		var d time.Duration
-		if p.ward.Draw != nil {
-			d = b.Delay(p.failures, p.ward.Draw(), p.last)
+		if w.draw != nil {
+			d = w.backoff.Delay(p.failures, w.draw(), p.last)
 		} else {
-			d = b.Ceiling(p.failures)
+			d = w.backoff.Ceiling(p.failures)
 		}
 		d = max(d, 0)
 		p.last = d
@@ -262,7 +265,9 @@ func (p *Pool[T]) Unmade(now int64) {
 // Release frees the room a Make reserved without anything being tried: the
 // caller that was told Make gave up (its context ended) before opening. The
 // ward hears nothing, because the backend was never asked; Unmade is for a
-// make that failed. Release with nothing reserved changes nothing.
+// make that failed. A probe released this way leaves the backend as suspect
+// as before, and the next Take after the hold sends another. Release with
+// nothing reserved changes nothing.
 func (p *Pool[T]) Release() {
 	if p.reserved > 0 {
 		p.reserved--
@@ -271,7 +276,7 @@ func (p *Pool[T]) Release() {
 
 // worked ends a backoff run and tells the breaker a make succeeded.
 func (p *Pool[T]) worked(now int64) {
-	if b := p.ward.Breaker; b != nil {
+	if b := p.ward.breaker; b != nil {
 		b.Success(now)
 	}
 	p.failures, p.last = 0, 0
@@ -314,7 +319,7 @@ func (p *Pool[T]) Give(item T, now int64) bool {
 func (p *Pool[T]) giveBack(i int, now int64) bool {
 	e := &p.recs[i]
 	p.lent--
-	if s := p.ward.Shedder; s != nil {
+	if s := p.ward.shedder; s != nil {
 		s.Done(now, elapsed(now, e.at))
 	}
 	if p.closed || p.idleFull() || p.tooOld(e, now) {
@@ -333,7 +338,8 @@ func (p *Pool[T]) giveBack(i int, now int64) bool {
 // Dropping an idle resource takes it out of the pool (an idle connection the
 // caller found dead). Dropping one the pool does not know frees the room a
 // Make reserved, if any: the resource asked for broke before it was
-// registered. The ward does not count that as a failed make. Drop takes no
+// registered. The ward does not count that as a failed make (nor as one that
+// worked: a probe dropped this way frees the way for the next). Drop takes no
 // time; the shedder's completion is stamped with the latest time the pool
 // has been given.
 func (p *Pool[T]) Drop(item T) {
@@ -347,7 +353,7 @@ func (p *Pool[T]) Drop(item T) {
 	e := &p.recs[i]
 	if e.lent {
 		p.lent--
-		if s := p.ward.Shedder; s != nil {
+		if s := p.ward.shedder; s != nil {
 			s.Done(p.now, elapsed(p.now, e.at))
 		}
 	} else {
@@ -447,7 +453,7 @@ func (p *Pool[T]) Close() []T {
 // See Shedder.
 func (p *Pool[T]) Heat(heat float64, now int64) {
 	now = p.clock(now)
-	if s := p.ward.Shedder; s != nil {
+	if s := p.ward.shedder; s != nil {
 		s.Heat(heat, now)
 	}
 }
@@ -473,8 +479,54 @@ func (p *Pool[T]) Lent(item T) bool {
 	return ok && p.recs[i].lent
 }
 
+// Holds says whether item is on the books, idle or lent. An owner asks it
+// before Made to refuse a resource it already holds: Made of one changes
+// nothing, so the room reserved for the make would stay taken.
+func (p *Pool[T]) Holds(item T) bool {
+	_, ok := p.books[item]
+	return ok
+}
+
 // Closed says whether Close has been called.
 func (p *Pool[T]) Closed() bool { return p.closed }
+
+// Refusal is the fraction of makes the ward's breaker refuses at now, from
+// 0 up to its cap: what an owner reports as the breaker's state. It is 0
+// without a breaker.
+func (p *Pool[T]) Refusal(now int64) float64 {
+	if b := p.ward.breaker; b != nil {
+		return b.Reject(p.reading(now))
+	}
+	return 0
+}
+
+// Held says whether the ward's backoff holds makes back at now, and until
+// when: ok is false when it does not (no backoff, no failure since the last
+// make that worked, or the hold over). A make may be tried at until, though
+// only one while the backend is suspect (see Probing).
+func (p *Pool[T]) Held(now int64) (until int64, ok bool) {
+	if !p.ward.holds() || p.failures == 0 || p.reading(now) >= p.hold {
+		return 0, false
+	}
+	return p.hold, true
+}
+
+// Probing says whether a make is in flight while the backend is suspect:
+// after a failed make, before one works. Once the hold is over, every other
+// make waits for this one's outcome (Later, ReasonProbe). It is false
+// without a backoff.
+func (p *Pool[T]) Probing() bool {
+	return p.ward.holds() && p.failures > 0 && p.reserved > 0
+}
+
+// reading is what clock would make of now, changing nothing: for the
+// questions that do not move the pool's time.
+func (p *Pool[T]) reading(now int64) int64 {
+	if p.timed && now < p.now {
+		return p.now
+	}
+	return now
+}
 
 // clock reads a clock that went backwards as standing still.
 func (p *Pool[T]) clock(now int64) int64 {

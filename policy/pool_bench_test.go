@@ -89,29 +89,29 @@ func benchWard(b *testing.B, w Ward, hot bool) {
 }
 
 func BenchmarkPoolTakeBreaker(b *testing.B) {
-	benchWard(b, Ward{Breaker: NewBreaker(2, 0)}, false)
+	benchWard(b, Ward{Breaker: Throttle{K: 2}}, false)
 }
 
 func BenchmarkPoolTakeBucket(b *testing.B) {
-	benchWard(b, Ward{Bucket: NewBucket(1e9, 1e9, 0)}, false)
+	benchWard(b, Ward{Bucket: Rate{PerSecond: 1e9, Burst: 1e9}}, false)
 }
 
 func BenchmarkPoolTakeBackoff(b *testing.B) {
-	benchWard(b, Ward{Backoff: &Backoff{Base: time.Millisecond, Factor: 2, Jitter: Full}}, false)
+	benchWard(b, Ward{Backoff: Backoff{Base: time.Millisecond, Factor: 2, Jitter: Full}}, false)
 }
 
 // BenchmarkPoolTakeShedder runs with the process reported hot, so every
 // Take asks the shedder's Little's-law limit.
 func BenchmarkPoolTakeShedder(b *testing.B) {
-	benchWard(b, Ward{Shedder: NewShedder(0.8, 0)}, true)
+	benchWard(b, Ward{Shedder: Overload{Hot: 0.8}}, true)
 }
 
 func BenchmarkPoolTakeWard(b *testing.B) {
 	benchWard(b, Ward{
-		Breaker: NewBreaker(2, 0),
-		Bucket:  NewBucket(1e9, 1e9, 0),
-		Backoff: &Backoff{Base: time.Millisecond, Factor: 2, Jitter: Full},
-		Shedder: NewShedder(0.8, 0),
+		Breaker: Throttle{K: 2},
+		Bucket:  Rate{PerSecond: 1e9, Burst: 1e9},
+		Backoff: Backoff{Base: time.Millisecond, Factor: 2, Jitter: Full},
+		Shedder: Overload{Hot: 0.8},
 		Draw:    func() float64 { return 0.5 },
 	}, true)
 }
@@ -132,15 +132,17 @@ func benchMake(b *testing.B, w Ward) {
 	}
 }
 
-func BenchmarkPoolMadeBreaker(b *testing.B) { benchMake(b, Ward{Breaker: NewBreaker(2, 0)}) }
+func BenchmarkPoolMadeBreaker(b *testing.B) { benchMake(b, Ward{Breaker: Throttle{K: 2}}) }
 
-func BenchmarkPoolMadeBucket(b *testing.B) { benchMake(b, Ward{Bucket: NewBucket(1e9, 1e9, 0)}) }
-
-func BenchmarkPoolMadeBackoff(b *testing.B) {
-	benchMake(b, Ward{Backoff: &Backoff{Base: time.Millisecond, Factor: 2, Jitter: Full}})
+func BenchmarkPoolMadeBucket(b *testing.B) {
+	benchMake(b, Ward{Bucket: Rate{PerSecond: 1e9, Burst: 1e9}})
 }
 
-func BenchmarkPoolMadeShedder(b *testing.B) { benchMake(b, Ward{Shedder: NewShedder(0.8, 0)}) }
+func BenchmarkPoolMadeBackoff(b *testing.B) {
+	benchMake(b, Ward{Backoff: Backoff{Base: time.Millisecond, Factor: 2, Jitter: Full}})
+}
+
+func BenchmarkPoolMadeShedder(b *testing.B) { benchMake(b, Ward{Shedder: Overload{Hot: 0.8}}) }
 
 func BenchmarkBreakerAllow(b *testing.B) {
 	br := NewBreaker(2, time.Minute)

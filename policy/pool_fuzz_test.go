@@ -68,7 +68,7 @@ func (m *poolModel) find(list []modelRes, item int) int {
 func (m *poolModel) take(now int64) Taken[int] {
 	now = m.clock(now)
 	if m.closed {
-		return Taken[int]{Verdict: Shed}
+		return Taken[int]{Verdict: Shed, Why: ReasonClosed}
 	}
 	if n := len(m.idle); n > 0 {
 		h := m.idle[n-1]
@@ -348,16 +348,16 @@ func FuzzPool(f *testing.F) {
 
 		draws := 0.0
 		inert := Ward{
-			Backoff: &Backoff{},
-			Bucket:  NewBucket(1e12, 1e12, 0),
-			Shedder: NewShedder(2, time.Second), // hotter than any heat reported
+			Backoff: Backoff{},
+			Bucket:  Rate{PerSecond: 1e12, Burst: 1e12},
+			Shedder: Overload{Hot: 2, Window: time.Second}, // hotter than any heat reported
 			Draw:    func() float64 { draws += 0.3; return math.Mod(draws, 1) },
 		}
 		active := Ward{
-			Breaker: NewBreaker(2, 10*time.Second),
-			Bucket:  NewBucket(2, 3, 0),
-			Backoff: &Backoff{Base: time.Second, Factor: 2, Cap: 8 * time.Second, Jitter: Equal},
-			Shedder: NewShedder(0.5, 5*time.Second),
+			Breaker: Throttle{K: 2, Period: 10 * time.Second},
+			Bucket:  Rate{PerSecond: 2, Burst: 3},
+			Backoff: Backoff{Base: time.Second, Factor: 2, Cap: 8 * time.Second, Jitter: Equal},
+			Shedder: Overload{Hot: 0.5, Window: 5 * time.Second},
 			Draw:    func() float64 { return 0.5 },
 		}
 		pools := []*driven{}

@@ -32,10 +32,13 @@ func stale(item int) Taken[int] { return Taken[int]{Verdict: Stale, Item: item} 
 var (
 	mk   = Taken[int]{Verdict: Make}
 	wait = Taken[int]{Verdict: Wait}
-	shed = Taken[int]{Verdict: Shed}
 )
 
-func later(d time.Duration) Taken[int] { return Taken[int]{Verdict: Later, After: d} }
+func shed(why Reason) Taken[int] { return Taken[int]{Verdict: Shed, Why: why} }
+
+func later(d time.Duration, why Reason) Taken[int] {
+	return Taken[int]{Verdict: Later, After: d, Why: why}
+}
 
 // run plays a table against p, reporting the failing step.
 func runPool(t *testing.T, p *Pool[int], ops []poolOp) {
@@ -193,7 +196,7 @@ func TestPool(t *testing.T) {
 			{call: "give", at: minute(1), item: 1, want: true, live: 3, idle: 1, busy: 2},
 			{call: "give", at: minute(1), item: 2, want: true, live: 3, idle: 2, busy: 1},
 			{call: "close", want: []int{1, 2}, live: 1, busy: 1},
-			{call: "take", at: minute(2), want: shed, live: 1, busy: 1},
+			{call: "take", at: minute(2), want: shed(ReasonClosed), live: 1, busy: 1},
 			{call: "give", at: minute(2), item: 3, want: false, live: 0},
 			{call: "close", want: []int(nil), live: 0},
 		}},
@@ -494,10 +497,10 @@ func TestPoolAllocs(t *testing.T) {
 	}
 
 	w := NewPool[int](DefaultLimits, Ward{
-		Breaker: NewBreaker(2, 0),
-		Bucket:  NewBucket(1e12, 1e12, 0),
-		Backoff: &Backoff{Base: time.Millisecond, Factor: 2, Jitter: Full},
-		Shedder: NewShedder(0.5, 0),
+		Breaker: Throttle{K: 2},
+		Bucket:  Rate{PerSecond: 1e12, Burst: 1e12},
+		Backoff: Backoff{Base: time.Millisecond, Factor: 2, Jitter: Full},
+		Shedder: Overload{Hot: 0.5},
 		Draw:    func() float64 { return 0.5 },
 	})
 	w.Heat(0.9, now)
@@ -525,7 +528,7 @@ func TestPoolAllocs(t *testing.T) {
 // ward counting a failure, and Release with nothing reserved changes nothing.
 func TestRelease(t *testing.T) {
 	bo := Backoff{Base: time.Second, Factor: 2, Cap: time.Minute, Attempts: 3, Jitter: Rigid}
-	p := NewPool[int](Limits{Size: 1}, Ward{Backoff: &bo})
+	p := NewPool[int](Limits{Size: 1}, Ward{Backoff: bo})
 	if got := p.Take(0).Verdict; got != Make {
 		t.Fatalf("step 1: %v, want Make", got)
 	}

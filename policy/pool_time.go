@@ -12,7 +12,7 @@ package policy
 // than the latest: the pool reads a clock that goes back as standing still.
 func Stamps(limits Limits, ward Ward) (take, give bool) {
 	limits = limits.clamp()
-	take = ward.Breaker != nil || ward.Bucket != nil || ward.Backoff != nil || ward.Shedder != nil
+	take = ward.Breaker.On() || ward.Bucket.On() || ward.Backoff.Base > 0 || ward.Shedder.On()
 	give = take || limits.Keep != Forever || limits.Life != Forever
 	return take, give
 }

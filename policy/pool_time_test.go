@@ -37,7 +37,8 @@ func TestStamps(t *testing.T) {
 		{Limits{Size: 10}, Ward{}, false, false},
 		{Limits{Size: 10, Keep: time.Minute}, Ward{}, false, true},
 		{Limits{Size: 10, Life: -time.Minute}, Ward{}, false, false}, // negative is no limit
-		{Limits{Size: 10}, Ward{Bucket: NewBucket(1, 1, 0)}, true, true},
+		{Limits{Size: 10}, Ward{Bucket: Rate{PerSecond: 1}}, true, true},
+		{Limits{Size: 10}, Ward{Backoff: Backoff{Base: time.Second}}, true, true},
 	}
 	for i, tc := range tests {
 		if take, give := Stamps(tc.limits, tc.ward); take != tc.take || give != tc.give {

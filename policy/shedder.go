@@ -43,8 +43,10 @@ const (
 // reading older than the window no longer counts, so an owner that stops
 // reporting does not leave the shedder hot for good. NaN heat is cold.
 //
-// The zero Shedder is ready to use with the defaults. A Shedder is not safe
-// for concurrent use.
+// In a pool's Ward the pool builds a shedder of its own from Ward.Shedder
+// and does the reporting of completions; the owner reports heat through
+// Pool.Heat. The zero Shedder is ready to use with the defaults,
+// DefaultShedder's. A Shedder is not safe for concurrent use.
 type Shedder struct {
 	hot    float64
 	window time.Duration
