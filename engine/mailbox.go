@@ -163,12 +163,11 @@ func (m *mailbox) PostUserMessage(msg any) {
 			}
 			return
 		}
-		// Suspended or stopped: queue it as everyone does, still holding
-		// the mailbox (the ring cannot be full: nothing is counted).
-		m.state.Add(queued)
-		m.user.push(msg)
-		m.run()
-		return
+		// Suspended or stopped: let go, and queue it as everyone does; a
+		// full queue must not be waited on while holding the mailbox.
+		if !m.let() {
+			m.run() // something arrived meanwhile that may run now
+		}
 	}
 	m.state.Add(queued)
 	m.user.push(msg)
