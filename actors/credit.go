@@ -50,7 +50,7 @@ func (c *Credit) Draw(n int64) bool {
 // whose lease would be under one token lends nothing: every call is asked
 // of the actor, exactly as without credit.
 func leaseOf(burst float64) int64 {
-	const maxLease = 256
+	const maxLease = 1024
 	return int64(min(math.Floor(burst/16), maxLease))
 }
 
@@ -64,9 +64,13 @@ func leaseOf(burst float64) int64 {
 // token before it answers an Allow, a Left or a Tick, and it lends nothing
 // while anybody is parked, so Wait, Left and the FIFO are exactly as
 // SpawnBucket's. The one difference is under-admission after quiet spells,
-// at most one lease (a sixteenth of the burst, and 256 tokens at most) per
-// quiet spell and none under steady load; TestCreditNeverOverAdmits
-// measures it.
+// at most one lease (a sixteenth of the burst, and 1,024 tokens at most) per
+// quiet spell. TestCreditNeverOverAdmits measured, at 1,000 tokens a
+// second, how many fewer calls went through than through the exact
+// bucket: 3.7% and 3.9% for bursts of 16 and 64 under a trickle, a quiet
+// spell and a flood, over and over (0.33% and 0.03% for bursts of 1,000
+// and 10,000); up to 1.1% at a steady 1.5 times the rate, from the bucket
+// full at the start; and none under repeated bursts or random traffic.
 func SpawnBucketCredit(e *engine.Engine, name string, rate, burst float64) (*engine.Ref, *Credit, error) {
 	if e == nil {
 		return nil, nil, errNoEngine

@@ -102,7 +102,7 @@ func TestCreditNeverOverAdmits(t *testing.T) {
 					}
 					full = exact.Tokens(now) >= burst
 				}
-				lease := int(min(burst/16, 256))
+				lease := int(min(burst/16, 1024))
 				if short := theirs - ours; short > (fills+1)*lease {
 					t.Fatalf("let %d through against the exact bucket's %d: %d short, more than a lease (%d) per fill (%d)", ours, theirs, short, lease, fills)
 				}

