@@ -9,9 +9,10 @@ import (
 // the caller waits for it: cheaper than a channel with room for one, which
 // takes a lock on each side. The caller that asked runs the actor itself
 // whenever it finds it idle (see the package documentation), and then the
-// answer is already there when Send returns, at the cost of two atomic
-// operations. Otherwise the caller spins a short while, as long as spinning
-// has lately been paying off on this actor, and then parks.
+// answer is already there when Send returns, written with plain stores
+// (Set). Otherwise the caller spins a short while, as long as spinning has
+// lately been paying off on this actor, helps the actor along if its
+// goroutine has not started on it, and then parks.
 //
 // The zero Reply is empty and ready for use. A Reply takes one answer per
 // request: the actor calls Put exactly once, the caller reads it with Take
