@@ -266,7 +266,7 @@ func (l *limiter) allow(key string, n float64) bool {
 	}
 	a := allowSlots.Get().(*allowSlot)
 	a.req = actors.Allow{Now: l.eng.Now(), Key: key, N: n, Slot: &a.slot}
-	l.ref.Send(&a.req)
+	a.slot.Ask(l.ref, &a.req)
 	a.slot.Await(l.ref, nil)
 	p := a.slot.Take()
 	a.req.Key = "" // let the string go

@@ -206,7 +206,7 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 		if p.stampTake { // only the ward's holds look at the deadline
 			tk.Deadline = deadlineOf(ctx, tk.Now)
 		}
-		p.ref.Send(tk)
+		t.slot.Ask(p.ref, tk)
 		var a actors.Answer[T]
 		if t.slot.Ready() { // answered already when the actor ran inline
 			a = t.slot.Take()
@@ -492,10 +492,10 @@ func (p *Pool[T]) ask(item T, drop bool) actors.Answer[T] {
 	t := p.tickets.Get().(*ticket[T])
 	if drop {
 		t.drop = actors.Drop[T]{Now: p.eng.Now(), Item: item, Strict: true, Slot: &t.slot}
-		p.ref.Send(&t.drop)
+		t.slot.Ask(p.ref, &t.drop)
 	} else {
 		t.give = actors.Give[T]{Now: p.stamp(p.stampGive), Item: item, Strict: true, Slot: &t.slot}
-		p.ref.Send(&t.give)
+		t.slot.Ask(p.ref, &t.give)
 	}
 	t.slot.Await(p.ref, nil)
 	a := t.slot.Take()

@@ -84,7 +84,7 @@ func BenchmarkDirect(b *testing.B) {
 					if s == nil {
 						s = new(seq)
 					}
-					ref.Send(s)
+					s.reply.Ask(ref, s)
 					s.reply.Await(ref, nil)
 					s.reply.Take()
 					pool.Put(s)

@@ -48,25 +48,32 @@
 // one Send run every message other callers keep adding, on the caller's
 // stack, for as long as they keep coming.
 //
-// The engine schedules every mailbox by one of four Dispatch values.
-// Hybrid is the default: a sender that finds the status word at zero
-// (nobody running the actor, nothing queued, nobody half way through
-// queueing, since senders count before they queue) runs its own message at
-// once, on its own goroutine, without queueing it; it then runs what other
-// senders queued meanwhile, up to a budget of 16 messages in all
-// (combining: on two processors, the other one's callers are answered by
-// whoever holds the actor, without a goroutine switch), and hands the rest
-// to the actor's long-lived goroutine; until that goroutine starts on
-// them, any sender or waiting caller passing by may take the mailbox over
-// and run the next budget's worth itself, so on a busy machine callers do
-// not wait for the scheduler to get round to the actor's goroutine. So one
-// caller alone pays a function call and a few atomic operations, and no
-// caller runs others' work for more than the budget at a time. A sender that finds the actor busy queues its
-// message and waits on its Reply: it spins first, as long as spinning has
-// lately been paying off on this actor (the spin grows when it ends in an
-// answer and halves when it ends in parking, so it stops when the actor's
-// holder keeps being preempted), and never with one processor, where the
-// holder cannot run while anyone spins.
+// The engine schedules every mailbox by one of four Dispatch values. Hybrid
+// is the default: a sender that finds the status word at zero (nobody
+// running the actor, nothing queued, nobody half way through queueing, since
+// senders count before they queue) runs its own message at once, on its own
+// goroutine, without queueing it; it then runs what other senders queued
+// meanwhile, up to a budget of 16 messages in all (combining: on two
+// processors, the other one's callers are answered by whoever holds the
+// actor, without a goroutine switch), and hands the rest to the actor's
+// long-lived goroutine; until that goroutine starts on them, any sender or
+// waiting caller passing by may take the mailbox over and run the next
+// budget's worth itself, so on a busy machine callers do not wait for the
+// scheduler to get round to the actor's goroutine. So one caller alone pays
+// a function call and a few atomic operations, and no caller runs others'
+// work for more than the budget at a time.
+//
+// A sender that finds the actor busy queues its message and waits on its
+// Reply (Reply.Ask). It spins while its message is still in line and the
+// line moves, since then the actor is running on the other processor and
+// will get to it; it takes the mailbox over when the line stands still
+// because it waits for the actor's goroutine; and it parks once the line has
+// stood still for a while (the holder was preempted: how long a while
+// adapts, doubling with each spin answered and halving with each stall), or
+// soon after the actor has taken its message without answering it (the actor
+// parked the request itself, as a pool does a Take that waits for a
+// resource). With one processor nobody spins: the holder cannot run while
+// anyone does.
 //
 // Measured with BenchmarkDirect, BenchmarkDispatch and
 // BenchmarkProtoactorStock (a send and its reply; ns per round trip across

@@ -152,7 +152,11 @@ func newMailbox(mode Dispatch, budget int) *mailbox {
 // can be ahead of it, not even a sender half way through queueing, since
 // senders count first. It then runs what others queued meanwhile, up to the
 // budget, and hands the rest to the actor's goroutine.
-func (m *mailbox) PostUserMessage(msg any) {
+func (m *mailbox) PostUserMessage(msg any) { m.post(msg) }
+
+// post is PostUserMessage, reporting where msg was queued: its place in
+// the ring plus one, or 0 if its sender ran it at once.
+func (m *mailbox) post(msg any) uint64 {
 	if m.mode == Hybrid && m.state.Load() == 0 && m.state.CompareAndSwap(0, running) {
 		if !m.suspended.Load() && !m.closed.Load() {
 			m.inline = msg
@@ -161,7 +165,7 @@ func (m *mailbox) PostUserMessage(msg any) {
 			if m.drain(1, m.budget) {
 				m.handoff()
 			}
-			return
+			return 0
 		}
 		// Suspended or stopped: let go, and queue it as everyone does; a
 		// full queue must not be waited on while holding the mailbox.
@@ -170,8 +174,9 @@ func (m *mailbox) PostUserMessage(msg any) {
 		}
 	}
 	m.state.Add(queued)
-	m.user.push(msg)
+	at := m.user.push(msg) + 1
 	m.claim()
+	return at
 }
 
 // PostSystemMessage queues a protoactor system message.

@@ -74,7 +74,7 @@ func TestMailboxStress(t *testing.T) {
 						for i := 0; i < each; i += burst {
 							for k := range msgs {
 								msgs[k] = seq{from: g, n: i + k}
-								ref.Send(&msgs[k])
+								msgs[k].reply.Ask(ref, &msgs[k])
 								if g%2 == 0 { // half the senders wait for each answer
 									msgs[k].reply.Await(ref, nil)
 								}

@@ -9,16 +9,17 @@ import (
 // the caller waits for it: cheaper than a channel with room for one, which
 // takes a lock on each side. The caller that asked runs the actor itself
 // whenever it finds it idle (see the package documentation), and then the
-// answer is already there when Send returns, written with plain stores
-// (Set). Otherwise the caller spins a short while, as long as spinning has
-// lately been paying off on this actor, helps the actor along if its
-// goroutine has not started on it, and then parks.
+// answer is already there when Ask returns, written with plain stores
+// (Set). Otherwise the caller spins while its request is in line and the
+// line moves, helps the actor along if its goroutine has not started on
+// it, and then parks.
 //
 // The zero Reply is empty and ready for use. A Reply takes one answer per
 // request: the actor calls Put exactly once, the caller reads it with Take
 // (after Ready or Await said it is there), and may then use the Reply for
 // its next request. It must not be copied once used.
 type Reply[A any] struct {
+	at uint64 // where Ask queued the request, plus one; 0 if it ran at once
 	// state is read and changed atomically while the request is out; the
 	// caller resets it with a plain write once it has the answer, since
 	// nobody else looks at it until the next request is sent, and that
@@ -34,6 +35,12 @@ const (
 	replyParked               // the caller is parked on wake
 	replyFull                 // the answer is in val
 )
+
+// Ask sends msg, a request to be answered on r, to ref's actor, as
+// ref.Send does, and notes where it was queued: Await spins only while the
+// request is in line (see spinner). A request sent otherwise is awaited by
+// parking.
+func (r *Reply[A]) Ask(ref *Ref, msg any) { r.at = ref.mb.post(msg) }
 
 // Put leaves the answer and wakes the caller if it parked. The actor calls
 // it once per request; it never blocks.
@@ -75,7 +82,7 @@ func (r *Reply[A]) Await(ref *Ref, done <-chan struct{}) bool {
 	case replyFull:
 		return true
 	case replyEmpty:
-		if ref.mb.spin.wait(&r.state) {
+		if ref.mb.await(&r.state, r.at) {
 			return true
 		}
 		ref.mb.help() // the actor may be waiting for a goroutine: run it here
@@ -101,26 +108,33 @@ func (r *Reply[A]) Await(ref *Ref, done <-chan struct{}) bool {
 	}
 }
 
-// spinner is an actor's adaptive spin: how many times a caller looks for
-// its answer before parking. Spinning pays when the actor is running on
-// another processor and will answer within a few hundred nanoseconds; it
-// only burns a processor when the goroutine running the actor has been
-// preempted, or is waiting for this very processor. So the limit grows a
-// little with every spin that ends in an answer and halves with every one
-// that ends in parking; at zero, one caller in probeEvery spins anyway to
-// see whether things have changed. With one processor spinning can never
-// pay, and nobody spins.
+// spinner is an actor's adaptive spin. A caller whose request is queued
+// looks for its answer while the request is still in line and the line is
+// moving: the actor is running on another processor and will get to it. It
+// parks when the line stands still for a while (the goroutine running the
+// actor has been preempted, or waits for this very processor), and soon
+// after the actor has taken its request without answering, since then the
+// actor has parked the request itself (a Take waiting for a resource). How
+// long "a while" is adapts: it doubles with every spin that ends in an
+// answer and halves with every stall (once, however many callers saw it);
+// at zero, one caller in probeEvery spins anyway to see whether things
+// have changed.
+// With one processor spinning can never pay, and nobody spins.
 type spinner struct {
-	limit atomic.Int32
-	probe atomic.Uint32
-	off   bool
+	limit   atomic.Int32
+	probe   atomic.Uint32
+	stalled atomic.Uint64 // the head at which a stall last halved the limit
+	off     bool
 }
 
 const (
 	spinStart  = 256
 	spinMax    = 4096
-	spinProbe  = 64 // the spin of a probe while the limit is zero
-	probeEvery = 32
+	spinProbe  = 64      // the stall a probe waits out while the limit is zero
+	probeEvery = 32      // callers per probe while the limit is zero
+	spinTaken  = 128     // looks for an answer once the actor has taken the request
+	spinCap    = 1 << 15 // looks in all, however fast the line moves
+	spinHelp   = 32      // looks at a line standing still before seeing whether it waits for a goroutine
 )
 
 // init readies a spinner: spinning from spinStart, or never on one
@@ -130,10 +144,15 @@ func (s *spinner) init() {
 	s.limit.Store(spinStart)
 }
 
-// wait spins on state until it reads full or the limit runs out, and
-// reports which.
-func (s *spinner) wait(state *uint32) bool {
-	if s.off {
+// await spins on state until it reads full, and reports true, or until
+// spinning stops paying, and reports false. at is where the request was
+// queued, plus one (see post); 0 means its sender ran it, so an answer not
+// there yet will come from the actor's FIFO, and waiting for it is parking.
+// A line that stands still because the mailbox waits for its goroutine is
+// not a stall: the caller takes the mailbox over (help) and spins on.
+func (m *mailbox) await(state *uint32, at uint64) bool {
+	s := &m.spin
+	if s.off || at == 0 {
 		return false
 	}
 	n := s.limit.Load()
@@ -143,14 +162,37 @@ func (s *spinner) wait(state *uint32) bool {
 		}
 		n = spinProbe
 	}
-	for i := int32(0); i < n; i++ {
+	head := &m.user.head
+	last, still, taken := head.Load(), int32(0), int32(0)
+	for range spinCap {
 		if atomic.LoadUint32(state) == replyFull {
 			if l := s.limit.Load(); l < spinMax {
-				s.limit.Store(min(l+l/8+1, spinMax))
+				s.limit.Store(min(max(2*l, spinProbe), spinMax))
 			}
 			return true
 		}
+		switch h := head.Load(); {
+		case h >= at: // taken
+			if taken++; taken >= spinTaken {
+				return false // parked by the actor: no fault of spinning
+			}
+		case h != last:
+			last, still = h, 0
+		default:
+			still++
+			if still&(spinHelp-1) == 0 && m.handed.Load() {
+				m.help()
+				still = 0
+				continue
+			}
+			if still >= n {
+				// One stall is one halving, however many callers saw it.
+				if old := s.stalled.Load(); old != h && s.stalled.CompareAndSwap(old, h) {
+					s.limit.Store(s.limit.Load() / 2)
+				}
+				return false
+			}
+		}
 	}
-	s.limit.Store(s.limit.Load() / 2)
 	return false
 }

@@ -44,8 +44,9 @@ func newRing(size int) *ring {
 }
 
 // push queues msg, waiting (yielding the processor) while the ring is full:
-// backpressure, as a full channel would give.
-func (r *ring) push(msg any) {
+// backpressure, as a full channel would give. It returns msg's place in
+// line: the receiver has taken it once head has passed it.
+func (r *ring) push(msg any) uint64 {
 	for {
 		pos := r.tail.Load()
 		c := &r.cells[pos&r.mask]
@@ -54,7 +55,7 @@ func (r *ring) push(msg any) {
 			if r.tail.CompareAndSwap(pos, pos+1) {
 				c.msg = msg
 				c.seq.Store(pos + 1)
-				return
+				return pos
 			}
 		case seq < pos:
 			runtime.Gosched() // full: the receiver has not freed this cell yet
