@@ -33,7 +33,7 @@
 // through the invoker, which knows what to do with them). Answers go to
 // a Reply, a slot the caller spins on and then parks on, rather than a
 // channel or a protoactor future. Why: on the 2-core machine the project
-// is measured on, protoactor's stock round trip costs 390-520 ns (a
+// is measured on, protoactor's stock round trip costs 340-530 ns (a
 // goroutine start or wake per message, a channel, a future), and a pool's
 // own bookkeeping costs 30; moonpool's pools, limiters and gates answer
 // in a round trip of the latter's order, which is the only way a library
@@ -82,12 +82,12 @@
 // 200000x on the project's 2-core machine, Go 1.26, shared with other
 // work at the time; p50 and p99 are of a single call:
 //
-//	round trip                            1 caller  8 callers  64 callers  512 callers  p50 / p99
-//	Handler + Reply, hybrid 16 (default)  113 ns    119 ns     139 ns      119 ns       50 / 61 ns
-//	Handler + Reply, hybrid 1             123 ns    125 ns     104 ns      136 ns       50 / 61 ns
-//	Receive + channel, hybrid 16          141 ns    138 ns     145 ns      145 ns       80 / 90 ns
-//	Receive + channel, hybrid 1           145 ns    147 ns     139 ns      187 ns       80 / 90 ns (0.2 ms at 512)
-//	protoactor stock                      462 ns    494 ns     522 ns      389 ns       0.35 / 0.56 µs (84 / 811 µs at 512)
+//	round trip                            1 caller  8 callers  64 callers  512 callers  p50 / p99 of a call
+//	Handler + Reply, hybrid 16 (default)  106 ns    119 ns     112 ns      109 ns       50 / 61 ns (261 ns at 512)
+//	Handler + Reply, hybrid 1             106 ns    114 ns     106 ns      129 ns       50 / 61-390 ns
+//	Receive + channel, hybrid 16          136 ns    130 ns     128 ns      257 ns       70 / 81 ns (83 / 341 µs at 512)
+//	Receive + channel, hybrid 1           137 ns    143 ns     184 ns      154 ns       70 ns / 0.09-33 µs
+//	protoactor stock                      459 ns    530 ns     434 ns      337 ns       0.34 / 0.45-4 µs (0.13 / 0.6 ms at 512)
 //
 // An echo is answered too fast for callers to meet each other often; where
 // they do (the pool benchmark of cmd bench, 8 callers and more on two
