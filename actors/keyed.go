@@ -128,10 +128,11 @@ func (k *keyed[S, R]) Handle(msg any) {
 		if i, ok := k.index[m.Key]; ok {
 			e := &k.keys[i]
 			var ahead float64
+			var parked int
 			if e.line >= 0 {
-				ahead = k.q.lines[e.line].ahead
+				ahead, parked = k.q.lines[e.line].ahead, int(k.q.lines[e.line].n)
 			}
-			p = Permit{Left: k.rule.left(&e.state, m.Now), After: k.rule.wait(&e.state, m.Now, ahead, 1)}
+			p = Permit{Left: k.rule.left(&e.state, m.Now), After: k.rule.wait(&e.state, m.Now, ahead, 1), Parked: parked}
 		} else {
 			k.spare = k.rule.fresh(m.Now)
 			p = Permit{Left: k.rule.left(&k.spare, m.Now), After: k.rule.wait(&k.spare, m.Now, 0, 1)}
@@ -170,6 +171,9 @@ func (k *keyed[S, R]) allow(m *Allow) {
 			k.park(i, m)
 		}
 	} else {
+		if li := k.keys[i].line; li >= 0 {
+			k.serve(li) // as the unkeyed limiter does: a Tick may be late
+		}
 		e := &k.keys[i]
 		var waiting int32
 		var ahead float64
@@ -184,7 +188,7 @@ func (k *keyed[S, R]) allow(m *Allow) {
 		}
 	}
 	k.sweep(now, sweepPerCall)
-	k.arm(now)
+	k.arm(k.now)
 }
 
 func (k *keyed[S, R]) withdraw(req *Allow) {
@@ -193,16 +197,16 @@ func (k *keyed[S, R]) withdraw(req *Allow) {
 		return
 	}
 	req.answer(Permit{Err: ErrCancelled})
-	k.serve(li, k.now) // its head may have changed, or its line emptied
+	k.serve(li) // its head may have changed, or its line emptied
 	k.arm(k.now)
 }
 
 func (k *keyed[S, R]) tick(m *Tick) {
-	now := m.Now
-	k.seen(now)
+	k.seen(m.Now)
+	now := k.now
 	k.alarm.fired(m)
 	for len(k.wakes) > 0 && k.q.lines[k.wakes[0]].at <= now {
-		k.serve(k.wakes[0], now)
+		k.serve(k.wakes[0])
 	}
 	if k.sweep(now, sweepPerTick) {
 		k.alarm.set(now, now, false) // more are due: come back at once
@@ -339,17 +343,18 @@ func (k *keyed[S, R]) park(i int32, m *Allow) {
 	}
 	k.q.park(li, m, k.rule.cost(m.N))
 	if k.q.lines[li].n == 1 { // a new head: schedule it
-		k.serve(li, m.Now)
+		k.serve(li)
 	}
 }
 
-// serve grants whom it can in line li at now, then either drops the line,
-// if it emptied, or files it in the wake heap at its head's instant.
-func (k *keyed[S, R]) serve(li int32, now int64) {
+// serve grants whom it can in line li by the latest instant seen (as the
+// unkeyed limiter's serve), then either drops the line, if it emptied, or
+// files it in the wake heap at its head's instant.
+func (k *keyed[S, R]) serve(li int32) {
 	i := k.q.lines[li].key
-	n, d := serve(k.rule, &k.keys[i].state, &k.q, li, now)
+	n, _ := serve(k.rule, &k.keys[i].state, &k.q, li, k.now)
 	if n > 0 {
-		k.touch(i, now)
+		k.touch(i, k.now)
 	}
 	ln := &k.q.lines[li]
 	if ln.n == 0 {
@@ -360,8 +365,7 @@ func (k *keyed[S, R]) serve(li int32, now int64) {
 		k.keys[i].line = -1
 		return
 	}
-	ln.at = later(now, d)
-	if ln.heap < 0 {
+	if ln.heap < 0 { // serve kept the head's instant in ln.at
 		ln.heap = int32(len(k.wakes))
 		k.wakes = append(k.wakes, li)
 		k.wakeUp(ln.heap)

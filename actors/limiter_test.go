@@ -352,7 +352,8 @@ func TestNoGrantPastDeadline(t *testing.T) {
 	}
 	s := time.Second
 	ask(w, "", r.at(0), 1)
-	ask(w, "", r.at(5*s), 1) // full: slots open at +10s and +15s
+	r.v.AdvanceTo(r.at(5 * s)) // the clock reads what the requests say
+	ask(w, "", r.at(5*s), 1)   // full: slots open at +10s and +15s
 	first := park(w, "", r.at(5*s), 1, 0)
 	// Behind first, the estimate is +10s (the oldest slot), within a
 	// deadline of +12s; the truth is +15s.
@@ -712,4 +713,90 @@ func ExampleSpawnKeyedWindow() {
 	// ann true 0s
 	// ann false 1h0m0s
 	// bob true 0s
+}
+
+// TestAllowNothing: a bucket's Allow of N <= 0 asks for nothing and is
+// granted, with or without Wait, even while callers are parked (they lose
+// nothing to it), and changes nothing. A window counts one event whatever
+// N, so for a window N = 0 is an event like any other. (Issue 9, defect
+// 10: with a caller parked, an Allow of 0 was refused.)
+func TestAllowNothing(t *testing.T) {
+	r := newLimRig(t)
+	b, err := SpawnBucket(r.e, "", 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask(b, "", r.t0, 2)
+	parked := park(b, "", r.t0, 1, 0)
+	for i, n := range []float64{0, -1, math.Inf(-1)} {
+		if p := ask(b, "", r.t0, n); !p.OK || p.Err != nil {
+			t.Fatalf("step %d: Allow(%v) with a caller parked = %+v, want granted", i, n, p)
+		}
+		if p := answer(park(b, "", r.t0, n, 0)); !p.OK || p.Err != nil {
+			t.Fatalf("step %d: Allow(%v) with Wait and a caller parked = %+v, want granted at once", i, n, p)
+		}
+	}
+	unanswered(t, "the parked caller", parked)
+	r.advance(b, time.Second)
+	if p := answer(parked); !p.OK {
+		t.Fatalf("the parked caller = %+v, want its token at +1s", p)
+	}
+
+	w, err := SpawnWindow(r.e, "", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := ask(w, "", r.t0, 0); !p.OK {
+		t.Fatalf("window: Allow(0) = %+v, want one event counted", p)
+	}
+	if p := ask(w, "", r.t0, 0); p.OK || p.After != time.Minute {
+		t.Fatalf("window: a second Allow(0) = %+v, want refused: it is an event", p)
+	}
+}
+
+// TestAnswersCarryLeft: every answer to an Allow says what a caller that
+// does not wait could still have at once, in the same turn as the
+// decision: what is left after a grant, what is there at a refusal, and
+// nothing while callers are parked, since they come first.
+func TestAnswersCarryLeft(t *testing.T) {
+	r := newLimRig(t)
+	b, _ := SpawnBucket(r.e, "", 10, 3)
+	w, _ := SpawnWindow(r.e, "", 2, time.Minute)
+	kb, _ := SpawnKeyedBucket(r.e, "", 10, 3)
+	ms := time.Millisecond
+	steps := []struct {
+		ref   *engine.Ref
+		key   string
+		at    time.Duration
+		n     float64
+		wait  bool // park, and expect no answer
+		ok    bool
+		after time.Duration
+		left  float64
+	}{
+		{b, "", 0, 1, false, true, 0, 2},
+		{b, "", 0, 2, false, true, 0, 0},
+		{b, "", 50 * ms, 1, false, false, 50 * ms, 0.5},
+		{b, "", 50 * ms, 1, true, false, 0, 0},          // parks for +100ms
+		{b, "", 60 * ms, 0, false, true, 0, 0},          // nothing asked: granted, and nothing is spare behind the parked one
+		{b, "", 60 * ms, 0.1, false, false, 50 * ms, 0}, // behind it
+		{kb, "a", 0, 3, false, true, 0, 0},
+		{kb, "a", 0, 1, false, false, 100 * ms, 0},
+		{kb, "b", 0, 1, false, true, 0, 2},
+		{w, "", 0, 1, false, true, 0, 1},
+		{w, "", 0, 1, false, true, 0, 0},
+		{w, "", 0, 1, false, false, time.Minute, 0},
+	}
+	for i, s := range steps {
+		if s.wait {
+			a := park(s.ref, s.key, r.at(s.at), s.n, 0)
+			left(s.ref, s.key, r.at(s.at))
+			unanswered(t, fmt.Sprintf("step %d", i), a)
+			continue
+		}
+		p := ask(s.ref, s.key, r.at(s.at), s.n)
+		if p.OK != s.ok || p.After != s.after || math.Abs(p.Left-s.left) > 1e-9 || p.Err != nil {
+			t.Fatalf("step %d: Allow(%v at +%v) = %+v, want OK %v After %v Left %v", i, s.n, s.at, p, s.ok, s.after, s.left)
+		}
+	}
 }

@@ -136,19 +136,26 @@ type Answer[T comparable] struct {
 	Err     error         // ErrStopped, ErrClosed, ErrNotLent, ErrCancelled, ErrShed, ErrHeld, ErrDuplicate
 }
 
-// Tick is the engine's timer firing at Now: a pool evicts and wakes callers
-// parked on Later; a limiter wakes its waiters.
+// Tick is the engine's timer firing: a pool evicts and wakes callers parked
+// on Later; a limiter wakes its waiters. Now is the clock's reading when the
+// timer fired, which is later than the instant it was asked for (real timers
+// always are): stamped with the earlier instant, an actor would grant and
+// schedule from a time already past and lose the lateness for good.
 type Tick struct{ Now int64 }
 
 // Limiter requests (Bucket, Window, and their keyed forms).
 type (
 	// Allow asks for N tokens (a bucket; a window counts one event whatever
-	// N) for Key (keyed limiters only). Without Wait it is answered at once.
-	// With Wait, a refusal parks the caller in FIFO order until it is granted;
-	// if the wait would end after Deadline (0: none) it is answered at once
-	// with ErrDeadline and After set to the wait it would have faced, and a
-	// parked caller whose turn comes after its Deadline (a window's wait
-	// behind others is estimated from below) is answered ErrDeadline then.
+	// N) for Key (keyed limiters only). A bucket's N <= 0 asks for nothing
+	// and is granted at once, even while callers are parked. Without Wait it
+	// is answered at once. With Wait, a refusal parks the caller in FIFO
+	// order until it is granted; if the wait would end after Deadline (0:
+	// none) it is answered at once with ErrDeadline and After set to the
+	// wait it would have faced, and a parked caller whose turn comes after
+	// its Deadline (a window's wait behind others is estimated from below)
+	// is answered ErrDeadline then. Parked callers whose turn has come by
+	// Now are granted before the Allow is decided, so a refusal's After is
+	// never 0.
 	Allow struct {
 		Now      int64
 		Key      string
@@ -163,8 +170,9 @@ type (
 	// ErrCancelled unless it was granted first. Either way the Allow gets
 	// exactly one answer. No answer of its own.
 	Withdraw struct{ Allow *Allow }
-	// Left asks how many tokens or events are left for Key now, and how
-	// long a newcomer wanting one would wait, behind those parked.
+	// Left asks how many tokens or events are left for Key now, how long a
+	// newcomer wanting one would wait, behind those parked, and how many
+	// are parked. It takes nothing and grants nothing.
 	Left struct {
 		Now   int64
 		Key   string
@@ -179,9 +187,12 @@ type (
 // Permit is a limiter's or gate's reply.
 type Permit struct {
 	OK    bool          // granted
-	After time.Duration // refused: how long until it could be granted (policy.Never: never); for Left: the wait a newcomer wanting one would face now
-	Left  float64       // for Left: tokens or events left; for Enter: how many are inside
-	Err   error
+	After time.Duration // refused: how long until it could be granted, never 0 for an Allow refused without Err (policy.Never: never); for Left: the wait a newcomer wanting one would face now
+	Left  float64       // for Allow: what a caller that does not wait could still have now (0 while callers are parked); for Left: tokens or events left; for Enter: how many are inside
+	// Parked, for Left: how many callers are parked (for Key), so a caller
+	// can tell that a Wait it started is in line.
+	Parked int
+	Err    error
 }
 
 // Refuse answers a Take that reached a stopped actor.

@@ -2,7 +2,8 @@
 // a Go server author would otherwise pick: jackc/puddle and a buffered
 // channel for pools, x/time/rate for rate limits, x/sync/semaphore for a
 // concurrency gate, sony/gobreaker for a breaker, and a map of rate
-// limiters for a keyed limit.
+// limiters for a keyed limit; and, on request, real PostgreSQL connections
+// against pgxpool and database/sql.
 //
 // Every pair runs in one process, its sides alternating in short slices
 // round after round, so a machine that slows down slows both alike; each
@@ -16,22 +17,32 @@
 //	go run ./bench -full      # longer slices, more rounds
 //	go run ./bench -out DIR   # also write DIR/results.md and an SVG per pair
 //	go run ./bench -noise     # with GOMAXPROCS goroutines burning CPU alongside
+//	go run ./bench -only Postgres   # a real PostgreSQL: about two minutes
+//
+// The Postgres suite is not in the default run: it takes longer than all
+// the others together, and needs PostgreSQL's server binaries (initdb,
+// pg_ctl, postgres; Debian's postgresql package), from which it starts a
+// throwaway cluster of its own. Without them it says so and is skipped.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/internal/pgtest"
 )
 
 // config is one way of running the whole suite.
@@ -45,6 +56,15 @@ type config struct {
 	keys           int // per slice, for Keyed
 	keyedRounds    int // a slice of a million keys takes a second or two
 	noise          bool
+	pg             pgConfig
+}
+
+// pgConfig is how the Postgres suite runs.
+type pgConfig struct {
+	callers []int
+	sizes   []int // the pools' most connections
+	plan    plan  // a request takes tens of µs to ms, not ns: longer slices
+	restart restartPlan
 }
 
 var configs = map[string]config{
@@ -57,6 +77,12 @@ var configs = map[string]config{
 		attempts:       2_000,
 		keys:           100_000,
 		keyedRounds:    1,
+		pg: pgConfig{
+			callers: []int{8, 64},
+			sizes:   []int{10},
+			plan:    plan{rounds: 3, slice: 100 * time.Millisecond, samples: 20_000},
+			restart: restartPlan{rounds: 1, rate: 1000, size: 10, timeout: time.Second, before: 500 * time.Millisecond, after: 2 * time.Second},
+		},
 	},
 	"default": {
 		name:           "default",
@@ -67,6 +93,12 @@ var configs = map[string]config{
 		attempts:       10_000,
 		keys:           1_000_000,
 		keyedRounds:    3,
+		pg: pgConfig{
+			callers: []int{8, 64, 512},
+			sizes:   []int{10, 50},
+			plan:    plan{rounds: 5, slice: 250 * time.Millisecond, samples: 50_000},
+			restart: restartPlan{rounds: 3, rate: 1000, size: 10, timeout: time.Second, before: time.Second, after: 3 * time.Second},
+		},
 	},
 	"full": {
 		name:           "full",
@@ -77,6 +109,12 @@ var configs = map[string]config{
 		attempts:       100_000,
 		keys:           1_000_000,
 		keyedRounds:    5,
+		pg: pgConfig{
+			callers: []int{8, 64, 512},
+			sizes:   []int{10, 50},
+			plan:    plan{rounds: 9, slice: 500 * time.Millisecond, samples: 200_000},
+			restart: restartPlan{rounds: 5, rate: 1000, size: 10, timeout: time.Second, before: time.Second, after: 4 * time.Second},
+		},
 	},
 	// smoke runs every code path in a blink; the tests use it.
 	"smoke": {
@@ -88,6 +126,12 @@ var configs = map[string]config{
 		attempts:       50,
 		keys:           500,
 		keyedRounds:    1,
+		pg: pgConfig{
+			callers: []int{8},
+			sizes:   []int{4},
+			plan:    plan{rounds: 1, slice: 20 * time.Millisecond, samples: 1000},
+			restart: restartPlan{rounds: 1, rate: 200, size: 4, timeout: time.Second, before: 200 * time.Millisecond, after: time.Second},
+		},
 	},
 }
 
@@ -95,24 +139,32 @@ var configs = map[string]config{
 type suite struct {
 	name string
 	rows func(eng *engine.Engine, cfg config) []row
+	// serve, for a suite that needs a server, is used instead of rows: it
+	// starts the server, and returns the rows and how to stop it. An error
+	// matching pgtest.ErrNoServer skips the suite with one line.
+	serve func(eng *engine.Engine, cfg config) ([]row, func(), error)
+	// slow suites are left out of a run that names none; -only picks them.
+	slow bool
 }
 
 var suites = []suite{
-	{"Pool", poolRows},
-	{"Rate", rateRows},
-	{"Gate", gateRows},
-	{"Breaker", breakerRows},
-	{"Core", func(_ *engine.Engine, cfg config) []row { return coreRows(cfg) }},
-	{"Keyed", keyedRows},
+	{name: "Pool", rows: poolRows},
+	{name: "Rate", rows: rateRows},
+	{name: "Gate", rows: gateRows},
+	{name: "Breaker", rows: breakerRows},
+	{name: "Core", rows: func(_ *engine.Engine, cfg config) []row { return coreRows(cfg) }},
+	{name: "Keyed", rows: keyedRows},
+	{name: "Postgres", serve: postgresSuite, slow: true},
 }
 
 func main() {
 	quick := flag.Bool("quick", false, "a few seconds: fewer callers, rounds and keys")
 	full := flag.Bool("full", false, "the long run: longer slices, more rounds and samples")
 	out := flag.String("out", "", "also write results.md and one SVG per pair into this directory")
-	only := flag.String("only", "", "comma-separated suites to run (Pool,Rate,Gate,Breaker,Core,Keyed); all if empty")
+	only := flag.String("only", "", "comma-separated suites to run (Pool,Rate,Gate,Breaker,Core,Keyed,Postgres); all but Postgres if empty")
 	noise := flag.Bool("noise", false, "a noisy neighbour: GOMAXPROCS goroutines burning CPU beside the benchmark")
 	flag.Parse()
+	stopOnInterrupt()
 	name := "default"
 	switch {
 	case *quick && *full:
@@ -158,13 +210,35 @@ func run(cfg config, only, out string, stdout, stderr io.Writer, tty bool) error
 	total := 0
 	var rowsOf [][]row
 	var engines []*engine.Engine
-	for _, s := range picked {
+	stops := make([]func(), len(picked))
+	defer func() {
+		for _, stop := range stops {
+			if stop != nil {
+				stop()
+			}
+		}
+	}()
+	for i, s := range picked {
 		eng := engine.New()
-		rs := s.rows(eng, cfg)
+		var rs []row
+		if s.serve != nil {
+			rs, stops[i], err = s.serve(eng, cfg)
+			switch {
+			case errors.Is(err, pgtest.ErrNoServer):
+				fmt.Fprintf(stderr, "bench: %s skipped: %v\n", s.name, err)
+			case err != nil:
+				for _, e := range append(engines, eng) {
+					_ = e.Shutdown(context.Background())
+				}
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+		} else {
+			rs = s.rows(eng, cfg)
+		}
 		engines = append(engines, eng)
 		rowsOf = append(rowsOf, rs)
 		for _, r := range rs {
-			total += len(r.callers)
+			total += max(len(r.callers), 1)
 		}
 	}
 	start := time.Now()
@@ -207,6 +281,10 @@ func run(cfg config, only, out string, stdout, stderr io.Writer, tty bool) error
 			warn("engine shutdown: %v", err)
 		}
 		cancel()
+		if stops[i] != nil {
+			stops[i]()
+			stops[i] = nil
+		}
 	}
 	if tty {
 		fmt.Fprint(stderr, "\r\033[K")
@@ -230,10 +308,17 @@ func run(cfg config, only, out string, stdout, stderr io.Writer, tty bool) error
 	return nil
 }
 
-// pick is the suites named in only, in their usual order.
+// pick is the suites named in only, in their usual order; for an empty
+// only, every suite but the slow ones.
 func pick(only string) ([]suite, error) {
 	if only == "" {
-		return suites, nil
+		var picked []suite
+		for _, s := range suites {
+			if !s.slow {
+				picked = append(picked, s)
+			}
+		}
+		return picked, nil
 	}
 	var names []string
 	for n := range strings.SplitSeq(only, ",") {
@@ -246,9 +331,51 @@ func pick(only string) ([]suite, error) {
 		}
 	}
 	if len(picked) != len(names) {
-		return nil, fmt.Errorf("-only %q: the suites are Pool, Rate, Gate, Breaker, Core and Keyed", only)
+		return nil, fmt.Errorf("-only %q: the suites are Pool, Rate, Gate, Breaker, Core, Keyed and Postgres", only)
 	}
 	return picked, nil
+}
+
+// atInterrupt holds what must not outlive the process when it is
+// interrupted: a database server the bench started.
+var atInterrupt struct {
+	sync.Mutex
+	next int
+	fs   map[int]func()
+}
+
+// onInterrupt has f run if the bench is interrupted (Ctrl-C, SIGTERM)
+// before forget is called.
+func onInterrupt(f func()) (forget func()) {
+	atInterrupt.Lock()
+	defer atInterrupt.Unlock()
+	if atInterrupt.fs == nil {
+		atInterrupt.fs = map[int]func(){}
+	}
+	id := atInterrupt.next
+	atInterrupt.next++
+	atInterrupt.fs[id] = f
+	return func() {
+		atInterrupt.Lock()
+		defer atInterrupt.Unlock()
+		delete(atInterrupt.fs, id)
+	}
+}
+
+// stopOnInterrupt makes an interrupt run what onInterrupt holds, then
+// exit. Only main calls it: a test's process is not ours to end.
+func stopOnInterrupt() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		fmt.Fprintln(os.Stderr, "\nbench: interrupted")
+		atInterrupt.Lock()
+		for _, f := range atInterrupt.fs {
+			f()
+		}
+		os.Exit(130)
+	}()
 }
 
 func errorCount(results []result) int64 {

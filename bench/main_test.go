@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/xml"
 	"errors"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/internal/pgtest"
 	"go.uber.org/goleak"
 )
 
@@ -25,6 +27,7 @@ var peers = []string{
 	"golang.org/x/time",
 	"golang.org/x/sync",
 	"github.com/sony/gobreaker/v2",
+	"github.com/jackc/pgx/v5", // pgxpool and the database/sql driver are in it
 }
 
 // modulesOf lists the modules whose packages pkgs depend on, run from the
@@ -60,7 +63,7 @@ func TestLibraryImportsNoPeers(t *testing.T) {
 	}
 	for _, p := range peers {
 		if lib[p] {
-			t.Errorf("the library's packages depend on %s; only bench may", p)
+			t.Errorf("the library's packages depend on %s; only bench, examples and internal/pgtest may", p)
 		}
 	}
 	// The same listing for bench itself names every peer, so the check
@@ -79,6 +82,9 @@ func TestLibraryImportsNoPeers(t *testing.T) {
 func TestSidesDoTheSameWork(t *testing.T) {
 	cfg := configs["smoke"]
 	for _, s := range suites {
+		if s.rows == nil {
+			continue // a suite with a server of its own: TestPostgresSuite
+		}
 		eng := engine.New()
 		for _, r := range s.rows(eng, cfg) {
 			for _, sd := range r.sides {
@@ -190,6 +196,16 @@ func TestOnlyPicksSuites(t *testing.T) {
 	if _, err := pick("Pool,Nope"); err == nil {
 		t.Error("pick accepted a suite that does not exist")
 	}
+	// The slow suite runs only when named.
+	all, _ := pick("")
+	for _, s := range all {
+		if s.name == "Postgres" {
+			t.Error("a run that names no suite includes Postgres")
+		}
+	}
+	if got, err := pick("postgres"); err != nil || len(got) != 1 || got[0].name != "Postgres" {
+		t.Errorf("pick(\"postgres\") = %v, %v; want Postgres", got, err)
+	}
 }
 
 func TestMedianAndQuantile(t *testing.T) {
@@ -218,5 +234,84 @@ func TestMedianAndQuantile(t *testing.T) {
 	}
 	if got := median(nil); got == got {
 		t.Errorf("median of nothing = %v, want NaN", got)
+	}
+}
+
+// TestPostgresSidesDoTheSameWork runs each side of the Postgres suite
+// against a real server: every request succeeds, and no side dials more
+// connections than the size it was given, counted at its dialer.
+func TestPostgresSidesDoTheSameWork(t *testing.T) {
+	srv := pgtest.New(t)
+	eng := engine.New()
+	defer eng.Shutdown(context.Background())
+	const size, callers, ops = 4, 8, 200
+	for _, s := range dbSides(eng, srv) {
+		for _, q := range queries {
+			db, err := s.build(size)
+			if err != nil {
+				t.Fatalf("%s: %v", s.name, err)
+			}
+			c := db.contender(q, s.name)
+			sl := runSlice(c, callers, 0, ops, 1, 1, 100, false)
+			c.close()
+			what := s.name + " " + q.name
+			if sl.ops != ops || sl.errs != 0 {
+				t.Errorf("%s: %d requests, %d failed; want %d, none failed", what, sl.ops, sl.errs, ops)
+			}
+			if n := db.dials.Load(); n < 1 || n > size {
+				t.Errorf("%s: dialled %d times for a pool of %d", what, n, size)
+			}
+		}
+	}
+}
+
+// TestPostgresSuite runs the whole suite in its smallest configuration,
+// restart included, and checks what it reports. It asserts no time.
+func TestPostgresSuite(t *testing.T) {
+	pgtest.Require(t)
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if err := run(configs["smoke"], "Postgres", dir, &stdout, &stderr, false); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	table := stdout.String()
+	for _, want := range []string{"POSTGRES", "SELECT 1 size=4", "pg_sleep(0.001) size=4", "pgxpool", "database/sql", "p999", "opened",
+		"restart, SELECT 1 at 200/s", "dials during restart", "TARGETS (from issue 13)", "Postgres restart: no more failed requests than pgxpool"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("the table has no %q:\n%s", want, table)
+		}
+	}
+	if strings.Contains(table, "issue 5") {
+		t.Errorf("a run of Postgres alone lists issue 5's targets, none of them measured:\n%s", table)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Targets (issue 13)", "## Postgres", "### Postgres restart", "| side | requests | failed |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("results.md has no %q:\n%s", want, md)
+		}
+	}
+}
+
+// TestPostgresWithoutServer checks that -only Postgres on a machine with
+// no PostgreSQL says so in one line, with how to get it, and fails nothing.
+func TestPostgresWithoutServer(t *testing.T) {
+	old := startServer
+	t.Cleanup(func() { startServer = old })
+	startServer = func(context.Context) (*pgtest.Server, error) { return nil, pgtest.ErrNoServer }
+	var stdout, stderr bytes.Buffer
+	if err := run(configs["smoke"], "Postgres", "", &stdout, &stderr, false); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	var said []string
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(l, "Postgres skipped") {
+			said = append(said, l)
+		}
+	}
+	if len(said) != 1 || !strings.Contains(said[0], "apt-get install postgresql") {
+		t.Errorf("want one line saying Postgres was skipped and how to get it; stderr:\n%s", stderr.String())
 	}
 }

@@ -50,6 +50,12 @@ type row struct {
 	fixed int
 	heap  bool // with fixed: report the live heap grown per operation
 	count string
+	// plan, if set, replaces the run's: a database row needs longer
+	// slices than a row of nanosecond calls.
+	plan *plan
+	// scenario, if set, replaces the slices altogether: the row is run
+	// its own way (the Postgres restart) and reports a table of its own.
+	scenario func(say progress) (result, error)
 	// rounds, if above zero, overrides the plan's: a row whose every
 	// slice is a million keys needs fewer.
 	rounds int
@@ -59,6 +65,7 @@ type row struct {
 const (
 	countAllowed = "allowed" // share of calls let through
 	countBackend = "backend" // calls that reached the backend, of all calls
+	countOpened  = "opened"  // connections the side opened while built, warm-up included
 )
 
 // measured is one side's result at one level of callers.
@@ -69,10 +76,12 @@ type measured struct {
 	rounds   []float64 // ns per operation in each round
 	allocs   float64   // heap allocations per operation, over every round
 	p50, p99 float64   // latency of one call in ns, over every round's samples
+	p999     float64   // the same, for the Postgres rows
 	samples  int
 	count    float64 // the row's count per slice (median over rounds)
 	ops      float64 // operations per slice (median over rounds)
 	heap     float64 // live heap bytes grown per operation (median over rounds)
+	total    float64 // with countOpened: the count over the whole level
 	errs     int64
 }
 
@@ -84,8 +93,9 @@ type level struct {
 
 // result is a measured row.
 type result struct {
-	row    row
-	levels []level
+	row     row
+	levels  []level
+	restart []restartSide // a restart scenario's, instead of levels
 }
 
 // plan is how long and how often the harness measures.
@@ -231,6 +241,15 @@ type progress func(what string)
 // slows both sides alike.
 // next is called after each level.
 func measure(r row, p plan, say progress, next func()) (result, error) {
+	if r.scenario != nil {
+		res, err := r.scenario(say)
+		res.row = r
+		next()
+		return res, err
+	}
+	if r.plan != nil {
+		p = *r.plan
+	}
 	res := result{row: r}
 	for _, callers := range r.callers {
 		lv, err := measureLevel(r, p, callers, say)
@@ -307,7 +326,11 @@ func measureLevel(r row, p plan, callers int, say progress) (level, error) {
 
 	lv := level{callers: callers}
 	for i, s := range r.sides {
-		lv.sides = append(lv.sides, summarise(s, runs[i]))
+		m := summarise(s, runs[i])
+		if r.count == countOpened && built[i].count != nil {
+			m.total = float64(built[i].count())
+		}
+		lv.sides = append(lv.sides, m)
 	}
 	return lv, nil
 }
@@ -341,6 +364,7 @@ func summarise(s side, sl []slice) measured {
 	m.samples = len(lat)
 	m.p50 = quantile(lat, 0.50)
 	m.p99 = quantile(lat, 0.99)
+	m.p999 = quantile(lat, 0.999)
 	m.count = median(counts)
 	m.ops = median(perOps)
 	m.heap = median(heaps)

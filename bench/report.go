@@ -19,10 +19,13 @@ var suiteWhat = map[string]string{
 	"Breaker": "a backend that fails every call; a fixed number of attempts from a fresh breaker; note: calls that reached the backend",
 	"Core":    "the pure core alone, one goroutine, time handed in; Pool against a buffered channel, Bucket and Window against rate.Limiter.AllowN(t, 1)",
 	"Keyed":   "one Allow per distinct key on a limiter that starts empty; note: live heap grown per key",
+	"Postgres": "one request on a real PostgreSQL through pgx: wait for a connection, query, hand it back; pools of the same size on every side; " +
+		"req/s over every caller, latency of one request including the wait, connections opened by the side at that level (warm-up included)",
 }
 
-// check is one of the issue's targets and how this run did against it.
+// check is one of an issue's targets and how this run did against it.
 type check struct {
+	issue    int
 	target   string
 	measured string
 	met      bool
@@ -95,8 +98,9 @@ func vsAt(r *result, theirs string, want func(int) bool, value func(*measured) f
 func ns(m *measured) float64  { return m.ns }
 func p99(m *measured) float64 { return m.p99 }
 
-// targets checks this run against the issue's targets (issue 8; the Core
-// ones are issue 5's and still hold).
+// targets checks this run against the issues' targets: issue 8's for the
+// message passing, issue 5's for the core (they still hold), and the
+// Postgres suite's.
 func targets(results []result) []check {
 	var cs []check
 	at := func(levels ...int) func(int) bool {
@@ -179,7 +183,13 @@ func targets(results []result) []check {
 		}
 	}
 	cs = append(cs, c)
-	return cs
+	for i := range cs {
+		cs[i].issue = 8
+		if strings.HasPrefix(cs[i].target, "Core: ") {
+			cs[i].issue = 5 // issue 5's targets for the core, which still hold
+		}
+	}
+	return append(cs, pgTargets(results)...)
 }
 
 // times formats a ratio.
@@ -276,8 +286,13 @@ func lines(r result) []line {
 // writeTable prints the results for a terminal.
 func writeTable(w io.Writer, m machine, results []result, checks []check) {
 	fmt.Fprintln(w, m.line())
-	fmt.Fprintf(w, "Each pair alternates its sides for %d rounds; ns/op is the median round, p50/p99 the latency of one call\n", m.config.plan.rounds)
-	fmt.Fprintf(w, "(every k-th call timed, the clock's own %.0fns taken off), ours/theirs compares ns/op and p99 within the row.\n", m.clockCost)
+	if notOnly(results, "Postgres") {
+		fmt.Fprintf(w, "Each pair alternates its sides for %d rounds; ns/op is the median round, p50/p99 the latency of one call\n", m.config.plan.rounds)
+		fmt.Fprintf(w, "(every k-th call timed, the clock's own %.0fns taken off), ours/theirs compares ns/op and p99 within the row.\n", m.clockCost)
+	}
+	if line := pgPlanLine(m, results); line != "" {
+		fmt.Fprintln(w, line+".")
+	}
 	suite := ""
 	for _, r := range results {
 		if r.row.suite != suite {
@@ -285,6 +300,15 @@ func writeTable(w io.Writer, m machine, results []result, checks []check) {
 			fmt.Fprintf(w, "\n%s: %s\n", strings.ToUpper(suite), suiteWhat[suite])
 		}
 		fmt.Fprintf(w, "\n  %s %s\n", r.row.suite, r.row.name)
+		if head, body, ok := ownTable(r); ok {
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+			for _, cells := range append([][]string{head}, body...) {
+				last := len(cells) - 1 // the note, left to run on
+				fmt.Fprintf(tw, "%s\t  %s\n", strings.Join(cells[:last], "\t"), cells[last])
+			}
+			tw.Flush()
+			continue
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "callers\tside\tns/op\tallocs/op\tp50\tp99\tours/theirs\tp99 ratio\t")
 		for _, l := range lines(r) {
@@ -292,12 +316,36 @@ func writeTable(w io.Writer, m machine, results []result, checks []check) {
 		}
 		tw.Flush()
 	}
-	fmt.Fprintln(w, "\nTARGETS (from issue 8)")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, c := range checks {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.verdict(), c.target, c.measured)
+	for _, g := range groups(checks) {
+		fmt.Fprintf(w, "\nTARGETS (from issue %d)\n", g[0].issue)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, c := range g {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.verdict(), c.target, c.measured)
+		}
+		tw.Flush()
 	}
-	tw.Flush()
+}
+
+// notOnly says whether results hold a row of a suite other than suite.
+func notOnly(results []result, suite string) bool {
+	return slices.ContainsFunc(results, func(r result) bool { return r.row.suite != suite })
+}
+
+// groups splits checks by issue, leaving out an issue none of whose
+// targets this run measured.
+func groups(checks []check) [][]check {
+	var out [][]check
+	for i := 0; i < len(checks); {
+		j, known := i, false
+		for ; j < len(checks) && checks[j].issue == checks[i].issue; j++ {
+			known = known || checks[j].known
+		}
+		if known {
+			out = append(out, checks[i:j])
+		}
+		i = j
+	}
+	return out
 }
 
 // writeOut writes results.md and the plots into dir.
@@ -349,15 +397,27 @@ func writeMarkdown(w io.Writer, m machine, results []result, checks []check, plo
 	fmt.Fprintf(w, "Written by `%s -out DIR` on %s.\n\n", cmd, m.date.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(w, "- Machine: %s, %d cores, GOMAXPROCS=%d, %s\n", m.cpu, m.cores, m.maxprocs, m.platform)
 	fmt.Fprintf(w, "- Go: %s; one engine per suite, `engine.New()` as it comes (real clock, default dispatch)\n", m.goVersion)
-	fmt.Fprintf(w, "- Each pair alternates its sides in one process, %d rounds of %v slices per side and level (Breaker: %d attempts a slice; Keyed: %d rounds of %d keys); ns/op is the median round.\n",
-		m.config.plan.rounds, m.config.plan.slice, m.config.attempts, m.config.keyedRounds, m.config.keys)
-	fmt.Fprintf(w, "- p50/p99: the latency of one call, every k-th call timed (at most %d samples per side and level), the clock's own %.0f ns taken off.\n", m.config.plan.samples, m.clockCost)
-	fmt.Fprintf(w, "- allocs/op: heap allocations counted for the whole process during the slices, divided by the operations.\n")
-	fmt.Fprintf(w, "- ours/theirs: moonpool's ns/op (and p99) over the other side's, in the same row of the same run: below 1 is faster.\n\n")
+	if notOnly(results, "Postgres") {
+		fmt.Fprintf(w, "- Each pair alternates its sides in one process, %d rounds of %v slices per side and level (Breaker: %d attempts a slice; Keyed: %d rounds of %d keys); ns/op is the median round.\n",
+			m.config.plan.rounds, m.config.plan.slice, m.config.attempts, m.config.keyedRounds, m.config.keys)
+		fmt.Fprintf(w, "- p50/p99: the latency of one call, every k-th call timed (at most %d samples per side and level), the clock's own %.0f ns taken off.\n", m.config.plan.samples, m.clockCost)
+		fmt.Fprintf(w, "- allocs/op: heap allocations counted for the whole process during the slices, divided by the operations.\n")
+		fmt.Fprintf(w, "- ours/theirs: moonpool's ns/op (and p99) over the other side's, in the same row of the same run: below 1 is faster.\n")
+	}
+	if line := pgPlanLine(m, results); line != "" {
+		fmt.Fprintf(w, "- %s. req/s is the median round; p50/p99/p999 the latency of one request, every k-th timed, the clock's own %.0f ns taken off; "+
+			"ours/theirs req/s is moonpool's throughput over the other side's (above 1 is faster), ours/theirs p99 its p99 over theirs (below 1 is shorter).\n", line, m.clockCost)
+	}
+	fmt.Fprintln(w)
 
-	fmt.Fprintf(w, "## Targets (issue 8)\n\n| | target | measured (ours/theirs) |\n|---|---|---|\n")
-	for _, c := range checks {
-		fmt.Fprintf(w, "| %s | %s | %s |\n", c.verdict(), c.target, c.measured)
+	for i, g := range groups(checks) {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "## Targets (issue %d)\n\n| | target | measured (ours/theirs) |\n|---|---|---|\n", g[0].issue)
+		for _, c := range g {
+			fmt.Fprintf(w, "| %s | %s | %s |\n", c.verdict(), c.target, c.measured)
+		}
 	}
 	suite := ""
 	for _, r := range results {
@@ -366,6 +426,21 @@ func writeMarkdown(w io.Writer, m machine, results []result, checks []check, plo
 			fmt.Fprintf(w, "\n## %s\n\n%s.\n", suite, suiteWhat[suite])
 		}
 		fmt.Fprintf(w, "\n### %s %s\n\n", r.row.suite, r.row.name)
+		if head, body, ok := ownTable(r); ok {
+			fmt.Fprintf(w, "| %s |\n|", strings.Join(head, " | "))
+			for _, h := range head {
+				if h == "side" || h == "note" {
+					fmt.Fprint(w, "---|")
+				} else {
+					fmt.Fprint(w, "---:|")
+				}
+			}
+			fmt.Fprintln(w)
+			for _, cells := range body {
+				fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+			}
+			continue
+		}
 		fmt.Fprintln(w, "| callers | side | ns/op | allocs/op | p50 | p99 | ours/theirs ns/op | ours/theirs p99 | note |")
 		fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---|")
 		for _, l := range lines(r) {

@@ -65,19 +65,22 @@
 // # Limiters, a gate, and retries
 //
 // The limiters have the same shape, after golang.org/x/time/rate: Allow
-// answers now and takes; Wait blocks in line (first come, first served)
-// until granted, and fails at once, without waiting, when the wait would
-// pass ctx's deadline; Delay is the wait a caller would face now, for a
-// Retry-After header. Bucket is a token bucket (a rate with a burst),
-// Window a sliding-window quota ("a thousand a day" exactly), and
-// KeyedBucket and KeyedWindow hold one of each per key in one actor, forgetting
-// a key once it is full again or empty, so a million keys that came once
-// do not stay. Gate is a concurrency limit whose Enter answers rather than
-// queues.
+// answers now and takes; Try does the same and also says, from the same
+// decision, how long a refused caller must wait and what is left, for the
+// Retry-After and remaining-count headers; Wait blocks in line (first
+// come, first served) until granted, and fails at once, without waiting,
+// when the wait would pass ctx's deadline. Bucket is a token bucket (a
+// rate with a burst), Window a sliding-window quota ("a thousand a day"
+// exactly), and KeyedBucket and KeyedWindow hold one of each per key in
+// one actor, forgetting a key once it is full again or empty, so a million
+// keys that came once do not stay. Gate is a concurrency limit whose Enter
+// answers rather than queues.
 //
 //	limit, _ := client.NewKeyedBucket(eng, 10, 20) // per client: 10/s, bursts of 20
-//	if !limit.Allow(clientID) {
-//		w.Header().Set("Retry-After", fmt.Sprint(math.Ceil(limit.Delay(clientID).Seconds())))
+//	if d := limit.Try(clientID); !d.OK {
+//		// Whole seconds, rounded up: at least 1, at most a day (also
+//		// after Close, whose wait is policy.Never).
+//		w.Header().Set("Retry-After", strconv.Itoa(d.RetryAfter()))
 //		w.WriteHeader(http.StatusTooManyRequests)
 //		return
 //	}
@@ -106,7 +109,8 @@
 //
 // Close stops new Gets at once, closes idle resources, and waits within its
 // ctx for lent ones to come home, closing each as it does. The engine's
-// Shutdown closes every pool the same way.
+// Shutdown closes every pool the same way, within its own ctx: a pool whose
+// Close is still waiting is stopped anyway when that ctx ends.
 //
 // # Time
 //

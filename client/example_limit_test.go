@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
@@ -37,14 +40,53 @@ func ExampleBucket() {
 	defer eng.Shutdown(context.Background())
 
 	b, _ := client.NewBucket(eng, 2, 3)
-	fmt.Println(b.Allow(), b.Allow(), b.Allow(), b.Allow())
-	fmt.Println("Retry-After:", b.Delay())
+	fmt.Println(b.Allow(), b.Allow(), b.Allow())
+	d := b.Try()
+	fmt.Println(d.OK, "wait", d.Wait, "Retry-After:", d.RetryAfter())
 	clock.Advance(500 * time.Millisecond)
 	fmt.Println(b.Allow())
 	// Output:
-	// true true true false
-	// Retry-After: 500ms
+	// true true true
+	// false wait 500ms Retry-After: 1
 	// true
+}
+
+// The Retry-After recipe: one call decides and says, from the same
+// decision, how long to wait and what is left, so the header never reads
+// 0 for a refusal, nor a number of centuries once the limiter is closed.
+func ExampleKeyedBucket_Try() {
+	clock := vclock.NewVirtual()
+	eng := engine.New(engine.WithClock(clock))
+	defer eng.Shutdown(context.Background())
+
+	limit, _ := client.NewKeyedBucket(eng, 0.4, 2) // per client: one every 2.5s, bursts of 2
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		d := limit.Try(r.Header.Get("X-Client"))
+		w.Header().Set("X-RateLimit-Remaining", strconv.Itoa(d.Left))
+		if !d.OK {
+			w.Header().Set("Retry-After", strconv.Itoa(d.RetryAfter()))
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		fmt.Fprint(w, "hello")
+	}
+	call := func() {
+		req := httptest.NewRequest("GET", "/", nil)
+		req.Header.Set("X-Client", "ann")
+		rec := httptest.NewRecorder()
+		handler(rec, req)
+		fmt.Println(rec.Code, "Retry-After:", rec.Header().Get("Retry-After"), "Remaining:", rec.Header().Get("X-RateLimit-Remaining"))
+	}
+	call()
+	call()
+	call()
+	limit.Close(context.Background())
+	call()
+	// Output:
+	// 200 Retry-After:  Remaining: 1
+	// 200 Retry-After:  Remaining: 0
+	// 429 Retry-After: 3 Remaining: 0
+	// 429 Retry-After: 86400 Remaining: 0
 }
 
 // Wait returns at once when the wait would outlast the caller's deadline,

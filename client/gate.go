@@ -20,7 +20,6 @@ import (
 // is safe for concurrent use. Build one with NewGate; the zero Gate is not
 // usable.
 type Gate struct {
-	eng    *engine.Engine
 	ref    *engine.Ref
 	limit  int          // as the actor holds it; gateNoLimit for none
 	room   *actors.Room // room the actor lent ahead of time; nil for a small limit
@@ -47,7 +46,7 @@ func NewGate(eng *engine.Engine, limit int) (*Gate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("moonpool: NewGate: %w", err)
 	}
-	return &Gate{eng: eng, ref: ref, limit: limit, room: room}, nil
+	return &Gate{ref: ref, limit: limit, room: room}, nil
 }
 
 // enterReqs holds Enter requests with their reply channels for reuse, so
@@ -108,5 +107,5 @@ func (g *Gate) Held() int {
 // no. A second Close does nothing and returns nil, as does a Close after
 // the engine shut down.
 func (g *Gate) Close(ctx context.Context) error {
-	return stopActor(ctx, g.eng, g.ref, &g.closed)
+	return stopActor(ctx, g.ref, &g.closed)
 }

@@ -45,13 +45,18 @@ func NewKeyedBucket(eng *engine.Engine, rate, burst float64) (*KeyedBucket, erro
 // Allow is whether key has a token now, taking it if so, as Bucket.Allow.
 func (k *KeyedBucket) Allow(key string) bool { return k.l.allow(key, 1) }
 
+// Try is Allow with the whole answer for key (see Decision), from one turn
+// of the actor, as Bucket.Try.
+func (k *KeyedBucket) Try(key string) Decision { return k.l.try(key, 1) }
+
 // Wait blocks until a token of key's is taken for the caller, in line
 // behind key's other waiters (and nobody else's), or ctx is done. It
 // answers as Bucket.WaitN does.
 func (k *KeyedBucket) Wait(ctx context.Context, key string) error { return k.l.wait(ctx, key, 1) }
 
 // Delay is how long a caller wanting one of key's tokens would wait now, as
-// Bucket.Delay. A key not seen yet has its burst, so 0.
+// Bucket.Delay. A key not seen yet has its burst, so 0. For a Retry-After
+// header use Try.
 func (k *KeyedBucket) Delay(key string) time.Duration {
 	p, ok := k.l.left(key)
 	if !ok {
@@ -100,6 +105,10 @@ func NewKeyedWindow(eng *engine.Engine, allow int, window time.Duration) (*Keyed
 // Allow is whether an event for key fits its quota now, counting it if so.
 func (k *KeyedWindow) Allow(key string) bool { return k.l.allow(key, 1) }
 
+// Try is Allow with the whole answer for key (see Decision), from one turn
+// of the actor, as Bucket.Try.
+func (k *KeyedWindow) Try(key string) Decision { return k.l.try(key, 1) }
+
 // Wait blocks until an event for key is counted for the caller, in line
 // behind key's other waiters, or ctx is done. It answers as Window.Wait.
 func (k *KeyedWindow) Wait(ctx context.Context, key string) error { return k.l.wait(ctx, key, 1) }
@@ -112,7 +121,7 @@ func (k *KeyedWindow) Left(key string) int {
 }
 
 // Delay is how long a caller would wait now for room in key's quota, as
-// Window.Delay.
+// Window.Delay. For a Retry-After header use Try.
 func (k *KeyedWindow) Delay(key string) time.Duration {
 	p, ok := k.l.left(key)
 	if !ok {

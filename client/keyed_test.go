@@ -40,11 +40,11 @@ func TestKeyedBucketIndependent(t *testing.T) {
 
 	// a waiter on a does not hold up c, nor is it served by c's tokens.
 	a := waitAsync(r.ctx, func(ctx context.Context) error { return k.Wait(ctx, "a") })
-	r.awaitLine(&k.l, "a", time.Second)
+	r.awaitParked(&k.l, "a", 1)
 	if err := k.Wait(r.ctx, "c"); err != nil {
 		t.Fatalf("Wait(c) behind a's waiter: %v", err)
 	}
-	if r.lineWait(&k.l, "c") != 0 {
+	if r.parked(&k.l, "c") != 0 {
 		t.Fatal("c has a line of its own making")
 	}
 	r.to(time.Second)
@@ -58,9 +58,9 @@ func TestKeyedBucketIndependent(t *testing.T) {
 	// Cancelling one key's waiter leaves the others' alone.
 	ctxA, cancelA := context.WithCancel(r.ctx)
 	a = waitAsync(ctxA, func(ctx context.Context) error { return k.Wait(ctx, "a") })
-	r.awaitLine(&k.l, "a", time.Second)
+	r.awaitParked(&k.l, "a", 1)
 	b := waitAsync(r.ctx, func(ctx context.Context) error { return k.Wait(ctx, "b") })
-	r.awaitLine(&k.l, "b", time.Second)
+	r.awaitParked(&k.l, "b", 1)
 	cancelA()
 	if err := r.result(a, "cancelled Wait(a)"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Wait(a) = %v", err)
@@ -131,16 +131,14 @@ func TestKeyedWindowWait(t *testing.T) {
 	if !k.Allow("k") {
 		t.Fatal("step 0: a fresh key refused")
 	}
-	// A key's line counts a lap of the window per allow callers ahead, so
-	// with allow 1 one waiter makes the line two minutes long.
 	w := waitAsync(context.Background(), func(ctx context.Context) error { return k.Wait(ctx, "k") })
-	r.awaitLine(&k.l, "k", 2*time.Minute)
+	r.awaitParked(&k.l, "k", 1)
 	if !k.Allow("j") || k.Allow("j") {
 		t.Fatal("step 1: key j is not on its own quota")
 	}
 	r.to(time.Minute - 1)
-	if got := r.lineWait(&k.l, "k"); got != time.Minute+1 {
-		t.Fatalf("step 2: a nanosecond before k's event leaves, k's line is %v, want the waiter still in it (1m0.000000001s)", got)
+	if got := r.parked(&k.l, "k"); got != 1 {
+		t.Fatalf("step 2: a nanosecond before k's event leaves, k's line holds %d, want the waiter still in it", got)
 	}
 	r.to(time.Minute)
 	if err := r.result(w, "Wait(k)"); err != nil {

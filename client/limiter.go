@@ -38,17 +38,57 @@ func (e *WaitError) Error() string {
 // Unwrap returns ErrExceedsDeadline.
 func (e *WaitError) Unwrap() error { return ErrExceedsDeadline }
 
+// Decision is a limiter's whole answer to one request, decided in one turn
+// of its actor: whether it was allowed, how long until it would be if not,
+// and what is left. It is what a server needs for a 429 and its headers.
+// Asking twice instead (Allow, then Delay) can straddle other callers and
+// disagree: a Delay of 0 right after a refusal, say. The zero Decision is a
+// refusal whose wait is not known; RetryAfter reads it as 1.
+type Decision struct {
+	// OK is whether the request was allowed: its tokens taken, or its
+	// event counted.
+	OK bool
+	// Wait is, for a refusal, how long until a caller asking the same would
+	// be allowed, behind the callers already waiting in line: always more
+	// than 0, and policy.Never when that would never be (more than the
+	// burst, a quota of nothing) or the limiter is closed. It is 0 when OK.
+	Wait time.Duration
+	// Left is how many whole tokens (or events) a caller that does not wait
+	// could still have now, for a remaining-count header: 0 while callers
+	// wait in line, since they come first.
+	Left int
+}
+
+// MaxRetryAfter is the most Decision.RetryAfter says, in seconds: a day. A
+// longer wait, one that never ends and a closed limiter all say it, rather
+// than a number no client can use.
+const MaxRetryAfter = 24 * 60 * 60
+
+// RetryAfter is the wait in whole seconds, rounded up, for a Retry-After
+// header: 0 when OK; for a refusal at least 1, since a client told 0 would
+// come straight back, and at most MaxRetryAfter.
+func (d Decision) RetryAfter() int {
+	if d.OK {
+		return 0
+	}
+	if d.Wait > (MaxRetryAfter-1)*time.Second {
+		return MaxRetryAfter
+	}
+	return max(1, int((d.Wait+time.Second-1)/time.Second))
+}
+
 // Bucket is a token bucket on an engine: rate tokens a second accrue up to
 // burst, and each call takes what it costs, one for Allow and Wait. It lets
 // a burst through after a quiet spell and then holds callers to the rate,
 // which is what an API facing people wants.
 //
 // Allow answers now and never blocks; Wait blocks in line, first come first
-// served, until the tokens are there. Most servers want Allow and, when it
-// says no, Delay for the Retry-After header. The tokens live in one actor,
-// so a Bucket is safe for concurrent use, and the bucket itself is the
-// actors' (see actors.SpawnBucket); this is its blocking face. Build one
-// with NewBucket; the zero Bucket is not usable.
+// served, until the tokens are there. Most servers want Try: Allow's answer
+// with, in the same turn, the wait for a Retry-After header and what is
+// left. The tokens live in one actor, so a Bucket is safe for concurrent
+// use, and the bucket itself is the actors' (see actors.SpawnBucket); this
+// is its blocking face. Build one with NewBucket; the zero Bucket is not
+// usable.
 type Bucket struct {
 	l      limiter
 	rate   float64        // tokens a second, as the bucket reads it
@@ -93,15 +133,26 @@ func NewBucket(eng *engine.Engine, rate, burst float64) (*Bucket, error) {
 // 1,000 or more (see actors.SpawnBucketCredit).
 func (b *Bucket) Allow() bool { return b.AllowN(1) }
 
-// AllowN is Allow for n tokens. An n <= 0 asks for nothing and gets it; an
-// n above the burst, or NaN, is never allowed. A whole n is drawn from the
-// lent batch when it holds that many.
+// AllowN is Allow for n tokens. An n <= 0 asks for nothing and gets it,
+// even while callers wait, since it takes nothing from them (as
+// x/time/rate's AllowN); only after Close is it refused. An n above the
+// burst, or NaN, is never allowed. A whole n is drawn from the lent batch
+// when it holds that many.
 func (b *Bucket) AllowN(n float64) bool {
 	if b.credit != nil && n >= 1 && n == math.Trunc(n) && n <= b.burst && !b.l.closed.Load() && b.credit.Draw(int64(n)) {
 		return true
 	}
 	return b.l.allow("", n)
 }
+
+// Try is Allow with the whole answer (see Decision), from one turn of the
+// bucket's actor: for a refusal, the wait for a Retry-After header, never 0;
+// and the tokens left. It never blocks. After Close it is refused with a
+// Wait of policy.Never. It is TryN(1).
+func (b *Bucket) Try() Decision { return b.l.try("", 1) }
+
+// TryN is Try for n tokens, answering as AllowN does.
+func (b *Bucket) TryN(n float64) Decision { return b.l.try("", n) }
 
 // Wait blocks until a token is taken for the caller, in line behind those
 // already waiting, or ctx is done. It is WaitN(ctx, 1).
@@ -131,8 +182,9 @@ func (b *Bucket) WaitN(ctx context.Context, n float64) error {
 
 // Delay is how long a caller wanting one token would wait now, behind the
 // callers already parked in Wait: 0 if it is there, policy.Never if it
-// never will be. It is what a Retry-After header should say to a caller
-// Allow refused. It takes nothing. After Close it is policy.Never.
+// never will be. It takes nothing. After Close it is policy.Never. For a
+// Retry-After header use Try instead: a Delay asked after a refusal is a
+// second question, and others may have been answered in between.
 func (b *Bucket) Delay() time.Duration {
 	p, ok := b.l.left("")
 	if !ok {
@@ -187,6 +239,10 @@ func NewWindow(eng *engine.Engine, allow int, window time.Duration) (*Window, er
 // never blocks, and says no while callers wait in line, or after Close.
 func (w *Window) Allow() bool { return w.l.allow("", 1) }
 
+// Try is Allow with the whole answer (see Decision), from one turn of the
+// window's actor, as Bucket.Try.
+func (w *Window) Try() Decision { return w.l.try("", 1) }
+
 // Wait blocks until an event is counted for the caller, in line behind
 // those already waiting, or ctx is done. It answers as Bucket.WaitN does,
 // with one difference: behind other waiters the window can only estimate
@@ -204,7 +260,8 @@ func (w *Window) Left() int {
 // Delay is how long a caller would wait now for room: 0 if there is room,
 // policy.Never for a quota of nothing or after Close. With nobody parked in
 // Wait it is exact: when the oldest counted event leaves the window. Behind
-// parked callers it is the window's estimate from below, as for Wait.
+// parked callers it is the window's estimate from below, as for Wait. For
+// a Retry-After header use Try, as for Bucket.Delay.
 func (w *Window) Delay() time.Duration {
 	p, ok := w.l.left("")
 	if !ok {
@@ -261,8 +318,29 @@ func (l *limiter) done(req *actors.Allow) {
 }
 
 func (l *limiter) allow(key string, n float64) bool {
+	p, _ := l.ask(key, n)
+	return p.OK
+}
+
+// try is allow with the whole answer.
+func (l *limiter) try(key string, n float64) Decision {
+	p, open := l.ask(key, n)
+	switch {
+	case !open:
+		return Decision{Wait: policy.Never}
+	case p.OK:
+		return Decision{OK: true, Left: whole(p.Left)}
+	}
+	// The actor never refuses with a wait of 0; the floor keeps the
+	// promise even so.
+	return Decision{Wait: max(p.After, 1), Left: whole(p.Left)}
+}
+
+// ask sends an Allow that does not wait and returns its answer, and false
+// once the limiter is closed or its engine shut down.
+func (l *limiter) ask(key string, n float64) (actors.Permit, bool) {
 	if l.closed.Load() {
-		return false
+		return actors.Permit{}, false
 	}
 	a := allowSlots.Get().(*allowSlot)
 	a.req = actors.Allow{Now: l.eng.Now(), Key: key, N: n, Slot: &a.slot}
@@ -271,7 +349,19 @@ func (l *limiter) allow(key string, n float64) bool {
 	p := a.slot.Take()
 	a.req.Key = "" // let the string go
 	allowSlots.Put(a)
-	return p.OK
+	return p, p.Err == nil
+}
+
+// whole is x rounded down to an int, 0 for NaN or less, and at most the
+// largest int.
+func whole(x float64) int {
+	switch {
+	case !(x > 0):
+		return 0
+	case x >= math.MaxInt:
+		return math.MaxInt
+	}
+	return int(x)
 }
 
 func (l *limiter) wait(ctx context.Context, key string, n float64) error {
@@ -330,20 +420,17 @@ func (l *limiter) left(key string) (actors.Permit, bool) {
 }
 
 func (l *limiter) close(ctx context.Context) error {
-	return stopActor(ctx, l.eng, l.ref, &l.closed)
+	return stopActor(ctx, l.ref, &l.closed)
 }
 
 // stopActor stops ref's actor once; later calls, and a call after the
-// engine shut down (which stopped it already), return nil.
-func stopActor(ctx context.Context, eng *engine.Engine, ref *engine.Ref, closed *atomic.Bool) error {
+// engine shut down (which stopped it already), return nil. It stops the
+// actor through its Ref, never by name, so it cannot reach another actor.
+func stopActor(ctx context.Context, ref *engine.Ref, closed *atomic.Bool) error {
 	if !closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	err := eng.Stop(ctx, ref.Name())
-	if errors.Is(err, engine.ErrNotFound) {
-		return nil
-	}
-	return err
+	return ref.Stop(ctx)
 }
 
 // permitErr turns a Wait's answer into the client's error.

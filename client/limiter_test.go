@@ -45,29 +45,24 @@ func newLimitRig(t *testing.T) *limitRig {
 // to moves the clock to t0+d.
 func (r *limitRig) to(d time.Duration) { r.clock.AdvanceTo(r.t0 + int64(d)) }
 
-// lineWait asks l's actor, taking nothing, how long until everyone parked
-// in key's line has been served: an Allow of nothing that does not wait is
-// granted when nobody waits, and refused with the wait from the back of
-// the line when somebody does. It is how a test knows a Wait has parked.
-func (r *limitRig) lineWait(l *limiter, key string) time.Duration {
+// parked asks l's actor, taking nothing, how many callers are parked in
+// key's line. It is how a test knows a Wait has parked.
+func (r *limitRig) parked(l *limiter, key string) int {
 	reply := make(chan actors.Permit, 1)
-	l.ref.Send(&actors.Allow{Now: r.eng.Now(), Key: key, N: 0, Reply: reply})
-	if p := <-reply; !p.OK {
-		return p.After
-	}
-	return 0
+	l.ref.Send(&actors.Left{Now: r.eng.Now(), Key: key, Reply: reply})
+	return (<-reply).Parked
 }
 
-// awaitLine yields until key's line reads want.
-func (r *limitRig) awaitLine(l *limiter, key string, want time.Duration) {
+// awaitParked yields until key's line holds want callers.
+func (r *limitRig) awaitParked(l *limiter, key string, want int) {
 	r.t.Helper()
 	for {
-		got := r.lineWait(l, key)
+		got := r.parked(l, key)
 		if got == want {
 			return
 		}
 		if r.ctx.Err() != nil {
-			r.t.Fatalf("line of %q waits %v, want %v", key, got, want)
+			r.t.Fatalf("line of %q holds %d, want %d", key, got, want)
 		}
 		runtime.Gosched()
 	}
@@ -160,7 +155,7 @@ func TestBucketWaitFIFO(t *testing.T) {
 			err := b.Wait(r.ctx)
 			grants <- grant{i, r.clock.Now(), err}
 		}()
-		r.awaitLine(&b.l, "", time.Duration(i+1)*time.Second) // parked, in this order
+		r.awaitParked(&b.l, "", i+1) // parked, in this order
 	}
 	if b.Allow() {
 		t.Fatal("step 1: Allow overtook the callers in line")
@@ -208,8 +203,8 @@ func TestBucketWaitDeadline(t *testing.T) {
 	if n := r.clock.Pending(); n != 0 {
 		t.Fatalf("step 1: %d timers pending, want none: nothing parked", n)
 	}
-	if got := r.lineWait(&b.l, ""); got != 0 {
-		t.Fatalf("step 1: somebody is in line (%v)", got)
+	if got := r.parked(&b.l, ""); got != 0 {
+		t.Fatalf("step 1: %d in line", got)
 	}
 
 	// Behind a caller in line, the wait counts it too.
@@ -217,7 +212,7 @@ func TestBucketWaitDeadline(t *testing.T) {
 	long, cancelLong := context.WithTimeout(context.Background(), 2*time.Hour)
 	defer cancelLong()
 	first := waitAsync(long, b.Wait)
-	r.awaitLine(&b.l, "", want)
+	r.awaitParked(&b.l, "", 1)
 	err = b.Wait(long) // a two-hour wait, with less than two hours left
 	if !errors.As(err, &we) || we.Wait < 2*time.Hour-time.Microsecond || we.Wait > 2*time.Hour+time.Microsecond {
 		t.Fatalf("step 2: Wait behind one = %v, want a *WaitError of 2h", err)
@@ -267,15 +262,15 @@ func TestBucketWaitCancel(t *testing.T) {
 	b.Allow()
 	ctxA, cancelA := context.WithCancel(r.ctx)
 	a := waitAsync(ctxA, b.Wait)
-	r.awaitLine(&b.l, "", time.Second)
+	r.awaitParked(&b.l, "", 1)
 	bw := waitAsync(r.ctx, b.Wait)
-	r.awaitLine(&b.l, "", 2*time.Second)
+	r.awaitParked(&b.l, "", 2)
 
 	cancelA()
 	if err := r.result(a, "the cancelled Wait"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("step 1: cancelled Wait = %v, want context.Canceled", err)
 	}
-	r.awaitLine(&b.l, "", time.Second) // the second is first now
+	r.awaitParked(&b.l, "", 1) // the second is first now
 	r.to(time.Second)
 	if err := r.result(bw, "the second Wait"); err != nil {
 		t.Fatalf("step 2: second Wait = %v, want the token that came at +1s", err)
@@ -284,13 +279,13 @@ func TestBucketWaitCancel(t *testing.T) {
 	// Alone in line, cancelled: its token stays in the bucket.
 	ctxC, cancelC := context.WithCancel(r.ctx)
 	c := waitAsync(ctxC, b.Wait)
-	r.awaitLine(&b.l, "", time.Second)
+	r.awaitParked(&b.l, "", 1)
 	cancelC()
 	if err := r.result(c, "the lone cancelled Wait"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("step 3: cancelled Wait = %v, want context.Canceled", err)
 	}
-	if got := r.lineWait(&b.l, ""); got != 0 {
-		t.Fatalf("step 4: line still waits %v", got)
+	if got := r.parked(&b.l, ""); got != 0 {
+		t.Fatalf("step 4: %d still in line", got)
 	}
 	if n := r.clock.Pending(); n != 0 {
 		t.Fatalf("step 4: %d timers left behind", n)
@@ -319,7 +314,7 @@ func TestBucketClose(t *testing.T) {
 	}
 	b.Allow()
 	parked := waitAsync(r.ctx, b.Wait)
-	r.awaitLine(&b.l, "", time.Second)
+	r.awaitParked(&b.l, "", 1)
 	if err := b.Close(r.ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -594,7 +589,7 @@ func TestBucketDelayBehindWaiters(t *testing.T) {
 		t.Fatalf("step 2: Delay with nobody waiting = %v, want 1s", d)
 	}
 	done := waitAsync(r.ctx, b.Wait)
-	r.awaitLine(&b.l, "", time.Second)
+	r.awaitParked(&b.l, "", 1)
 	if d := b.Delay(); d != 2*time.Second {
 		t.Fatalf("step 3: Delay behind one waiter = %v, want 2s", d)
 	}
@@ -630,7 +625,7 @@ func TestBucketCreditStepsAside(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- b.WaitN(r.ctx, 10) }()
-	r.awaitLine(&b.l, "", 5*time.Second) // parked: 5 more tokens to earn
+	r.awaitParked(&b.l, "", 1) // parked: 5 more tokens to earn
 	for i := range 8 {
 		if b.Allow() {
 			t.Fatalf("step %d: Allow overtook the caller in line", i)

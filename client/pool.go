@@ -56,7 +56,9 @@ type PoolConfig[T comparable] struct {
 	// seed for each pool, so replicas of a service that failed together
 	// spread their retries apart; set one only to make a test reproducible.
 	Seed uint64
-	// Name is the pool's name on the engine; "" picks a fresh one.
+	// Name is the pool's name on the engine; "" picks a fresh one. Names
+	// beginning with engine.ReservedPrefix ("$") are the engine's own and
+	// are refused.
 	Name string
 }
 
@@ -615,14 +617,18 @@ func (p *Pool[T]) drain(ctx context.Context) error {
 	}
 	d := &actors.Drained{Reply: make(chan actors.Stats, 1)}
 	p.ref.Send(d)
+	var out actors.Stats // what was outstanding when the wait ended
 	select {
-	case <-d.Reply:
+	case out = <-d.Reply: // drained, or answered as the actor was stopped under us
 	case <-ctx.Done():
-		// What was outstanding when ctx ended: a drain that finished in the
-		// same instant is no failure.
-		if s := p.inspect(); s.Busy > 0 {
-			errs = append(errs, fmt.Errorf("moonpool: close: %d still lent and %d being opened: %w", s.Busy-s.Opening, s.Opening, ctx.Err()))
+		out = p.inspect() // a drain that finished in the same instant is no failure
+	}
+	if out.Busy > 0 {
+		cause := context.Cause(ctx) // engine.ErrStopped when Shutdown stopped the actor
+		if cause == nil {
+			cause = engine.ErrStopped
 		}
+		errs = append(errs, fmt.Errorf("moonpool: close: %d still lent and %d being opened: %w", out.Busy-out.Opening, out.Opening, cause))
 	}
 	p.stopOpens()
 	<-p.opened

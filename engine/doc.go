@@ -39,6 +39,21 @@
 // in a round trip of the latter's order, which is the only way a library
 // of actors can be as cheap as one of mutexes.
 //
+// # Names and stopping
+//
+// Every actor has a name, the caller's or a fresh one; fresh names begin
+// with ReservedPrefix, which callers may not use, so the two never collide.
+// A Spawn publishes its actor only once it is complete, so Lookup, Stop and
+// Shutdown never see one half made, and Shutdown waits for Spawns already
+// under way (and stops their actors) while refusing new ones.
+//
+// Stopping runs an actor's shutdown hook within the stopper's ctx, then
+// stops it. Whoever stops an actor owns that stop up to its own ctx: a
+// Stop or Shutdown that finds another one draining the same actor waits
+// for it, and if its ctx ends first stops the actor anyway, which ends the
+// other's hook too (its ctx ends with cause ErrStopped). A second Shutdown
+// waits for the first and returns its result.
+//
 // # The dispatch
 //
 // protoactor-go offers two dispatchers. The default one starts a goroutine

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -30,7 +31,19 @@ var (
 	ErrNameTaken = errors.New("moonpool/engine: name is taken")
 	// ErrNotFound is returned by Stop for a name nobody holds.
 	ErrNotFound = errors.New("moonpool/engine: no actor by that name")
+	// ErrReservedName is returned by Spawn for a name that begins with
+	// ReservedPrefix.
+	ErrReservedName = errors.New("moonpool/engine: names beginning with " + ReservedPrefix + " are the engine's")
+	// ErrStopped is the cause (context.Cause) of a shutdown hook's ctx
+	// ending because its actor was stopped under it: by a Stop or Shutdown
+	// whose own ctx ended while this hook was still running.
+	ErrStopped = errors.New("moonpool/engine: actor stopped")
 )
+
+// ReservedPrefix begins every fresh name Spawn makes up, and no name a
+// caller may choose, so a fresh name can never be taken already. protoactor
+// names its own anonymous actors with it too.
+const ReservedPrefix = "$"
 
 // Option configures an Engine.
 type Option func(*Engine)
@@ -88,6 +101,10 @@ type Engine struct {
 	names     *names
 	down      atomic.Bool
 	seq       atomic.Uint64
+	// downDone is closed once the Shutdown that set down has finished,
+	// with its result in downErr, for any later Shutdown to return.
+	downDone chan struct{}
+	downErr  error
 }
 
 // New starts an engine and its directory actor. It does not block; Shutdown
@@ -99,6 +116,7 @@ func New(opts ...Option) *Engine {
 		dispatch:  Hybrid,
 		budget:    defaultBudget,
 		heatEvery: 250 * time.Millisecond,
+		downDone:  make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(e)
@@ -128,40 +146,51 @@ func (e *Engine) Sleep(ctx context.Context, d time.Duration) error {
 }
 
 // Spawn starts a as an actor under name, or under a fresh name when name is
-// empty. shutdown, if not nil, is what Stop and Shutdown run before stopping
-// the actor: it hands the actor's resources back and waits, within ctx, for
-// lent ones to come home. Spawn does not block on the actor.
+// empty. Fresh names begin with ReservedPrefix, which a caller's name may
+// not (ErrReservedName), so they never collide with one. shutdown, if not
+// nil, is what Stop and Shutdown run before stopping the actor: it hands
+// the actor's resources back and waits, within ctx, for lent ones to come
+// home. Spawn does not block on the actor. Once Shutdown has begun it
+// answers ErrShutdown; a Spawn already under way when Shutdown begins
+// finishes first, and Shutdown stops its actor with the others.
 func (e *Engine) Spawn(name string, a actor.Actor, shutdown func(context.Context) error) (*Ref, error) {
 	if e.down.Load() {
 		return nil, ErrShutdown
 	}
 	if name == "" {
-		name = fmt.Sprintf("actor-%d", e.seq.Add(1))
+		name = fmt.Sprintf("%sactor-%d", ReservedPrefix, e.seq.Add(1))
+	} else if strings.HasPrefix(name, ReservedPrefix) {
+		return nil, fmt.Errorf("%w: %q", ErrReservedName, name)
 	}
 	mb := newMailbox(e.dispatch, e.budget)
 	mb.direct, _ = a.(Handler)
 	ref := &Ref{name: name, mb: mb, engine: e, shutdown: shutdown}
+	ref.gone, ref.markGone = context.WithCancel(context.Background())
 	if b, ok := a.(Binder); ok {
 		b.Bind(ref)
 	}
+	// The name is held for this Spawn, but nobody can find the Ref, nor
+	// Shutdown stop it, until its PID is set: done publishes it.
 	if err := e.names.add(ref); err != nil {
 		return nil, err
 	}
 	props := actor.PropsFromProducer(
-		func() actor.Actor { return &member{inner: a, mb: mb} },
+		func() actor.Actor { return &member{inner: a, mb: mb, gone: ref.markGone} },
 		actor.WithMailbox(func() actor.Mailbox { return mb }),
 		actor.WithDispatcher(e.dispatcher()),
 		actor.WithGuardian(resume{}),
 	)
 	pid, err := e.system.Root.SpawnNamed(props, name)
 	if err != nil {
-		e.names.remove(ref)
+		e.names.done(ref, false)
+		ref.markGone()
 		if errors.Is(err, actor.ErrNameExists) {
 			return nil, ErrNameTaken
 		}
 		return nil, err
 	}
 	ref.pid = pid
+	e.names.done(ref, true)
 	return ref, nil
 }
 
@@ -186,10 +215,8 @@ func (e *Engine) WatchHeat(fn func(now int64, heat float64)) (cancel func()) {
 // Lookup finds the actor spawned under name.
 func (e *Engine) Lookup(name string) (*Ref, bool) { return e.names.get(name) }
 
-// Stop runs the named actor's shutdown (within ctx) and stops it. It blocks
-// until the actor has stopped; if ctx ends first the actor is stopped anyway
-// and ctx's error is returned. Requests that reach a stopped actor are
-// refused, never lost.
+// Stop runs the named actor's shutdown (within ctx) and stops it, as the
+// actor's Ref.Stop does. It answers ErrNotFound for a name nobody holds.
 func (e *Engine) Stop(ctx context.Context, name string) error {
 	ref, ok := e.names.get(name)
 	if !ok {
@@ -202,13 +229,29 @@ func (e *Engine) Stop(ctx context.Context, name string) error {
 // idle resources are handed back for closing and lent ones are waited for
 // within ctx, then stops the actors and the actor system. It returns ctx's
 // error if ctx ended before every shutdown finished; the actors are stopped
-// all the same and no goroutine of the engine's is left. After Shutdown,
-// Spawn answers ErrShutdown; calling Shutdown again does nothing more.
+// all the same, even one whose Stop (a pool's Close, say) with a longer ctx
+// is still waiting, and no goroutine of the engine's is left. ctx bounds
+// everything Shutdown owns.
+//
+// Once Shutdown has begun, Spawn answers ErrShutdown; a Spawn already
+// under way finishes first and its actor is stopped with the rest. A
+// second Shutdown waits, within its own ctx, for the first to end and
+// returns the first's result (or its own ctx's error if that ends first).
 func (e *Engine) Shutdown(ctx context.Context) error {
 	if !e.down.CompareAndSwap(false, true) {
-		return nil
+		select {
+		case <-e.downDone:
+			return e.downErr
+		default:
+		}
+		select {
+		case <-e.downDone:
+			return e.downErr
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	refs := e.names.all()
+	refs := e.names.all() // waits for Spawns under way
 	errs := make(chan error, len(refs))
 	for _, r := range refs {
 		go func() { errs <- r.close(ctx) }()
@@ -221,6 +264,8 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	}
 	e.names.stop()
 	e.system.Shutdown()
+	e.downErr = first
+	close(e.downDone)
 	return first
 }
 
@@ -239,6 +284,11 @@ type Ref struct {
 	engine   *Engine
 	shutdown func(context.Context) error
 	closing  atomic.Bool
+	halted   atomic.Bool // protoactor has been told to stop it: once only
+	// gone ends when the actor has stopped (or never started): a shutdown
+	// hook's ctx ends with it, so no hook outlives its actor.
+	gone     context.Context
+	markGone context.CancelFunc
 }
 
 // Name is the name the actor was spawned under.
@@ -262,39 +312,59 @@ func (r *Ref) Send(msg any) { r.mb.PostUserMessage(msg) }
 // waiting. Only the actor itself may ask, while it handles msg.
 func (r *Ref) Inline(msg any) bool { return r != nil && r.mb.inline == msg }
 
-// Stop runs the actor's shutdown (within ctx) and stops it, as Engine.Stop
-// does, and frees its name. It acts on this actor alone: once the name has
-// passed to a newer actor, Stop neither stops nor unnames that one. It blocks
-// until the actor has stopped; if ctx ends first, the actor is stopped anyway
-// and ctx's error returned. Stopping an actor that is stopping or stopped
-// already waits for that, within ctx, and returns nil.
+// Stopped reports whether the actor has stopped.
+func (r *Ref) Stopped() bool { return r.mb.closed.Load() }
+
+// Stop runs the actor's shutdown within ctx, stops the actor and frees its
+// name. It blocks until the actor has stopped. If ctx ends first, the
+// actor is stopped anyway and ctx's error is returned; if another Stop (or
+// Shutdown) is already running the shutdown, this one waits for it within
+// ctx and, should ctx end first, stops the actor under it, whose hook then
+// sees its ctx end with cause ErrStopped. Stop acts on this Ref's actor
+// only: once it is stopped its name may go to another actor, and stopping
+// this Ref again does nothing and returns nil. Requests that reach a
+// stopped actor are refused, never lost.
 func (r *Ref) Stop(ctx context.Context) error {
 	err := r.close(ctx)
 	r.engine.names.remove(r)
 	return err
 }
 
-// Stopped reports whether the actor has stopped.
-func (r *Ref) Stopped() bool { return r.mb.closed.Load() }
-
 func (r *Ref) close(ctx context.Context) error {
 	if !r.closing.CompareAndSwap(false, true) {
-		// Someone else is closing it: wait for them, within our ctx.
+		// Someone else is closing it: wait for them within our ctx, and
+		// past it stop the actor ourselves, since our caller's ctx bounds
+		// what our caller owns.
 		select {
 		case <-r.mb.quit:
 			<-r.mb.done
 			return nil
 		case <-ctx.Done():
+			r.halt()
 			return ctx.Err()
 		}
 	}
 	var err error
 	if r.shutdown != nil {
-		err = r.shutdown(ctx)
+		hctx, cancel := context.WithCancelCause(ctx)
+		stop := context.AfterFunc(r.gone, func() { cancel(ErrStopped) })
+		err = r.shutdown(hctx)
+		stop()
+		cancel(nil)
 	}
-	r.engine.system.Root.Stop(r.pid)
-	r.wait()
+	r.halt()
 	return err
+}
+
+// halt stops the actor and waits until it has stopped and its goroutine
+// has returned. Two closers may both get here; only one tells protoactor,
+// since a second Stop would reach a process already gone and become a dead
+// letter.
+func (r *Ref) halt() {
+	if r.halted.CompareAndSwap(false, true) {
+		r.engine.system.Root.Stop(r.pid)
+	}
+	r.wait()
 }
 
 // wait blocks until the actor has stopped and its goroutine has returned.
@@ -307,11 +377,18 @@ func (r *Ref) wait() {
 type member struct {
 	inner actor.Actor
 	mb    *mailbox
+	gone  context.CancelFunc // ends the Ref's gone; nil for the directory
 }
 
 func (m *member) Receive(c actor.Context) {
 	if _, ok := c.Message().(*actor.Stopped); ok {
-		defer m.mb.stop() // even if the actor panics on its way out
+		// Even if the actor panics on its way out.
+		defer func() {
+			m.mb.stop()
+			if m.gone != nil {
+				m.gone()
+			}
+		}()
 	}
 	m.inner.Receive(c)
 }

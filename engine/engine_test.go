@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -141,8 +143,9 @@ func TestShutdownRunsHooksWithinCtx(t *testing.T) {
 	if _, err := e.Spawn("late", counter{new(atomic.Int64)}, nil); !errors.Is(err, ErrShutdown) {
 		t.Fatalf("spawn after shutdown: %v", err)
 	}
-	if err := e.Shutdown(context.Background()); err != nil {
-		t.Fatalf("second shutdown: %v", err)
+	// A second Shutdown returns the first's result.
+	if err := e.Shutdown(context.Background()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("second shutdown: %v, want the first's context.Canceled", err)
 	}
 	close(release)
 }
@@ -222,5 +225,235 @@ func TestHeatMeterReadsRuntime(t *testing.T) {
 		if h := m.read(); h < 0 || h != h {
 			t.Fatalf("heat %v", h)
 		}
+	}
+}
+
+// hookNet is how long an engine test may wait for something the engine
+// must do by itself: a net for a deadlock, never an assertion about speed.
+const hookNet = 60 * time.Second
+
+// TestSpawnRacingShutdown: Spawn on many goroutines while Shutdown runs
+// never crashes, each Spawn either succeeds or answers ErrShutdown, every
+// actor a Spawn handed out is stopped when Shutdown returns, and no Spawn
+// succeeds once Shutdown has begun. (Issue 9, defect 1: Shutdown picked up
+// a Ref whose PID was not set yet and stopped nil.)
+func TestSpawnRacingShutdown(t *testing.T) {
+	for round := range 20 {
+		e := New()
+		const spawners = 8
+		var spawned atomic.Int64
+		type result struct {
+			refs []*Ref
+			err  error // the error that ended the loop
+			late bool  // a Spawn that started after Shutdown began succeeded
+		}
+		results := make(chan result, spawners)
+		for range spawners {
+			go func() {
+				var r result
+				for {
+					after := e.down.Load() // Shutdown has begun
+					ref, err := e.Spawn("", counter{new(atomic.Int64)}, func(context.Context) error { return nil })
+					if err != nil {
+						r.err = err
+						break
+					}
+					r.late = r.late || after
+					r.refs = append(r.refs, ref)
+					spawned.Add(1)
+				}
+				results <- r
+			}()
+		}
+		for spawned.Load() < 16 {
+			runtime.Gosched()
+		}
+		if err := e.Shutdown(context.Background()); err != nil {
+			t.Fatalf("round %d: shutdown: %v", round, err)
+		}
+		for range spawners {
+			r := <-results
+			if !errors.Is(r.err, ErrShutdown) {
+				t.Fatalf("round %d: a spawner stopped on %v, want ErrShutdown", round, r.err)
+			}
+			if r.late {
+				t.Fatalf("round %d: a Spawn begun after Shutdown succeeded", round)
+			}
+			for _, ref := range r.refs {
+				if !ref.Stopped() {
+					t.Fatalf("round %d: actor %s outlived Shutdown", round, ref.Name())
+				}
+			}
+		}
+	}
+}
+
+// blocker is an actor whose shutdown hook blocks until its ctx ends,
+// announcing on started that it has begun.
+func blocker(t *testing.T, e *Engine, name string) (*Ref, chan struct{}) {
+	t.Helper()
+	started := make(chan struct{}, 1)
+	ref, err := e.Spawn(name, counter{new(atomic.Int64)}, func(ctx context.Context) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		return context.Cause(ctx)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref, started
+}
+
+// TestShutdownBoundsAWaitingClose: while a Stop with no deadline is still
+// in its actor's shutdown hook, a Shutdown whose ctx ends stops the actor
+// anyway, and the first Stop's hook sees its ctx end because the actor is
+// gone, so it returns too. (Issue 9, defect 6: the actor was left running
+// until the other Close finished, which was never.)
+func TestShutdownBoundsAWaitingClose(t *testing.T) {
+	e := New()
+	ref, started := blocker(t, e, "draining")
+	first := make(chan error, 1)
+	go func() { first <- e.Stop(context.Background(), "draining") }()
+	<-started
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := e.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("step 1: Shutdown with its ctx ended = %v, want context.Canceled", err)
+	}
+	if !ref.Stopped() {
+		t.Fatal("step 2: the actor is still running after Shutdown returned")
+	}
+	net := time.NewTimer(hookNet)
+	defer net.Stop()
+	select {
+	case err := <-first:
+		if !errors.Is(err, ErrStopped) {
+			t.Fatalf("step 3: the first Stop = %v, want ErrStopped (its actor was stopped under it)", err)
+		}
+	case <-net.C:
+		t.Fatal("step 3: the first Stop never returned")
+	}
+}
+
+// TestStopBoundsAWaitingClose: the same for a second Stop, whose doc says
+// the actor is stopped anyway when its ctx ends.
+func TestStopBoundsAWaitingClose(t *testing.T) {
+	e := New()
+	defer e.Shutdown(context.Background())
+	ref, started := blocker(t, e, "draining")
+	first := make(chan error, 1)
+	go func() { first <- ref.Stop(context.Background()) }()
+	<-started
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := e.Stop(ctx, "draining"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("second Stop with its ctx ended = %v, want context.Canceled", err)
+	}
+	if !ref.Stopped() {
+		t.Fatal("the actor is still running after the second Stop returned")
+	}
+	if err := <-first; !errors.Is(err, ErrStopped) {
+		t.Fatalf("the first Stop = %v, want ErrStopped", err)
+	}
+}
+
+// TestSecondShutdownWaits: a second Shutdown waits for the first to end,
+// within its own ctx, and then returns the first's result. (Issue 9: it
+// returned nil at once while the first was still waiting.)
+func TestSecondShutdownWaits(t *testing.T) {
+	e := New()
+	release := make(chan struct{})
+	started := make(chan struct{})
+	failed := errors.New("the hook failed")
+	ref, err := e.Spawn("slow", counter{new(atomic.Int64)}, func(context.Context) error {
+		close(started)
+		<-release
+		return failed
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() { first <- e.Shutdown(context.Background()) }()
+	<-started
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := e.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("step 1: a second Shutdown whose ctx ended while the first runs = %v, want context.Canceled", err)
+	}
+	third := make(chan error, 1)
+	go func() { third <- e.Shutdown(context.Background()) }()
+	close(release)
+	if err := <-third; !errors.Is(err, failed) {
+		t.Fatalf("step 2: a second Shutdown = %v, want the first's result", err)
+	}
+	if !ref.Stopped() {
+		t.Fatal("step 3: a second Shutdown returned before the actors had stopped")
+	}
+	if err := <-first; !errors.Is(err, failed) {
+		t.Fatalf("step 4: the first Shutdown = %v", err)
+	}
+	if err := e.Shutdown(context.Background()); !errors.Is(err, failed) {
+		t.Fatalf("step 5: a Shutdown after the end = %v, want the first's result", err)
+	}
+}
+
+// TestFreshNamesNeverCollide: a user may name an actor like the fresh
+// names of an earlier version, and the fresh names go on working; names
+// with the engine's prefix are refused. (Issue 9, defect 9.)
+func TestFreshNamesNeverCollide(t *testing.T) {
+	e := New()
+	defer e.Shutdown(context.Background())
+	for _, name := range []string{"actor-1", "actor-2", "actor-3"} {
+		if _, err := e.Spawn(name, counter{new(atomic.Int64)}, nil); err != nil {
+			t.Fatalf("user name %q: %v", name, err)
+		}
+	}
+	seen := map[string]bool{}
+	for i := range 5 {
+		ref, err := e.Spawn("", counter{new(atomic.Int64)}, nil)
+		if err != nil {
+			t.Fatalf("unnamed spawn %d: %v", i, err)
+		}
+		if seen[ref.Name()] || !strings.HasPrefix(ref.Name(), ReservedPrefix) {
+			t.Fatalf("unnamed spawn %d got %q", i, ref.Name())
+		}
+		seen[ref.Name()] = true
+		if _, err := e.Spawn(ref.Name(), counter{new(atomic.Int64)}, nil); !errors.Is(err, ErrReservedName) {
+			t.Fatalf("a user taking the fresh name %q: %v, want ErrReservedName", ref.Name(), err)
+		}
+	}
+	if _, err := e.Spawn(ReservedPrefix+"mine", counter{new(atomic.Int64)}, nil); !errors.Is(err, ErrReservedName) {
+		t.Fatalf("a user name with the reserved prefix: %v, want ErrReservedName", err)
+	}
+}
+
+// TestRefStopActsOnItsOwnActor: stopping a Ref twice after its name went
+// to a new actor leaves the new one alone. (Issue 9, defect 4, at the
+// engine: Stop by name would have stopped the newcomer.)
+func TestRefStopActsOnItsOwnActor(t *testing.T) {
+	e := New()
+	defer e.Shutdown(context.Background())
+	old, err := e.Spawn("db", counter{new(atomic.Int64)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := e.Spawn("db", counter{new(atomic.Int64)}, nil)
+	if err != nil {
+		t.Fatalf("the name of a stopped actor: %v", err)
+	}
+	if err := old.Stop(context.Background()); err != nil {
+		t.Fatalf("second Stop of the old Ref = %v", err)
+	}
+	if fresh.Stopped() {
+		t.Fatal("stopping the old Ref stopped the actor that took its name")
+	}
+	if got, ok := e.Lookup("db"); !ok || got != fresh {
+		t.Fatalf("the name now finds %v %v, want the new actor", got, ok)
 	}
 }

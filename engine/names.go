@@ -7,6 +7,10 @@ import (
 // names is the engine's directory: one actor that owns the map from name to
 // Ref, so spawning, looking up and stopping need no lock. It also owns the
 // heat meter and the list of those who want its readings.
+//
+// A Spawn holds its name first and publishes its Ref only once the Ref is
+// complete (its PID set): until then Lookup does not find it, and
+// Shutdown's list waits for it, so nobody ever stops a half-made actor.
 type names struct {
 	ref *Ref
 }
@@ -19,6 +23,12 @@ type (
 	nameGet struct {
 		name  string
 		reply chan *Ref
+	}
+	// nameDone ends the Spawn that holds ref's name: the Ref is published
+	// if ok, the name freed if not.
+	nameDone struct {
+		ref *Ref
+		ok  bool
 	}
 	nameRemove struct{ ref *Ref }
 	nameAll    struct{ reply chan []*Ref }
@@ -36,12 +46,14 @@ func (m *nameAll) Refuse() { m.reply <- nil }
 
 type directory struct {
 	e       *Engine
-	refs    map[string]*Ref
+	refs    map[string]*Ref // published: spawned, PID set
+	held    map[string]*Ref // names held by Spawns under way
 	subs    map[uint64]func(now int64, heat float64)
 	meter   *heatMeter
 	timer   Timer
 	done    bool
-	closing bool // Shutdown has taken its list; no more names
+	closing bool     // Shutdown has asked for its list; no more names
+	all     *nameAll // Shutdown's request, parked while Spawns are under way
 }
 
 func (d *directory) Receive(c actor.Context) {
@@ -51,25 +63,39 @@ func (d *directory) Receive(c actor.Context) {
 			m.reply <- ErrShutdown
 			return
 		}
-		if _, taken := d.refs[m.ref.name]; taken {
+		name := m.ref.name
+		if d.refs[name] != nil || d.held[name] != nil {
 			m.reply <- ErrNameTaken
 			return
 		}
-		d.refs[m.ref.name] = m.ref
+		d.held[name] = m.ref
 		m.reply <- nil
+	case *nameDone:
+		name := m.ref.name
+		if d.held[name] == m.ref {
+			delete(d.held, name)
+			if m.ok {
+				d.refs[name] = m.ref
+			}
+		}
+		if d.all != nil && len(d.held) == 0 {
+			d.list(d.all)
+			d.all = nil
+		}
 	case *nameGet:
 		m.reply <- d.refs[m.name]
 	case *nameRemove:
-		if d.refs[m.ref.name] == m.ref { // not a newer actor that took the name since
+		// Only its own entry: the name may belong to another actor by now.
+		if d.refs[m.ref.name] == m.ref {
 			delete(d.refs, m.ref.name)
 		}
 	case *nameAll:
-		d.closing = true // Shutdown's snapshot: nothing may join after it
-		all := make([]*Ref, 0, len(d.refs))
-		for _, r := range d.refs {
-			all = append(all, r)
+		d.closing = true // nothing may join after Shutdown's list
+		if len(d.held) > 0 {
+			d.all = m // answered when the last Spawn under way is done
+			return
 		}
-		m.reply <- all
+		d.list(m)
 	case *heatWatch:
 		d.subs[m.id] = m.fn
 		d.arm()
@@ -97,6 +123,15 @@ func (d *directory) Receive(c actor.Context) {
 	}
 }
 
+// list answers Shutdown with every published Ref.
+func (d *directory) list(m *nameAll) {
+	all := make([]*Ref, 0, len(d.refs))
+	for _, r := range d.refs {
+		all = append(all, r)
+	}
+	m.reply <- all
+}
+
 // arm asks the clock for the next heat reading, if none is pending.
 func (d *directory) arm() {
 	if d.timer != nil || d.done || d.e.heatEvery <= 0 {
@@ -109,7 +144,7 @@ func (d *directory) arm() {
 func newNames(e *Engine) *names {
 	mb := newMailbox(Dedicated, 1)
 	ref := &Ref{name: "$names", mb: mb, engine: e}
-	d := &directory{e: e, refs: make(map[string]*Ref), subs: make(map[uint64]func(int64, float64))}
+	d := &directory{e: e, refs: make(map[string]*Ref), held: make(map[string]*Ref), subs: make(map[uint64]func(int64, float64))}
 	props := actor.PropsFromProducer(
 		func() actor.Actor { return &member{inner: d, mb: mb} },
 		actor.WithMailbox(func() actor.Mailbox { return mb }),
@@ -134,7 +169,8 @@ func (n *names) get(name string) (*Ref, bool) {
 	return r, r != nil
 }
 
-// remove frees r's name, unless another actor holds it by now.
+func (n *names) done(r *Ref, ok bool) { n.ref.Send(&nameDone{ref: r, ok: ok}) }
+
 func (n *names) remove(r *Ref) { n.ref.Send(&nameRemove{ref: r}) }
 
 func (n *names) all() []*Ref {

@@ -56,12 +56,9 @@ type Breaker struct {
 	k     float64
 	floor int64   // requests the period must hold before anything is refused
 	cap   float64 // the largest fraction refused
-	width int64   // nanoseconds per slot
-	slots [breakerSlots]tally
-	head  int64 // number of the newest slot: now / width
-	begun bool  // whether head has been set
+	slots slots[tally]
 
-	requests, accepts int64   // the sums over slots
+	requests, accepts int64   // the sums over slots, worked out again when one ages out
 	debt              float64 // reject fractions owed; an attempt is refused when it reaches 1
 }
 
@@ -103,10 +100,7 @@ func (b *Breaker) set(t Throttle) {
 		most = breakerCap
 	}
 	b.k, b.floor, b.cap = k, int64(floor), min(most, 1)
-	b.width = int64(period) / breakerSlots
-	if int64(period)%breakerSlots != 0 {
-		b.width++
-	}
+	b.slots.cut(period, breakerSlots)
 }
 
 // Allow says whether an attempt may go ahead now. A refused attempt counts
@@ -169,59 +163,32 @@ func (b *Breaker) fraction() float64 {
 
 // count adds to the newest slot.
 func (b *Breaker) count(requests, accepts int64) {
-	t := &b.slots[ring(b.head, breakerSlots)]
+	t := b.slots.newest()
 	t.requests += requests
 	t.accepts += accepts
 	b.requests += requests
 	b.accepts += accepts
 }
 
-// advance ages out the slots that have left the period by now. A clock that
-// goes backwards is read as standing still: its counts go to the newest slot.
+// advance ages out the slots that have left the period by now (see slots).
 func (b *Breaker) advance(now int64) {
-	if b.width == 0 { // the zero Breaker
+	if b.slots.width == 0 { // the zero Breaker
 		b.set(Throttle{})
 	}
-	s := floorDiv(now, b.width)
-	if !b.begun {
-		b.head, b.begun = s, true
-		return
+	if _, turned := b.slots.advance(now); turned {
+		b.sum()
 	}
-	if s <= b.head {
-		return
+}
+
+// sum works out the sums over the slots again, once some have aged out,
+// and forgives the debt once nothing is left.
+func (b *Breaker) sum() {
+	b.requests, b.accepts = 0, 0
+	for _, t := range b.slots.ring {
+		b.requests += t.requests
+		b.accepts += t.accepts
 	}
-	if gap := s - b.head; gap < 0 || gap >= breakerSlots { // gap < 0: overflowed, so vast
-		b.slots = [breakerSlots]tally{}
-		b.requests, b.accepts = 0, 0
-	} else {
-		for h := b.head + 1; h <= s; h++ {
-			t := &b.slots[ring(h, breakerSlots)]
-			b.requests -= t.requests
-			b.accepts -= t.accepts
-			*t = tally{}
-		}
-	}
-	b.head = s
 	if b.requests == 0 {
 		b.debt = 0
 	}
-}
-
-// floorDiv is a / b rounded down, for b > 0, so negative times fall into
-// slots of their own rather than sharing slot 0.
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b < 0 {
-		q--
-	}
-	return q
-}
-
-// ring is slot number s's place in a ring of n.
-func ring(s int64, n int64) int {
-	r := s % n
-	if r < 0 {
-		r += n
-	}
-	return int(r)
 }

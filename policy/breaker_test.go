@@ -227,9 +227,9 @@ func TestBreakerClamps(t *testing.T) {
 			if tt.b.Reject(t0) != 0 || !tt.b.Allow(t0) {
 				t.Fatal("a fresh breaker refuses")
 			}
-			if tt.b.k != book.k || tt.b.width != book.width || tt.b.floor != book.floor || tt.b.cap != book.cap {
-				t.Fatalf("k %v width %d floor %d cap %v, want %v %d %d %v", tt.b.k, tt.b.width, tt.b.floor, tt.b.cap,
-					book.k, book.width, book.floor, book.cap)
+			if tt.b.k != book.k || tt.b.slots.width != book.slots.width || tt.b.floor != book.floor || tt.b.cap != book.cap {
+				t.Fatalf("k %v width %d floor %d cap %v, want %v %d %d %v", tt.b.k, tt.b.slots.width, tt.b.floor, tt.b.cap,
+					book.k, book.slots.width, book.floor, book.cap)
 			}
 			// K = 2: an accept and nine failures are ten requests, the
 			// floor, and refuse (10 − 2)/11.

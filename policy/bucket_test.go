@@ -7,39 +7,58 @@ import (
 	"time"
 )
 
-// bucketStep is one call on a bucket at a fixed instant, and its answer.
-type bucketStep struct {
-	op   string // "take", "next" or "tokens"
-	at   int64
-	n    float64
-	want any // bool for take, time.Duration for next, float64 for tokens
+// The calls a bucket table makes; see step.
+type (
+	bucketStep = step[*Bucket]
+
+	// bucketTake is Take(at, n), which must answer want; a refused Take
+	// must leave the bucket as it was.
+	bucketTake struct {
+		at   int64
+		n    float64
+		want bool
+	}
+	// bucketNext is Next(at, n), which must answer want.
+	bucketNext struct {
+		at   int64
+		n    float64
+		want time.Duration
+	}
+	// bucketTokens is Tokens(at), which must answer want and change nothing.
+	bucketTokens struct {
+		at   int64
+		want float64
+	}
+)
+
+func (s bucketTake) run(t *testing.T, b *Bucket, where string) {
+	t.Helper()
+	before := *b
+	got := b.Take(s.at, s.n)
+	if !got && *b != before {
+		t.Errorf("%s: refused Take(%d, %v) changed the bucket from %+v to %+v", where, s.at, s.n, before, *b)
+	}
+	if got != s.want {
+		t.Errorf("%s: Take(%d, %v) = %v, want %v", where, s.at, s.n, got, s.want)
+	}
 }
 
-// runBucket plays steps against b, naming the failing step.
-func runBucket(t *testing.T, name string, b *Bucket, steps []bucketStep) {
+func (s bucketNext) run(t *testing.T, b *Bucket, where string) {
 	t.Helper()
-	for i, s := range steps {
-		var got any
-		switch s.op {
-		case "take":
-			before := *b
-			ok := b.Take(s.at, s.n)
-			if !ok && *b != before {
-				t.Errorf("%s: step %d: refused Take(%d, %v) changed the bucket from %+v to %+v", name, i, s.at, s.n, before, *b)
-			}
-			got = ok
-		case "next":
-			got = b.Next(s.at, s.n)
-		case "tokens":
-			before := *b
-			got = b.Tokens(s.at)
-			if *b != before {
-				t.Errorf("%s: step %d: Tokens(%d) changed the bucket", name, i, s.at)
-			}
-		}
-		if got != s.want {
-			t.Errorf("%s: step %d: %s(%d, %v) = %v, want %v", name, i, s.op, s.at, s.n, got, s.want)
-		}
+	if got := b.Next(s.at, s.n); got != s.want {
+		t.Errorf("%s: Next(%d, %v) = %v, want %v", where, s.at, s.n, got, s.want)
+	}
+}
+
+func (s bucketTokens) run(t *testing.T, b *Bucket, where string) {
+	t.Helper()
+	before := *b
+	got := b.Tokens(s.at)
+	if *b != before {
+		t.Errorf("%s: Tokens(%d) changed the bucket", where, s.at)
+	}
+	if got != s.want {
+		t.Errorf("%s: Tokens(%d) = %v, want %v", where, s.at, got, s.want)
 	}
 }
 
@@ -50,32 +69,32 @@ func TestBucket(t *testing.T) {
 	t2 := t0 + int64(100*ms)
 	t3 := t0 + int64(10*time.Second)
 	// Ten a second, two at once.
-	runBucket(t, "10/s burst 2", NewBucket(10, 2, t0), []bucketStep{
-		{"tokens", t0, 0, 2.0}, // starts full
-		{"take", t0, 1, true},
-		{"take", t0, 1, true},
-		{"take", t0, 1, false}, // the burst is spent
-		{"tokens", t0, 0, 0.0},
-		{"next", t0, 1, 100 * ms}, // a token every 100ms
-		{"next", t0, 2, 200 * ms},
-		{"take", t1, 1, false}, // a nanosecond early is still early
-		{"next", t1, 1, 1 * ms},
-		{"take", t2, 1, true},
-		{"tokens", t2, 0, 0.0},
-		{"tokens", t3, 0, 2.0}, // a quiet ten seconds fills it, no more
-		{"next", t3, 2, time.Duration(0)},
-		{"take", t3, 2, true},
-		{"take", t3, 3, false}, // more than the burst, ever
-		{"next", t3, 3, Never},
+	play(t, "10/s burst 2", NewBucket(10, 2, t0), []bucketStep{
+		bucketTokens{t0, 2.0}, // starts full
+		bucketTake{t0, 1, true},
+		bucketTake{t0, 1, true},
+		bucketTake{t0, 1, false}, // the burst is spent
+		bucketTokens{t0, 0.0},
+		bucketNext{t0, 1, 100 * ms}, // a token every 100ms
+		bucketNext{t0, 2, 200 * ms},
+		bucketTake{t1, 1, false}, // a nanosecond early is still early
+		bucketNext{t1, 1, 1 * ms},
+		bucketTake{t2, 1, true},
+		bucketTokens{t2, 0.0},
+		bucketTokens{t3, 2.0}, // a quiet ten seconds fills it, no more
+		bucketNext{t3, 2, 0},
+		bucketTake{t3, 2, true},
+		bucketTake{t3, 3, false}, // more than the burst, ever
+		bucketNext{t3, 3, Never},
 	})
 	// Fractions of a token, taken and earned.
-	runBucket(t, "2/s burst 1, halves", NewBucket(2, 1, t0), []bucketStep{
-		{"take", t0, 0.5, true},
-		{"take", t0, 0.5, true},
-		{"take", t0, 0.5, false},
-		{"next", t0, 0.5, 250 * ms},
-		{"take", t0 + int64(250*ms), 0.5, true},
-		{"tokens", t0 + int64(500*ms), 0, 0.5},
+	play(t, "2/s burst 1, halves", NewBucket(2, 1, t0), []bucketStep{
+		bucketTake{t0, 0.5, true},
+		bucketTake{t0, 0.5, true},
+		bucketTake{t0, 0.5, false},
+		bucketNext{t0, 0.5, 250 * ms},
+		bucketTake{t0 + int64(250*ms), 0.5, true},
+		bucketTokens{t0 + int64(500*ms), 0.5},
 	})
 }
 
@@ -84,14 +103,14 @@ func TestBucket(t *testing.T) {
 // before and after the last call minted tokens).
 func TestBucketClockBackwards(t *testing.T) {
 	s := int64(time.Second)
-	runBucket(t, "1/s burst 1", NewBucket(1, 1, 10*s), []bucketStep{
-		{"take", 10 * s, 1, true},
-		{"take", 5 * s, 1, false}, // earlier: nothing earned
-		{"tokens", 5 * s, 0, 0.0},
-		{"next", 5 * s, 1, 6 * time.Second}, // until 11s, counted from 5s
-		{"take", 10*s + s/2, 1, false},      // only half a token since 10s
-		{"tokens", 10*s + s/2, 0, 0.5},
-		{"take", 11 * s, 1, true},
+	play(t, "1/s burst 1", NewBucket(1, 1, 10*s), []bucketStep{
+		bucketTake{10 * s, 1, true},
+		bucketTake{5 * s, 1, false}, // earlier: nothing earned
+		bucketTokens{5 * s, 0.0},
+		bucketNext{5 * s, 1, 6 * time.Second}, // until 11s, counted from 5s
+		bucketTake{10*s + s/2, 1, false},      // only half a token since 10s
+		bucketTokens{10*s + s/2, 0.5},
+		bucketTake{11 * s, 1, true},
 	})
 
 	// Alternating a second apart: the burst and the one second's worth that
@@ -145,27 +164,27 @@ func TestBucketBurstDefaults(t *testing.T) {
 func TestBucketNoRate(t *testing.T) {
 	hour := int64(time.Hour)
 	for _, rate := range []float64{0, -5, math.NaN(), math.Inf(-1)} {
-		runBucket(t, "rate "+strconv.FormatFloat(rate, 'g', -1, 64), NewBucket(rate, 2, 0), []bucketStep{
-			{"take", 0, 1, true},
-			{"tokens", hour, 0, 1.0},
-			{"take", hour, 1, true},
-			{"take", 1000 * hour, 1, false},
-			{"next", 1000 * hour, 1, Never},
-			{"tokens", 1000 * hour, 0, 0.0},
+		play(t, "rate "+strconv.FormatFloat(rate, 'g', -1, 64), NewBucket(rate, 2, 0), []bucketStep{
+			bucketTake{0, 1, true},
+			bucketTokens{hour, 1.0},
+			bucketTake{hour, 1, true},
+			bucketTake{1000 * hour, 1, false},
+			bucketNext{1000 * hour, 1, Never},
+			bucketTokens{1000 * hour, 0.0},
 		})
 	}
 }
 
 // A rate of +Inf refills completely whenever the clock moves.
 func TestBucketInfiniteRate(t *testing.T) {
-	runBucket(t, "+Inf rate burst 2", NewBucket(math.Inf(1), 2, 0), []bucketStep{
-		{"take", 0, 1, true},
-		{"take", 0, 1, true},
-		{"take", 0, 1, false}, // within one instant it holds the burst
-		{"next", 0, 1, time.Duration(1)},
-		{"take", 1, 2, true},
-		{"tokens", 1, 0, 0.0},
-		{"tokens", 2, 0, 2.0},
+	play(t, "+Inf rate burst 2", NewBucket(math.Inf(1), 2, 0), []bucketStep{
+		bucketTake{0, 1, true},
+		bucketTake{0, 1, true},
+		bucketTake{0, 1, false}, // within one instant it holds the burst
+		bucketNext{0, 1, time.Nanosecond},
+		bucketTake{1, 2, true},
+		bucketTokens{1, 0.0},
+		bucketTokens{2, 2.0},
 	})
 	b := NewBucket(math.Inf(1), 0, 0)
 	for i := range 1000 {
@@ -179,34 +198,34 @@ func TestBucketInfiniteRate(t *testing.T) {
 // refused, both without touching the bucket.
 func TestBucketBadN(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
-	runBucket(t, "bad n", NewBucket(1, 2, 0), []bucketStep{
-		{"take", 0, 0, true},
-		{"take", 0, -1, true},
-		{"take", 0, math.Inf(-1), true},
-		{"tokens", 0, 0, 2.0}, // nothing taken
-		{"take", 0, nan, false},
-		{"take", 0, inf, false},
-		{"take", 0, 2.5, false},
-		{"tokens", 0, 0, 2.0},
-		{"next", 0, 0, time.Duration(0)},
-		{"next", 0, -1, time.Duration(0)},
-		{"next", 0, nan, Never},
-		{"next", 0, inf, Never},
-		{"next", 0, 2.5, Never},
-		{"take", 0, 2, true}, // exactly the burst is fine
+	play(t, "bad n", NewBucket(1, 2, 0), []bucketStep{
+		bucketTake{0, 0, true},
+		bucketTake{0, -1, true},
+		bucketTake{0, math.Inf(-1), true},
+		bucketTokens{0, 2.0}, // nothing taken
+		bucketTake{0, nan, false},
+		bucketTake{0, inf, false},
+		bucketTake{0, 2.5, false},
+		bucketTokens{0, 2.0},
+		bucketNext{0, 0, 0},
+		bucketNext{0, -1, 0},
+		bucketNext{0, nan, Never},
+		bucketNext{0, inf, Never},
+		bucketNext{0, 2.5, Never},
+		bucketTake{0, 2, true}, // exactly the burst is fine
 	})
 }
 
 // The zero Bucket holds nothing and earns nothing, and does not panic.
 func TestBucketZero(t *testing.T) {
 	var b Bucket
-	runBucket(t, "zero Bucket", &b, []bucketStep{
-		{"take", 0, 1, false},
-		{"take", 1 << 60, 1, false},
-		{"take", 0, 0, true},
-		{"next", 0, 1, Never},
-		{"next", 0, 0, time.Duration(0)},
-		{"tokens", 1 << 60, 0, 0.0},
+	play(t, "zero Bucket", &b, []bucketStep{
+		bucketTake{0, 1, false},
+		bucketTake{1 << 60, 1, false},
+		bucketTake{0, 0, true},
+		bucketNext{0, 1, Never},
+		bucketNext{0, 0, 0},
+		bucketTokens{1 << 60, 0.0},
 	})
 }
 
@@ -214,15 +233,15 @@ func TestBucketZero(t *testing.T) {
 // than an overflowed conversion (golang/go#71154); one that just fits
 // answers a wait that Take agrees with.
 func TestBucketTinyRate(t *testing.T) {
-	runBucket(t, "1e-300/s", NewBucket(1e-300, 1, 0), []bucketStep{
-		{"take", 0, 1, true},
-		{"next", 0, 1, Never},
-		{"next", 0, 0.5, Never},
-		{"take", math.MaxInt64, 1, false},
+	play(t, "1e-300/s", NewBucket(1e-300, 1, 0), []bucketStep{
+		bucketTake{0, 1, true},
+		bucketNext{0, 1, Never},
+		bucketNext{0, 0.5, Never},
+		bucketTake{math.MaxInt64, 1, false},
 	})
-	runBucket(t, "1e-10/s", NewBucket(1e-10, 1, 0), []bucketStep{
-		{"take", 0, 1, true},
-		{"next", 0, 1, Never}, // 1e19 ns is past MaxInt64
+	play(t, "1e-10/s", NewBucket(1e-10, 1, 0), []bucketStep{
+		bucketTake{0, 1, true},
+		bucketNext{0, 1, Never}, // 1e19 ns is past MaxInt64
 	})
 	// One token in 1e9 seconds: 1e18 ns, where a float64 no longer tells
 	// single nanoseconds apart. Next is still what Take agrees with.
@@ -243,18 +262,18 @@ func TestBucketTinyRate(t *testing.T) {
 // Instants at the ends of the clock neither overflow nor wrap.
 func TestBucketClockEnds(t *testing.T) {
 	const end = math.MaxInt64
-	runBucket(t, "at the end", NewBucket(1, 1, end-10), []bucketStep{
-		{"take", end - 10, 1, true},
-		{"next", end - 10, 1, Never}, // the token comes after the clock ends
-		{"take", end, 1, false},
+	play(t, "at the end", NewBucket(1, 1, end-10), []bucketStep{
+		bucketTake{end - 10, 1, true},
+		bucketNext{end - 10, 1, Never}, // the token comes after the clock ends
+		bucketTake{end, 1, false},
 	})
-	runBucket(t, "across the whole clock", NewBucket(1, 1, math.MinInt64), []bucketStep{
-		{"take", math.MinInt64, 1, true},
-		{"next", math.MinInt64, 1, time.Second},
-		{"tokens", end, 0, 1.0},
-		{"take", end, 1, true},
-		{"next", math.MinInt64, 1, Never}, // from the far past: too long to say
-		{"next", end, 1, Never},
+	play(t, "across the whole clock", NewBucket(1, 1, math.MinInt64), []bucketStep{
+		bucketTake{math.MinInt64, 1, true},
+		bucketNext{math.MinInt64, 1, time.Second},
+		bucketTokens{end, 1.0},
+		bucketTake{end, 1, true},
+		bucketNext{math.MinInt64, 1, Never}, // from the far past: too long to say
+		bucketNext{end, 1, Never},
 	})
 }
 

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -16,15 +17,78 @@ const (
 
 func minute(minutes int64) int64 { return t0 + minutes*m1 }
 
-// poolOp is one call in a table: what to call, with what, and what must come
-// back; live, idle and busy are the counts right after it.
+// poolOp is one row of a pool table: a call and what it must answer (see
+// step), and live, idle and busy, the counts right after it.
 type poolOp struct {
-	call             string // take, made, unmade, give, drop, evict, close, heat
-	at               int64
-	item             int // the resource; for heat, the heat in hundredths
-	want             any // Taken[int] for take, bool for give, []int for evict and close
+	call             step[*Pool[int]]
 	live, idle, busy int
 }
+
+// The calls a pool table makes, written in the order of the method's
+// arguments; each stops the table when its answer is wrong, since the
+// steps after it build on it.
+type (
+	poolTake struct {
+		at   int64
+		want Taken[int]
+	}
+	poolMade struct {
+		item int
+		at   int64
+	}
+	poolUnmade struct{ at int64 }
+	poolGive   struct {
+		item int
+		at   int64
+		want bool
+	}
+	poolDrop  struct{ item int }
+	poolEvict struct {
+		at   int64
+		want []int
+	}
+	poolClose struct{ want []int }
+	poolHeat  struct {
+		heat float64
+		at   int64
+	}
+)
+
+func (s poolTake) run(t *testing.T, p *Pool[int], where string) {
+	t.Helper()
+	if got := p.Take(s.at); got != s.want {
+		t.Fatalf("%s: Take(%d) = %+v, want %+v", where, s.at, got, s.want)
+	}
+}
+
+func (s poolMade) run(t *testing.T, p *Pool[int], where string) { p.Made(s.item, s.at) }
+
+func (s poolUnmade) run(t *testing.T, p *Pool[int], where string) { p.Unmade(s.at) }
+
+func (s poolGive) run(t *testing.T, p *Pool[int], where string) {
+	t.Helper()
+	if got := p.Give(s.item, s.at); got != s.want {
+		t.Fatalf("%s: Give(%d, %d) = %v, want %v", where, s.item, s.at, got, s.want)
+	}
+}
+
+func (s poolDrop) run(t *testing.T, p *Pool[int], where string) { p.Drop(s.item) }
+
+func (s poolEvict) run(t *testing.T, p *Pool[int], where string) {
+	t.Helper()
+	if got := p.Evict(s.at); !slices.Equal(got, s.want) {
+		t.Fatalf("%s: Evict(%d) = %v, want %v", where, s.at, got, s.want)
+	}
+}
+
+func (s poolClose) run(t *testing.T, p *Pool[int], where string) {
+	t.Helper()
+	if got := p.Close(); !slices.Equal(got, s.want) {
+		t.Fatalf("%s: Close() = %v, want %v", where, got, s.want)
+	}
+}
+
+func (s poolHeat) run(t *testing.T, p *Pool[int], where string) { p.Heat(s.heat, s.at) }
 
 func ready(item int) Taken[int] { return Taken[int]{Verdict: Ready, Item: item} }
 func stale(item int) Taken[int] { return Taken[int]{Verdict: Stale, Item: item} }
@@ -40,48 +104,15 @@ func later(d time.Duration, why Reason) Taken[int] {
 	return Taken[int]{Verdict: Later, After: d, Why: why}
 }
 
-// run plays a table against p, reporting the failing step.
+// runPool plays a table against p, checking the counts after each step.
 func runPool(t *testing.T, p *Pool[int], ops []poolOp) {
 	t.Helper()
 	for n, o := range ops {
-		var got any
-		switch o.call {
-		case "take":
-			got = p.Take(o.at)
-		case "made":
-			p.Made(o.item, o.at)
-		case "unmade":
-			p.Unmade(o.at)
-		case "give":
-			got = p.Give(o.item, o.at)
-		case "drop":
-			p.Drop(o.item)
-		case "evict":
-			got = p.Evict(o.at)
-		case "close":
-			got = p.Close()
-		case "heat":
-			p.Heat(float64(o.item)/100, o.at)
-		default:
-			t.Fatalf("step %d: unknown call %q", n, o.call)
-		}
-		switch want := o.want.(type) {
-		case nil:
-			if got != nil {
-				t.Fatalf("step %d: %s answered %v, the table expects nothing", n, o.call, got)
-			}
-		case []int:
-			if g, _ := got.([]int); !slices.Equal(g, want) {
-				t.Fatalf("step %d: %s = %v, want %v", n, o.call, got, want)
-			}
-		default:
-			if got != want {
-				t.Fatalf("step %d: %s = %+v, want %+v", n, o.call, got, want)
-			}
-		}
+		where := fmt.Sprintf("step %d", n)
+		o.call.run(t, p, where)
 		if p.Live() != o.live || p.Idle() != o.idle || p.Busy() != o.busy {
-			t.Fatalf("step %d: %s: live %d idle %d busy %d, want %d %d %d",
-				n, o.call, p.Live(), p.Idle(), p.Busy(), o.live, o.idle, o.busy)
+			t.Fatalf("%s: after %T: live %d idle %d busy %d, want %d %d %d",
+				where, o.call, p.Live(), p.Idle(), p.Busy(), o.live, o.idle, o.busy)
 		}
 	}
 }
@@ -102,111 +133,111 @@ func TestPool(t *testing.T) {
 		ops    []poolOp
 	}{
 		{"an empty pool says make, and reserves the room", Limits{Size: 2}, []poolOp{
-			{call: "take", at: minute(0), want: mk, live: 1, busy: 1},
-			{call: "take", at: minute(0), want: mk, live: 2, busy: 2},
-			{call: "take", at: minute(0), want: wait, live: 2, busy: 2},
-			{call: "made", at: minute(1), item: 1, live: 2, busy: 2},
-			{call: "unmade", at: minute(1), live: 1, busy: 1},
-			{call: "take", at: minute(1), want: mk, live: 2, busy: 2},
+			{call: poolTake{minute(0), mk}, live: 1, busy: 1},
+			{call: poolTake{minute(0), mk}, live: 2, busy: 2},
+			{call: poolTake{minute(0), wait}, live: 2, busy: 2},
+			{call: poolMade{1, minute(1)}, live: 2, busy: 2},
+			{call: poolUnmade{minute(1)}, live: 1, busy: 1},
+			{call: poolTake{minute(1), mk}, live: 2, busy: 2},
 		}},
 		{"the most recently returned is lent first", Limits{}, []poolOp{
-			{call: "made", at: minute(0), item: 1, live: 1, busy: 1},
-			{call: "made", at: minute(0), item: 2, live: 2, busy: 2},
-			{call: "made", at: minute(0), item: 3, live: 3, busy: 3},
-			{call: "give", at: minute(1), item: 2, want: true, live: 3, idle: 1, busy: 2},
-			{call: "give", at: minute(2), item: 1, want: true, live: 3, idle: 2, busy: 1},
-			{call: "give", at: minute(3), item: 3, want: true, live: 3, idle: 3},
-			{call: "take", at: minute(4), want: ready(3), live: 3, idle: 2, busy: 1},
-			{call: "take", at: minute(4), want: ready(1), live: 3, idle: 1, busy: 2},
-			{call: "take", at: minute(4), want: ready(2), live: 3, busy: 3},
-			{call: "take", at: minute(4), want: mk, live: 4, busy: 4},
+			{call: poolMade{1, minute(0)}, live: 1, busy: 1},
+			{call: poolMade{2, minute(0)}, live: 2, busy: 2},
+			{call: poolMade{3, minute(0)}, live: 3, busy: 3},
+			{call: poolGive{2, minute(1), true}, live: 3, idle: 1, busy: 2},
+			{call: poolGive{1, minute(2), true}, live: 3, idle: 2, busy: 1},
+			{call: poolGive{3, minute(3), true}, live: 3, idle: 3},
+			{call: poolTake{minute(4), ready(3)}, live: 3, idle: 2, busy: 1},
+			{call: poolTake{minute(4), ready(1)}, live: 3, idle: 1, busy: 2},
+			{call: poolTake{minute(4), ready(2)}, live: 3, busy: 3},
+			{call: poolTake{minute(4), mk}, live: 4, busy: 4},
 		}},
 		{"an idle one that sat for Keep comes out Stale, off the books", Limits{Keep: keep}, []poolOp{
-			{call: "made", at: minute(0), item: 1, live: 1, busy: 1},
-			{call: "give", at: minute(10), item: 1, want: true, live: 1, idle: 1},
-			{call: "take", at: minute(39), want: ready(1), live: 1, busy: 1},
-			{call: "give", at: minute(40), item: 1, want: true, live: 1, idle: 1},
-			{call: "take", at: minute(70), want: stale(1), live: 0},
-			{call: "take", at: minute(70), want: mk, live: 1, busy: 1},
+			{call: poolMade{1, minute(0)}, live: 1, busy: 1},
+			{call: poolGive{1, minute(10), true}, live: 1, idle: 1},
+			{call: poolTake{minute(39), ready(1)}, live: 1, busy: 1},
+			{call: poolGive{1, minute(40), true}, live: 1, idle: 1},
+			{call: poolTake{minute(70), stale(1)}, live: 0},
+			{call: poolTake{minute(70), mk}, live: 1, busy: 1},
 		}},
 		{"Keep is reached at exactly Keep, not a nanosecond later", Limits{Keep: keep}, []poolOp{
-			{call: "made", at: minute(0), item: 1, live: 1, busy: 1},
-			{call: "give", at: minute(0), item: 1, want: true, live: 1, idle: 1},
-			{call: "take", at: minute(30) - 1, want: ready(1), live: 1, busy: 1},
-			{call: "give", at: minute(30) - 1, item: 1, want: true, live: 1, idle: 1},
-			{call: "take", at: minute(60) - 1, want: stale(1), live: 0},
+			{call: poolMade{1, minute(0)}, live: 1, busy: 1},
+			{call: poolGive{1, minute(0), true}, live: 1, idle: 1},
+			{call: poolTake{minute(30) - 1, ready(1)}, live: 1, busy: 1},
+			{call: poolGive{1, minute(30) - 1, true}, live: 1, idle: 1},
+			{call: poolTake{minute(60) - 1, stale(1)}, live: 0},
 		}},
 		{"birth survives loans, so Life retires one reused all along", Limits{Keep: keep, Life: life}, []poolOp{
-			{call: "made", at: minute(0), item: 1, live: 1, busy: 1},
-			{call: "give", at: minute(20), item: 1, want: true, live: 1, idle: 1},
-			{call: "take", at: minute(40), want: ready(1), live: 1, busy: 1},
-			{call: "give", at: minute(50), item: 1, want: true, live: 1, idle: 1},
-			{call: "take", at: minute(59), want: ready(1), live: 1, busy: 1},
-			{call: "give", at: minute(59), item: 1, want: true, live: 1, idle: 1},
-			{call: "take", at: minute(60), want: stale(1), live: 0},
+			{call: poolMade{1, minute(0)}, live: 1, busy: 1},
+			{call: poolGive{1, minute(20), true}, live: 1, idle: 1},
+			{call: poolTake{minute(40), ready(1)}, live: 1, busy: 1},
+			{call: poolGive{1, minute(50), true}, live: 1, idle: 1},
+			{call: poolTake{minute(59), ready(1)}, live: 1, busy: 1},
+			{call: poolGive{1, minute(59), true}, live: 1, idle: 1},
+			{call: poolTake{minute(60), stale(1)}, live: 0},
 		}},
 		{"Give of one past Life is refused: it would only come back Stale", Limits{Life: life}, []poolOp{
-			{call: "made", at: minute(0), item: 1, live: 1, busy: 1},
-			{call: "give", at: minute(60), item: 1, want: false, live: 0},
-			{call: "give", at: minute(61), item: 1, want: false, live: 0},
+			{call: poolMade{1, minute(0)}, live: 1, busy: 1},
+			{call: poolGive{1, minute(60), false}, live: 0},
+			{call: poolGive{1, minute(61), false}, live: 0},
 		}},
 		{"Give of an unregistered one fills the reserved room, born now", Limits{Life: life}, []poolOp{
-			{call: "take", at: minute(0), want: mk, live: 1, busy: 1},
-			{call: "give", at: minute(30), item: 7, want: true, live: 1, idle: 1},
-			{call: "take", at: minute(89), want: ready(7), live: 1, busy: 1},
-			{call: "give", at: minute(89), item: 7, want: true, live: 1, idle: 1},
-			{call: "take", at: minute(90), want: stale(7), live: 0},
+			{call: poolTake{minute(0), mk}, live: 1, busy: 1},
+			{call: poolGive{7, minute(30), true}, live: 1, idle: 1},
+			{call: poolTake{minute(89), ready(7)}, live: 1, busy: 1},
+			{call: poolGive{7, minute(89), true}, live: 1, idle: 1},
+			{call: poolTake{minute(90), stale(7)}, live: 0},
 		}},
 		{"Give answers false when Idle is full, and the one refused leaves", Limits{Size: 3, Idle: 1}, []poolOp{
-			{call: "made", at: minute(0), item: 1, live: 1, busy: 1},
-			{call: "made", at: minute(0), item: 2, live: 2, busy: 2},
-			{call: "give", at: minute(1), item: 1, want: true, live: 2, idle: 1, busy: 1},
-			{call: "give", at: minute(1), item: 2, want: false, live: 1, idle: 1},
-			{call: "give", at: minute(2), item: 2, want: false, live: 1, idle: 1},
-			{call: "take", at: minute(2), want: ready(1), live: 1, busy: 1},
+			{call: poolMade{1, minute(0)}, live: 1, busy: 1},
+			{call: poolMade{2, minute(0)}, live: 2, busy: 2},
+			{call: poolGive{1, minute(1), true}, live: 2, idle: 1, busy: 1},
+			{call: poolGive{2, minute(1), false}, live: 1, idle: 1},
+			{call: poolGive{2, minute(2), false}, live: 1, idle: 1},
+			{call: poolTake{minute(2), ready(1)}, live: 1, busy: 1},
 		}},
 		{"Size 0 is no limit", Limits{}, []poolOp{
-			{call: "take", at: minute(0), want: mk, live: 1, busy: 1},
-			{call: "take", at: minute(0), want: mk, live: 2, busy: 2},
-			{call: "take", at: minute(0), want: mk, live: 3, busy: 3},
-			{call: "take", at: minute(0), want: mk, live: 4, busy: 4},
+			{call: poolTake{minute(0), mk}, live: 1, busy: 1},
+			{call: poolTake{minute(0), mk}, live: 2, busy: 2},
+			{call: poolTake{minute(0), mk}, live: 3, busy: 3},
+			{call: poolTake{minute(0), mk}, live: 4, busy: 4},
 		}},
 		{"Keep and Life of Forever never retire", Limits{Keep: Forever, Life: Forever}, []poolOp{
-			{call: "made", at: math.MinInt64, item: 1, live: 1, busy: 1},
-			{call: "give", at: math.MinInt64, item: 1, want: true, live: 1, idle: 1},
-			{call: "evict", at: math.MaxInt64, want: []int(nil), live: 1, idle: 1},
-			{call: "take", at: math.MaxInt64, want: ready(1), live: 1, busy: 1},
+			{call: poolMade{1, math.MinInt64}, live: 1, busy: 1},
+			{call: poolGive{1, math.MinInt64, true}, live: 1, idle: 1},
+			{call: poolEvict{math.MaxInt64, nil}, live: 1, idle: 1},
+			{call: poolTake{math.MaxInt64, ready(1)}, live: 1, busy: 1},
 		}},
 		{"Evict hands back every idle one past Keep or Life, and keeps the rest", Limits{Keep: keep, Life: life}, []poolOp{
-			{call: "made", at: minute(0), item: 1, live: 1, busy: 1},
-			{call: "made", at: minute(30), item: 2, live: 2, busy: 2},
-			{call: "made", at: minute(30), item: 3, live: 3, busy: 3},
-			{call: "give", at: minute(55), item: 1, want: true, live: 3, idle: 1, busy: 2},
-			{call: "give", at: minute(31), item: 2, want: true, live: 3, idle: 2, busy: 1},
-			{call: "give", at: minute(56), item: 3, want: true, live: 3, idle: 3},
-			{call: "evict", at: minute(59), want: []int(nil), live: 3, idle: 3},
-			{call: "evict", at: minute(60), want: []int{1}, live: 2, idle: 2},
-			{call: "evict", at: minute(85), want: []int{2}, live: 1, idle: 1},
-			{call: "take", at: minute(85), want: ready(3), live: 1, busy: 1},
+			{call: poolMade{1, minute(0)}, live: 1, busy: 1},
+			{call: poolMade{2, minute(30)}, live: 2, busy: 2},
+			{call: poolMade{3, minute(30)}, live: 3, busy: 3},
+			{call: poolGive{1, minute(55), true}, live: 3, idle: 1, busy: 2},
+			{call: poolGive{2, minute(31), true}, live: 3, idle: 2, busy: 1},
+			{call: poolGive{3, minute(56), true}, live: 3, idle: 3},
+			{call: poolEvict{minute(59), nil}, live: 3, idle: 3},
+			{call: poolEvict{minute(60), []int{1}}, live: 2, idle: 2},
+			{call: poolEvict{minute(85), []int{2}}, live: 1, idle: 1},
+			{call: poolTake{minute(85), ready(3)}, live: 1, busy: 1},
 		}},
 		{"Close hands back the idle; then Take is Shed and Give false", Limits{}, []poolOp{
-			{call: "made", at: minute(0), item: 1, live: 1, busy: 1},
-			{call: "made", at: minute(0), item: 2, live: 2, busy: 2},
-			{call: "made", at: minute(0), item: 3, live: 3, busy: 3},
-			{call: "give", at: minute(1), item: 1, want: true, live: 3, idle: 1, busy: 2},
-			{call: "give", at: minute(1), item: 2, want: true, live: 3, idle: 2, busy: 1},
-			{call: "close", want: []int{1, 2}, live: 1, busy: 1},
-			{call: "take", at: minute(2), want: shed(ReasonClosed), live: 1, busy: 1},
-			{call: "give", at: minute(2), item: 3, want: false, live: 0},
-			{call: "close", want: []int(nil), live: 0},
+			{call: poolMade{1, minute(0)}, live: 1, busy: 1},
+			{call: poolMade{2, minute(0)}, live: 2, busy: 2},
+			{call: poolMade{3, minute(0)}, live: 3, busy: 3},
+			{call: poolGive{1, minute(1), true}, live: 3, idle: 1, busy: 2},
+			{call: poolGive{2, minute(1), true}, live: 3, idle: 2, busy: 1},
+			{call: poolClose{[]int{1, 2}}, live: 1, busy: 1},
+			{call: poolTake{minute(2), shed(ReasonClosed)}, live: 1, busy: 1},
+			{call: poolGive{3, minute(2), false}, live: 0},
+			{call: poolClose{nil}, live: 0},
 		}},
 		{"a make in flight at Close is still answered", Limits{}, []poolOp{
-			{call: "take", at: minute(0), want: mk, live: 1, busy: 1},
-			{call: "take", at: minute(0), want: mk, live: 2, busy: 2},
-			{call: "close", want: []int(nil), live: 2, busy: 2},
-			{call: "made", at: minute(1), item: 1, live: 2, busy: 2},
-			{call: "give", at: minute(1), item: 1, want: false, live: 1, busy: 1},
-			{call: "give", at: minute(1), item: 2, want: false, live: 0},
+			{call: poolTake{minute(0), mk}, live: 1, busy: 1},
+			{call: poolTake{minute(0), mk}, live: 2, busy: 2},
+			{call: poolClose{nil}, live: 2, busy: 2},
+			{call: poolMade{1, minute(1)}, live: 2, busy: 2},
+			{call: poolGive{1, minute(1), false}, live: 1, busy: 1},
+			{call: poolGive{2, minute(1), false}, live: 0},
 		}},
 	}
 	for _, tt := range tests {
@@ -226,70 +257,70 @@ func TestPoolUnknown(t *testing.T) {
 		ops    []poolOp
 	}{
 		{"Give of one never lent with no room reserved is refused and not counted", Limits{}, []poolOp{
-			{call: "give", at: minute(0), item: 9, want: false, live: 0},
-			{call: "take", at: minute(0), want: mk, live: 1, busy: 1},
+			{call: poolGive{9, minute(0), false}, live: 0},
+			{call: poolTake{minute(0), mk}, live: 1, busy: 1},
 		}},
 		{"a second Give of an idle one answers true and changes nothing", Limits{}, []poolOp{
-			{call: "made", at: minute(0), item: 1, live: 1, busy: 1},
-			{call: "give", at: minute(1), item: 1, want: true, live: 1, idle: 1},
-			{call: "give", at: minute(2), item: 1, want: true, live: 1, idle: 1},
-			{call: "take", at: minute(3), want: ready(1), live: 1, busy: 1},
-			{call: "take", at: minute(3), want: mk, live: 2, busy: 2},
+			{call: poolMade{1, minute(0)}, live: 1, busy: 1},
+			{call: poolGive{1, minute(1), true}, live: 1, idle: 1},
+			{call: poolGive{1, minute(2), true}, live: 1, idle: 1},
+			{call: poolTake{minute(3), ready(1)}, live: 1, busy: 1},
+			{call: poolTake{minute(3), mk}, live: 2, busy: 2},
 		}},
 		{"Drop of a lent one frees its place", Limits{Size: 1}, []poolOp{
-			{call: "made", at: minute(0), item: 1, live: 1, busy: 1},
-			{call: "take", at: minute(0), want: wait, live: 1, busy: 1},
-			{call: "drop", item: 1, live: 0},
-			{call: "take", at: minute(0), want: mk, live: 1, busy: 1},
+			{call: poolMade{1, minute(0)}, live: 1, busy: 1},
+			{call: poolTake{minute(0), wait}, live: 1, busy: 1},
+			{call: poolDrop{1}, live: 0},
+			{call: poolTake{minute(0), mk}, live: 1, busy: 1},
 		}},
 		{"Drop of an idle one takes it out of the pool", Limits{}, []poolOp{
-			{call: "made", at: minute(0), item: 1, live: 1, busy: 1},
-			{call: "made", at: minute(0), item: 2, live: 2, busy: 2},
-			{call: "give", at: minute(1), item: 1, want: true, live: 2, idle: 1, busy: 1},
-			{call: "give", at: minute(1), item: 2, want: true, live: 2, idle: 2},
-			{call: "drop", item: 1, live: 1, idle: 1},
-			{call: "take", at: minute(2), want: ready(2), live: 1, busy: 1},
-			{call: "take", at: minute(2), want: mk, live: 2, busy: 2},
+			{call: poolMade{1, minute(0)}, live: 1, busy: 1},
+			{call: poolMade{2, minute(0)}, live: 2, busy: 2},
+			{call: poolGive{1, minute(1), true}, live: 2, idle: 1, busy: 1},
+			{call: poolGive{2, minute(1), true}, live: 2, idle: 2},
+			{call: poolDrop{1}, live: 1, idle: 1},
+			{call: poolTake{minute(2), ready(2)}, live: 1, busy: 1},
+			{call: poolTake{minute(2), mk}, live: 2, busy: 2},
 		}},
 		{"Drop of an unknown one frees the room a Make reserved", Limits{Size: 1}, []poolOp{
-			{call: "take", at: minute(0), want: mk, live: 1, busy: 1},
-			{call: "drop", item: 5, live: 0},
-			{call: "drop", item: 5, live: 0},
-			{call: "take", at: minute(0), want: mk, live: 1, busy: 1},
+			{call: poolTake{minute(0), mk}, live: 1, busy: 1},
+			{call: poolDrop{5}, live: 0},
+			{call: poolDrop{5}, live: 0},
+			{call: poolTake{minute(0), mk}, live: 1, busy: 1},
 		}},
 		{"Drop twice leaves once", Limits{}, []poolOp{
-			{call: "made", at: minute(0), item: 1, live: 1, busy: 1},
-			{call: "take", at: minute(0), want: mk, live: 2, busy: 2},
-			{call: "drop", item: 1, live: 1, busy: 1},
-			{call: "drop", item: 1, live: 0},
-			{call: "drop", item: 1, live: 0},
+			{call: poolMade{1, minute(0)}, live: 1, busy: 1},
+			{call: poolTake{minute(0), mk}, live: 2, busy: 2},
+			{call: poolDrop{1}, live: 1, busy: 1},
+			{call: poolDrop{1}, live: 0},
+			{call: poolDrop{1}, live: 0},
 		}},
 		{"Unmade with nothing reserved changes nothing", Limits{Size: 1}, []poolOp{
-			{call: "unmade", at: minute(0), live: 0},
-			{call: "made", at: minute(0), item: 1, live: 1, busy: 1},
-			{call: "unmade", at: minute(0), live: 1, busy: 1},
-			{call: "take", at: minute(0), want: wait, live: 1, busy: 1},
+			{call: poolUnmade{minute(0)}, live: 0},
+			{call: poolMade{1, minute(0)}, live: 1, busy: 1},
+			{call: poolUnmade{minute(0)}, live: 1, busy: 1},
+			{call: poolTake{minute(0), wait}, live: 1, busy: 1},
 		}},
 		{"Made with nothing reserved registers only if there is room", Limits{Size: 2}, []poolOp{
-			{call: "made", at: minute(0), item: 1, live: 1, busy: 1},
-			{call: "made", at: minute(0), item: 2, live: 2, busy: 2},
-			{call: "made", at: minute(0), item: 3, live: 2, busy: 2},
-			{call: "give", at: minute(1), item: 3, want: false, live: 2, busy: 2},
-			{call: "give", at: minute(1), item: 2, want: true, live: 2, idle: 1, busy: 1},
+			{call: poolMade{1, minute(0)}, live: 1, busy: 1},
+			{call: poolMade{2, minute(0)}, live: 2, busy: 2},
+			{call: poolMade{3, minute(0)}, live: 2, busy: 2},
+			{call: poolGive{3, minute(1), false}, live: 2, busy: 2},
+			{call: poolGive{2, minute(1), true}, live: 2, idle: 1, busy: 1},
 		}},
 		{"Made with nothing reserved is ignored once closed", Limits{}, []poolOp{
-			{call: "close", want: []int(nil), live: 0},
-			{call: "made", at: minute(0), item: 1, live: 0},
-			{call: "give", at: minute(0), item: 1, want: false, live: 0},
+			{call: poolClose{nil}, live: 0},
+			{call: poolMade{1, minute(0)}, live: 0},
+			{call: poolGive{1, minute(0), false}, live: 0},
 		}},
 		{"Made of one already on the books changes nothing; the room stays reserved", Limits{}, []poolOp{
-			{call: "made", at: minute(0), item: 1, live: 1, busy: 1},
-			{call: "give", at: minute(0), item: 1, want: true, live: 1, idle: 1},
-			{call: "take", at: minute(0), want: ready(1), live: 1, busy: 1},
-			{call: "take", at: minute(0), want: mk, live: 2, busy: 2},
-			{call: "made", at: minute(0), item: 1, live: 2, busy: 2},
-			{call: "unmade", at: minute(0), live: 1, busy: 1},
-			{call: "give", at: minute(0), item: 1, want: true, live: 1, idle: 1},
+			{call: poolMade{1, minute(0)}, live: 1, busy: 1},
+			{call: poolGive{1, minute(0), true}, live: 1, idle: 1},
+			{call: poolTake{minute(0), ready(1)}, live: 1, busy: 1},
+			{call: poolTake{minute(0), mk}, live: 2, busy: 2},
+			{call: poolMade{1, minute(0)}, live: 2, busy: 2},
+			{call: poolUnmade{minute(0)}, live: 1, busy: 1},
+			{call: poolGive{1, minute(0), true}, live: 1, idle: 1},
 		}},
 	}
 	for _, tt := range tests {
@@ -342,49 +373,49 @@ func TestPoolBadInput(t *testing.T) {
 		ops    []poolOp
 	}{
 		{"negative Size is no limit", Limits{Size: -1}, []poolOp{
-			{call: "take", at: minute(0), want: mk, live: 1, busy: 1},
-			{call: "take", at: minute(0), want: mk, live: 2, busy: 2},
-			{call: "take", at: minute(0), want: mk, live: 3, busy: 3},
+			{call: poolTake{minute(0), mk}, live: 1, busy: 1},
+			{call: poolTake{minute(0), mk}, live: 2, busy: 2},
+			{call: poolTake{minute(0), mk}, live: 3, busy: 3},
 		}},
 		{"negative Idle is no limit", Limits{Size: 3, Idle: -5}, []poolOp{
-			{call: "made", at: minute(0), item: 1, live: 1, busy: 1},
-			{call: "made", at: minute(0), item: 2, live: 2, busy: 2},
-			{call: "made", at: minute(0), item: 3, live: 3, busy: 3},
-			{call: "give", at: minute(0), item: 1, want: true, live: 3, idle: 1, busy: 2},
-			{call: "give", at: minute(0), item: 2, want: true, live: 3, idle: 2, busy: 1},
-			{call: "give", at: minute(0), item: 3, want: true, live: 3, idle: 3},
+			{call: poolMade{1, minute(0)}, live: 1, busy: 1},
+			{call: poolMade{2, minute(0)}, live: 2, busy: 2},
+			{call: poolMade{3, minute(0)}, live: 3, busy: 3},
+			{call: poolGive{1, minute(0), true}, live: 3, idle: 1, busy: 2},
+			{call: poolGive{2, minute(0), true}, live: 3, idle: 2, busy: 1},
+			{call: poolGive{3, minute(0), true}, live: 3, idle: 3},
 		}},
 		{"negative Keep and Life are Forever", Limits{Keep: -time.Minute, Life: -time.Hour}, []poolOp{
-			{call: "made", at: minute(0), item: 1, live: 1, busy: 1},
-			{call: "give", at: minute(0), item: 1, want: true, live: 1, idle: 1},
-			{call: "evict", at: minute(1e6), want: []int(nil), live: 1, idle: 1},
-			{call: "take", at: minute(1e6), want: ready(1), live: 1, busy: 1},
+			{call: poolMade{1, minute(0)}, live: 1, busy: 1},
+			{call: poolGive{1, minute(0), true}, live: 1, idle: 1},
+			{call: poolEvict{minute(1e6), nil}, live: 1, idle: 1},
+			{call: poolTake{minute(1e6), ready(1)}, live: 1, busy: 1},
 		}},
 		{"a Give stamped earlier does not make one look idle longer", Limits{Keep: 30 * time.Minute}, []poolOp{
-			{call: "made", at: minute(10), item: 1, live: 1, busy: 1},
-			{call: "give", at: minute(0), item: 1, want: true, live: 1, idle: 1},
-			{call: "take", at: minute(39), want: ready(1), live: 1, busy: 1},
+			{call: poolMade{1, minute(10)}, live: 1, busy: 1},
+			{call: poolGive{1, minute(0), true}, live: 1, idle: 1},
+			{call: poolTake{minute(39), ready(1)}, live: 1, busy: 1},
 		}},
 		{"a Made stamped earlier is not born earlier", Limits{Life: time.Hour}, []poolOp{
-			{call: "made", at: minute(30), item: 1, live: 1, busy: 1},
-			{call: "made", at: minute(0), item: 2, live: 2, busy: 2},
-			{call: "give", at: minute(60) - 1, item: 2, want: true, live: 2, idle: 1, busy: 1},
-			{call: "evict", at: minute(89), want: []int(nil), live: 2, idle: 1, busy: 1},
-			{call: "evict", at: minute(90), want: []int{2}, live: 1, busy: 1},
+			{call: poolMade{1, minute(30)}, live: 1, busy: 1},
+			{call: poolMade{2, minute(0)}, live: 2, busy: 2},
+			{call: poolGive{2, minute(60) - 1, true}, live: 2, idle: 1, busy: 1},
+			{call: poolEvict{minute(89), nil}, live: 2, idle: 1, busy: 1},
+			{call: poolEvict{minute(90), []int{2}}, live: 1, busy: 1},
 		}},
 		{"an Evict stamped earlier retires nothing early, nor late", Limits{Keep: 30 * time.Minute}, []poolOp{
-			{call: "made", at: minute(0), item: 1, live: 1, busy: 1},
-			{call: "give", at: minute(0), item: 1, want: true, live: 1, idle: 1},
-			{call: "take", at: minute(40), want: stale(1), live: 0},
-			{call: "made", at: minute(0), item: 2, live: 1, busy: 1},
-			{call: "give", at: minute(0), item: 2, want: true, live: 1, idle: 1},
-			{call: "evict", at: minute(69), want: []int(nil), live: 1, idle: 1},
-			{call: "evict", at: minute(70), want: []int{2}, live: 0},
+			{call: poolMade{1, minute(0)}, live: 1, busy: 1},
+			{call: poolGive{1, minute(0), true}, live: 1, idle: 1},
+			{call: poolTake{minute(40), stale(1)}, live: 0},
+			{call: poolMade{2, minute(0)}, live: 1, busy: 1},
+			{call: poolGive{2, minute(0), true}, live: 1, idle: 1},
+			{call: poolEvict{minute(69), nil}, live: 1, idle: 1},
+			{call: poolEvict{minute(70), []int{2}}, live: 0},
 		}},
 		{"ages further apart than an int64 holds saturate rather than wrap", Limits{Keep: time.Hour}, []poolOp{
-			{call: "made", at: math.MinInt64, item: 1, live: 1, busy: 1},
-			{call: "give", at: math.MinInt64, item: 1, want: true, live: 1, idle: 1},
-			{call: "take", at: math.MaxInt64, want: stale(1), live: 0},
+			{call: poolMade{1, math.MinInt64}, live: 1, busy: 1},
+			{call: poolGive{1, math.MinInt64, true}, live: 1, idle: 1},
+			{call: poolTake{math.MaxInt64, stale(1)}, live: 0},
 		}},
 	}
 	for _, tt := range tests {
@@ -398,12 +429,12 @@ func TestPoolBadInput(t *testing.T) {
 func TestPoolZero(t *testing.T) {
 	var p Pool[int]
 	runPool(t, &p, []poolOp{
-		{call: "take", at: minute(0), want: mk, live: 1, busy: 1},
-		{call: "made", at: minute(0), item: 1, live: 1, busy: 1},
-		{call: "give", at: minute(1), item: 1, want: true, live: 1, idle: 1},
-		{call: "evict", at: minute(1e6), want: []int(nil), live: 1, idle: 1},
-		{call: "take", at: minute(1e6), want: ready(1), live: 1, busy: 1},
-		{call: "drop", item: 1, live: 0},
+		{call: poolTake{minute(0), mk}, live: 1, busy: 1},
+		{call: poolMade{1, minute(0)}, live: 1, busy: 1},
+		{call: poolGive{1, minute(1), true}, live: 1, idle: 1},
+		{call: poolEvict{minute(1e6), nil}, live: 1, idle: 1},
+		{call: poolTake{minute(1e6), ready(1)}, live: 1, busy: 1},
+		{call: poolDrop{1}, live: 0},
 	})
 }
 

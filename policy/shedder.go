@@ -50,11 +50,7 @@ const (
 type Shedder struct {
 	hot    float64
 	window time.Duration
-	width  int64 // nanoseconds per slot
-	slots  [shedSlots]pass
-	head   int64 // number of the newest slot: now / width
-	latest int64 // the latest time given
-	begun  bool  // whether head and latest have been set
+	slots  slots[pass]
 
 	heat   float64
 	heatAt int64 // when heat was reported
@@ -91,10 +87,7 @@ func (s *Shedder) set(hot float64, window time.Duration) {
 		window = shedWindow
 	}
 	s.hot, s.window = hot, window
-	s.width = int64(window) / shedSlots
-	if int64(window)%shedSlots != 0 {
-		s.width++
-	}
+	s.slots.cut(window, shedSlots)
 }
 
 // Heat reports how hot the process is now. The last report counts until the
@@ -117,7 +110,7 @@ func (s *Shedder) Allow(now int64, inflight int) bool {
 // negative held is read as zero.
 func (s *Shedder) Done(now int64, held time.Duration) {
 	s.advance(now)
-	p := &s.slots[ring(s.head, shedSlots)]
+	p := s.slots.newest()
 	p.count++
 	if h := int64(max(held, 0)); p.held > math.MaxInt64-h {
 		p.held = math.MaxInt64
@@ -157,10 +150,9 @@ func (s *Shedder) capacity() (int, bool) {
 func (s *Shedder) little() (int, bool) {
 	var most int64
 	least := math.Inf(1)
-	current := ring(s.head, shedSlots)
-	for i := range s.slots {
-		p := &s.slots[i]
-		if i == current || p.count == 0 {
+	for i := range s.slots.ring {
+		p := &s.slots.ring[i]
+		if !s.slots.finished(i) || p.count == 0 {
 			continue
 		}
 		most = max(most, p.count)
@@ -169,39 +161,23 @@ func (s *Shedder) little() (int, bool) {
 	if most == 0 {
 		return 0, false
 	}
-	carry := math.Ceil(float64(most) * least / float64(s.width))
+	carry := math.Ceil(float64(most) * least / float64(s.slots.width))
 	if carry >= math.MaxInt32 {
 		return math.MaxInt32, true
 	}
 	return max(int(carry), 1), true
 }
 
-// advance empties the slots that have left the window by now, and answers
-// now, or the latest time given when the clock has gone backwards: that is
-// read as standing still.
+// advance empties the slots that have left the window by now (see slots),
+// and answers now, or the latest time given when the clock has gone
+// backwards: that is read as standing still.
 func (s *Shedder) advance(now int64) int64 {
-	if s.width == 0 { // the zero Shedder
+	if s.slots.width == 0 { // the zero Shedder
 		s.set(0, 0)
 	}
-	if !s.begun {
-		s.head, s.latest, s.begun = floorDiv(now, s.width), now, true
-		return now
+	at, turned := s.slots.advance(now)
+	if turned {
+		s.known = false
 	}
-	if now <= s.latest {
-		return s.latest
-	}
-	s.latest = now
-	n := floorDiv(now, s.width)
-	if n <= s.head {
-		return now
-	}
-	if gap := n - s.head; gap < 0 || gap >= shedSlots { // gap < 0: overflowed, so vast
-		s.slots = [shedSlots]pass{}
-	} else {
-		for h := s.head + 1; h <= n; h++ {
-			s.slots[ring(h, shedSlots)] = pass{}
-		}
-	}
-	s.head, s.known = n, false
-	return now
+	return at
 }

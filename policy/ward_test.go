@@ -20,19 +20,19 @@ var rigid = Backoff{Base: 100 * milli, Factor: 2, Cap: time.Second, Jitter: Rigi
 func TestWardBucket(t *testing.T) {
 	p := NewPool[int](Limits{}, Ward{Bucket: Rate{PerSecond: 1, Burst: 1}}) // one make a second
 	runPool(t, p, []poolOp{
-		{call: "take", at: after0(0), want: mk, live: 1, busy: 1},
-		{call: "unmade", at: after0(0), live: 0},
+		{call: poolTake{after0(0), mk}, live: 1, busy: 1},
+		{call: poolUnmade{after0(0)}, live: 0},
 		// The failed make spent its token, so the next is spaced too, and
 		// Later reserves nothing.
-		{call: "take", at: after0(0), want: later(time.Second, ReasonBucket), live: 0},
-		{call: "take", at: after0(400 * milli), want: later(600*milli, ReasonBucket), live: 0},
-		{call: "take", at: after0(time.Second), want: mk, live: 1, busy: 1},
-		{call: "made", at: after0(time.Second), item: 1, live: 1, busy: 1},
-		{call: "give", at: after0(time.Second), item: 1, want: true, live: 1, idle: 1},
+		{call: poolTake{after0(0), later(time.Second, ReasonBucket)}, live: 0},
+		{call: poolTake{after0(400 * milli), later(600*milli, ReasonBucket)}, live: 0},
+		{call: poolTake{after0(time.Second), mk}, live: 1, busy: 1},
+		{call: poolMade{1, after0(time.Second)}, live: 1, busy: 1},
+		{call: poolGive{1, after0(time.Second), true}, live: 1, idle: 1},
 		// The bucket holds back makes, never lending: it is empty, and the
 		// idle one is lent all the same.
-		{call: "take", at: after0(time.Second), want: ready(1), live: 1, busy: 1},
-		{call: "take", at: after0(time.Second), want: later(time.Second, ReasonBucket), live: 1, busy: 1},
+		{call: poolTake{after0(time.Second), ready(1)}, live: 1, busy: 1},
+		{call: poolTake{after0(time.Second), later(time.Second, ReasonBucket)}, live: 1, busy: 1},
 	})
 	if got := p.ward.bucket.Tokens(after0(time.Second)); got != 0 {
 		t.Fatalf("tokens after the second make: %v, want 0", got)
@@ -64,32 +64,32 @@ func TestWardBackoff(t *testing.T) {
 	bo := Backoff{Base: 100 * milli, Factor: 2, Cap: time.Second, Attempts: 1, Jitter: Rigid}
 	p := NewPool[int](Limits{}, Ward{Backoff: bo})
 	runPool(t, p, []poolOp{
-		{call: "take", at: after0(0), want: mk, live: 1, busy: 1},
-		{call: "unmade", at: after0(0), live: 0},
-		{call: "take", at: after0(0), want: later(100*milli, ReasonBackoff), live: 0},
-		{call: "take", at: after0(99 * milli), want: later(1*milli, ReasonBackoff), live: 0},
-		{call: "take", at: after0(100 * milli), want: mk, live: 1, busy: 1},
-		{call: "unmade", at: after0(100 * milli), live: 0},
-		{call: "take", at: after0(100 * milli), want: later(200*milli, ReasonBackoff), live: 0},
-		{call: "take", at: after0(300 * milli), want: mk, live: 1, busy: 1},
-		{call: "unmade", at: after0(300 * milli), live: 0},
-		{call: "take", at: after0(300 * milli), want: later(400*milli, ReasonBackoff), live: 0},
-		{call: "take", at: after0(700 * milli), want: mk, live: 1, busy: 1},
-		{call: "unmade", at: after0(700 * milli), live: 0},
-		{call: "take", at: after0(700 * milli), want: later(800*milli, ReasonBackoff), live: 0},
-		{call: "take", at: after0(1500 * milli), want: mk, live: 1, busy: 1},
-		{call: "unmade", at: after0(1500 * milli), live: 0},
+		{call: poolTake{after0(0), mk}, live: 1, busy: 1},
+		{call: poolUnmade{after0(0)}, live: 0},
+		{call: poolTake{after0(0), later(100*milli, ReasonBackoff)}, live: 0},
+		{call: poolTake{after0(99 * milli), later(1*milli, ReasonBackoff)}, live: 0},
+		{call: poolTake{after0(100 * milli), mk}, live: 1, busy: 1},
+		{call: poolUnmade{after0(100 * milli)}, live: 0},
+		{call: poolTake{after0(100 * milli), later(200*milli, ReasonBackoff)}, live: 0},
+		{call: poolTake{after0(300 * milli), mk}, live: 1, busy: 1},
+		{call: poolUnmade{after0(300 * milli)}, live: 0},
+		{call: poolTake{after0(300 * milli), later(400*milli, ReasonBackoff)}, live: 0},
+		{call: poolTake{after0(700 * milli), mk}, live: 1, busy: 1},
+		{call: poolUnmade{after0(700 * milli)}, live: 0},
+		{call: poolTake{after0(700 * milli), later(800*milli, ReasonBackoff)}, live: 0},
+		{call: poolTake{after0(1500 * milli), mk}, live: 1, busy: 1},
+		{call: poolUnmade{after0(1500 * milli)}, live: 0},
 		// 100 milli × 2⁴ is past the Cap.
-		{call: "take", at: after0(1500 * milli), want: later(time.Second, ReasonBackoff), live: 0},
-		{call: "take", at: after0(2500 * milli), want: mk, live: 1, busy: 1},
+		{call: poolTake{after0(1500 * milli), later(time.Second, ReasonBackoff)}, live: 0},
+		{call: poolTake{after0(2500 * milli), mk}, live: 1, busy: 1},
 		// A make that works ends the run: the next failure starts over.
-		{call: "made", at: after0(2500 * milli), item: 1, live: 1, busy: 1},
-		{call: "take", at: after0(2500 * milli), want: mk, live: 2, busy: 2},
-		{call: "unmade", at: after0(2500 * milli), live: 1, busy: 1},
-		{call: "take", at: after0(2500 * milli), want: later(100*milli, ReasonBackoff), live: 1, busy: 1},
+		{call: poolMade{1, after0(2500 * milli)}, live: 1, busy: 1},
+		{call: poolTake{after0(2500 * milli), mk}, live: 2, busy: 2},
+		{call: poolUnmade{after0(2500 * milli)}, live: 1, busy: 1},
+		{call: poolTake{after0(2500 * milli), later(100*milli, ReasonBackoff)}, live: 1, busy: 1},
 		// Lending is never held back.
-		{call: "give", at: after0(2500 * milli), item: 1, want: true, live: 1, idle: 1},
-		{call: "take", at: after0(2500 * milli), want: ready(1), live: 1, busy: 1},
+		{call: poolGive{1, after0(2500 * milli), true}, live: 1, idle: 1},
+		{call: poolTake{after0(2500 * milli), ready(1)}, live: 1, busy: 1},
 	})
 }
 
@@ -257,11 +257,11 @@ func TestWardProbeResolved(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := NewPool[int](Limits{}, Ward{Backoff: rigid})
 			runPool(t, p, []poolOp{
-				{call: "take", at: t0, want: mk, live: 1, busy: 1},
-				{call: "unmade", at: t0, live: 0},
-				{call: "take", at: end, want: mk, live: 1, busy: 1},
+				{call: poolTake{t0, mk}, live: 1, busy: 1},
+				{call: poolUnmade{t0}, live: 0},
+				{call: poolTake{end, mk}, live: 1, busy: 1},
 				// The probe is out: the hold's ceiling is the fallback After.
-				{call: "take", at: end, want: later(100*milli, ReasonProbe), live: 1, busy: 1},
+				{call: poolTake{end, later(100*milli, ReasonProbe)}, live: 1, busy: 1},
 			})
 			if !p.Probing() {
 				t.Fatal("Probing is false with the probe out")
@@ -282,14 +282,14 @@ func TestWardProbeResolved(t *testing.T) {
 func TestWardProbeOldMakes(t *testing.T) {
 	p := NewPool[int](Limits{}, Ward{Backoff: rigid})
 	runPool(t, p, []poolOp{
-		{call: "take", at: t0, want: mk, live: 1, busy: 1},
-		{call: "take", at: t0, want: mk, live: 2, busy: 2},
-		{call: "unmade", at: t0, live: 1, busy: 1},
-		{call: "take", at: after0(100 * milli), want: later(100*milli, ReasonProbe), live: 1, busy: 1},
+		{call: poolTake{t0, mk}, live: 1, busy: 1},
+		{call: poolTake{t0, mk}, live: 2, busy: 2},
+		{call: poolUnmade{t0}, live: 1, busy: 1},
+		{call: poolTake{after0(100 * milli), later(100*milli, ReasonProbe)}, live: 1, busy: 1},
 		// The old make works: the backend is good after all.
-		{call: "made", at: after0(120 * milli), item: 1, live: 1, busy: 1},
-		{call: "take", at: after0(120 * milli), want: mk, live: 2, busy: 2},
-		{call: "take", at: after0(120 * milli), want: mk, live: 3, busy: 3},
+		{call: poolMade{1, after0(120 * milli)}, live: 1, busy: 1},
+		{call: poolTake{after0(120 * milli), mk}, live: 2, busy: 2},
+		{call: poolTake{after0(120 * milli), mk}, live: 3, busy: 3},
 	})
 }
 
@@ -545,25 +545,25 @@ func TestWardShedder(t *testing.T) {
 	runPool(t, p, []poolOp{
 		// Hot, but the slot of the evidence has not finished: no evidence,
 		// so nothing is refused.
-		{call: "heat", at: after0(500 * milli), item: 90, live: 20, idle: 20},
-		{call: "take", at: after0(500 * milli), want: ready(20), live: 20, idle: 19, busy: 1},
+		{call: poolHeat{0.9, after0(500 * milli)}, live: 20, idle: 20},
+		{call: poolTake{after0(500 * milli), ready(20)}, live: 20, idle: 19, busy: 1},
 		// Now the slot is finished: a call may start while four or fewer
 		// are in flight, so a fifth is lent and a sixth is refused, even
 		// with idle ones there.
-		{call: "take", at: tick, want: ready(19), live: 20, idle: 18, busy: 2},
-		{call: "take", at: tick, want: ready(18), live: 20, idle: 17, busy: 3},
-		{call: "take", at: tick, want: ready(17), live: 20, idle: 16, busy: 4},
-		{call: "take", at: tick, want: ready(16), live: 20, idle: 15, busy: 5},
-		{call: "take", at: tick, want: sheds, live: 20, idle: 15, busy: 5},
+		{call: poolTake{tick, ready(19)}, live: 20, idle: 18, busy: 2},
+		{call: poolTake{tick, ready(18)}, live: 20, idle: 17, busy: 3},
+		{call: poolTake{tick, ready(17)}, live: 20, idle: 16, busy: 4},
+		{call: poolTake{tick, ready(16)}, live: 20, idle: 15, busy: 5},
+		{call: poolTake{tick, sheds}, live: 20, idle: 15, busy: 5},
 		// Cool again: lending resumes.
-		{call: "heat", at: tick, item: 79, live: 20, idle: 15, busy: 5},
-		{call: "take", at: tick, want: ready(15), live: 20, idle: 14, busy: 6},
+		{call: poolHeat{0.79, tick}, live: 20, idle: 15, busy: 5},
+		{call: poolTake{tick, ready(15)}, live: 20, idle: 14, busy: 6},
 		// Hot, and one back: six in flight is still over four.
-		{call: "heat", at: tick, item: 95, live: 20, idle: 14, busy: 6},
-		{call: "give", at: tick, item: 15, want: true, live: 20, idle: 15, busy: 5},
-		{call: "take", at: tick, want: sheds, live: 20, idle: 15, busy: 5},
-		{call: "drop", item: 16, live: 19, idle: 15, busy: 4},
-		{call: "take", at: tick, want: ready(15), live: 19, idle: 14, busy: 5},
+		{call: poolHeat{0.95, tick}, live: 20, idle: 14, busy: 6},
+		{call: poolGive{15, tick, true}, live: 20, idle: 15, busy: 5},
+		{call: poolTake{tick, sheds}, live: 20, idle: 15, busy: 5},
+		{call: poolDrop{16}, live: 19, idle: 15, busy: 4},
+		{call: poolTake{tick, ready(15)}, live: 19, idle: 14, busy: 5},
 	})
 }
 
@@ -604,7 +604,7 @@ func TestWardOrder(t *testing.T) {
 	t.Run("a closed pool answers Shed before asking the ward", func(t *testing.T) {
 		p := NewPool[int](Limits{}, Ward{Bucket: Rate{PerSecond: 1, Burst: 1}, Breaker: DefaultBreaker, Shedder: Overload{Hot: 0.5}})
 		p.Close()
-		runPool(t, p, []poolOp{{call: "take", at: t0, want: shed(ReasonClosed)}})
+		runPool(t, p, []poolOp{{call: poolTake{t0, shed(ReasonClosed)}}})
 		if p.ward.bucket.Tokens(t0) != 1 || p.ward.breaker.requests != 0 {
 			t.Fatalf("a closed pool spent a token (%v left) or counted a request (%d)", p.ward.bucket.Tokens(t0), p.ward.breaker.requests)
 		}
@@ -612,19 +612,19 @@ func TestWardOrder(t *testing.T) {
 	t.Run("idle lending goes before bucket, backoff and breaker", func(t *testing.T) {
 		p := NewPool[int](Limits{}, Ward{Bucket: Rate{PerSecond: 1, Burst: 1}, Breaker: Throttle{K: 2, Floor: 1}, Backoff: Backoff{Base: time.Second, Jitter: Rigid}})
 		runPool(t, p, []poolOp{
-			{call: "made", at: t0, item: 1, live: 1, busy: 1},
-			{call: "take", at: t0, want: mk, live: 2, busy: 2},
-			{call: "unmade", at: t0, live: 1, busy: 1},
-			{call: "give", at: t0, item: 1, want: true, live: 1, idle: 1},
+			{call: poolMade{1, t0}, live: 1, busy: 1},
+			{call: poolTake{t0, mk}, live: 2, busy: 2},
+			{call: poolUnmade{t0}, live: 1, busy: 1},
+			{call: poolGive{1, t0, true}, live: 1, idle: 1},
 			// Bucket empty, backoff holding, breaker at ½: a Ready still.
-			{call: "take", at: t0, want: ready(1), live: 1, busy: 1},
+			{call: poolTake{t0, ready(1)}, live: 1, busy: 1},
 		})
 	})
 	t.Run("a full pool answers Wait before the ward's makes", func(t *testing.T) {
 		p := NewPool[int](Limits{Size: 1}, Ward{Bucket: Rate{PerSecond: 1, Burst: 1}, Breaker: DefaultBreaker})
 		runPool(t, p, []poolOp{
-			{call: "made", at: t0, item: 1, live: 1, busy: 1},
-			{call: "take", at: t0, want: wait, live: 1, busy: 1},
+			{call: poolMade{1, t0}, live: 1, busy: 1},
+			{call: poolTake{t0, wait}, live: 1, busy: 1},
 		})
 		if p.ward.breaker.requests != 0 {
 			t.Fatal("Wait counted a request at the breaker")
@@ -633,24 +633,24 @@ func TestWardOrder(t *testing.T) {
 	t.Run("the breaker's Shed goes before the backoff's Later", func(t *testing.T) {
 		p := NewPool[int](Limits{}, Ward{Breaker: Throttle{K: 2, Floor: 1}, Backoff: Backoff{Base: time.Second, Jitter: Rigid}})
 		runPool(t, p, []poolOp{
-			{call: "take", at: t0, want: mk, live: 1, busy: 1},
-			{call: "unmade", at: t0, live: 0},
+			{call: poolTake{t0, mk}, live: 1, busy: 1},
+			{call: poolUnmade{t0}, live: 0},
 			// Breaker at ½ admits, the backoff holds: Later.
-			{call: "take", at: t0, want: later(time.Second, ReasonBackoff), live: 0},
-			{call: "take", at: after0(time.Second), want: mk, live: 1, busy: 1},
-			{call: "unmade", at: after0(time.Second), live: 0},
+			{call: poolTake{t0, later(time.Second, ReasonBackoff)}, live: 0},
+			{call: poolTake{after0(time.Second), mk}, live: 1, busy: 1},
+			{call: poolUnmade{after0(time.Second)}, live: 0},
 			// Debt ½ + ⅔ reaches one: the breaker refuses before the
 			// backoff is asked.
-			{call: "take", at: after0(time.Second), want: shed(ReasonBreaker), live: 0},
+			{call: poolTake{after0(time.Second), shed(ReasonBreaker)}, live: 0},
 		})
 	})
 	t.Run("the backoff's Later goes before the bucket, which spends nothing", func(t *testing.T) {
 		p := NewPool[int](Limits{}, Ward{Bucket: Rate{PerSecond: 1, Burst: 2}, Backoff: Backoff{Base: time.Second, Jitter: Rigid}})
 		runPool(t, p, []poolOp{
-			{call: "take", at: t0, want: mk, live: 1, busy: 1},
-			{call: "unmade", at: t0, live: 0},
-			{call: "take", at: t0, want: later(time.Second, ReasonBackoff), live: 0},
-			{call: "take", at: t0, want: later(time.Second, ReasonBackoff), live: 0},
+			{call: poolTake{t0, mk}, live: 1, busy: 1},
+			{call: poolUnmade{t0}, live: 0},
+			{call: poolTake{t0, later(time.Second, ReasonBackoff)}, live: 0},
+			{call: poolTake{t0, later(time.Second, ReasonBackoff)}, live: 0},
 		})
 		if got := p.ward.bucket.Tokens(t0); got != 1 {
 			t.Fatalf("tokens %v after the backoff held makes back, want 1", got)
@@ -659,10 +659,10 @@ func TestWardOrder(t *testing.T) {
 	t.Run("the probe's Later goes before the bucket, which spends nothing", func(t *testing.T) {
 		p := NewPool[int](Limits{}, Ward{Bucket: Rate{PerSecond: 1, Burst: 3}, Backoff: Backoff{Base: time.Second, Jitter: Rigid}})
 		runPool(t, p, []poolOp{
-			{call: "take", at: t0, want: mk, live: 1, busy: 1},
-			{call: "unmade", at: t0, live: 0},
-			{call: "take", at: after0(time.Second), want: mk, live: 1, busy: 1},
-			{call: "take", at: after0(time.Second), want: later(time.Second, ReasonProbe), live: 1, busy: 1},
+			{call: poolTake{t0, mk}, live: 1, busy: 1},
+			{call: poolUnmade{t0}, live: 0},
+			{call: poolTake{after0(time.Second), mk}, live: 1, busy: 1},
+			{call: poolTake{after0(time.Second), later(time.Second, ReasonProbe)}, live: 1, busy: 1},
 		})
 		if got := p.ward.bucket.Tokens(after0(time.Second)); got != 2 {
 			t.Fatalf("tokens %v while the probe held makes back, want 2", got)
@@ -671,15 +671,15 @@ func TestWardOrder(t *testing.T) {
 	t.Run("a make held back costs the breaker no debt", func(t *testing.T) {
 		p := NewPool[int](Limits{}, Ward{Breaker: Throttle{K: 2, Floor: 1}, Bucket: Rate{PerSecond: 1, Burst: 1}})
 		runPool(t, p, []poolOp{
-			{call: "take", at: t0, want: mk, live: 1, busy: 1},
-			{call: "unmade", at: t0, live: 0},
+			{call: poolTake{t0, mk}, live: 1, busy: 1},
+			{call: poolUnmade{t0}, live: 0},
 			// At ½, three Laters that charged the debt would have refused.
-			{call: "take", at: t0, want: later(time.Second, ReasonBucket), live: 0},
-			{call: "take", at: t0, want: later(time.Second, ReasonBucket), live: 0},
-			{call: "take", at: t0, want: later(time.Second, ReasonBucket), live: 0},
-			{call: "take", at: after0(time.Second), want: mk, live: 1, busy: 1},
-			{call: "unmade", at: after0(time.Second), live: 0},
-			{call: "take", at: after0(time.Second), want: shed(ReasonBreaker), live: 0},
+			{call: poolTake{t0, later(time.Second, ReasonBucket)}, live: 0},
+			{call: poolTake{t0, later(time.Second, ReasonBucket)}, live: 0},
+			{call: poolTake{t0, later(time.Second, ReasonBucket)}, live: 0},
+			{call: poolTake{after0(time.Second), mk}, live: 1, busy: 1},
+			{call: poolUnmade{after0(time.Second)}, live: 0},
+			{call: poolTake{after0(time.Second), shed(ReasonBreaker)}, live: 0},
 		})
 	})
 	t.Run("the shedder refuses before an idle one is lent", func(t *testing.T) {
@@ -690,9 +690,9 @@ func TestWardOrder(t *testing.T) {
 		p.Give(1, after0(time.Second/2)) // one at a time, held half a second: a limit of 1
 		p.Heat(1, after0(time.Second))
 		runPool(t, p, []poolOp{
-			{call: "take", at: after0(time.Second), want: shed(ReasonShedder), live: 3, idle: 1, busy: 2},
-			{call: "drop", item: 2, live: 2, idle: 1, busy: 1},
-			{call: "take", at: after0(time.Second), want: ready(1), live: 2, busy: 2},
+			{call: poolTake{after0(time.Second), shed(ReasonShedder)}, live: 3, idle: 1, busy: 2},
+			{call: poolDrop{2}, live: 2, idle: 1, busy: 1},
+			{call: poolTake{after0(time.Second), ready(1)}, live: 2, busy: 2},
 		})
 	})
 }
@@ -707,40 +707,40 @@ func TestWardAllParts(t *testing.T) {
 		Shedder: DefaultShedder,
 	})
 	runPool(t, p, []poolOp{
-		{call: "take", at: t0, want: mk, live: 1, busy: 1},
-		{call: "made", at: t0, item: 1, live: 1, busy: 1},
-		{call: "take", at: t0, want: mk, live: 2, busy: 2},
+		{call: poolTake{t0, mk}, live: 1, busy: 1},
+		{call: poolMade{1, t0}, live: 1, busy: 1},
+		{call: poolTake{t0, mk}, live: 2, busy: 2},
 		// The bucket held two; a tenth of a second earns the next.
-		{call: "take", at: t0, want: later(100*milli, ReasonBucket), live: 2, busy: 2},
+		{call: poolTake{t0, later(100*milli, ReasonBucket)}, live: 2, busy: 2},
 		// The backend goes down.
-		{call: "unmade", at: t0, live: 1, busy: 1},
-		{call: "take", at: after0(100 * milli), want: mk, live: 2, busy: 2},
+		{call: poolUnmade{t0}, live: 1, busy: 1},
+		{call: poolTake{after0(100 * milli), mk}, live: 2, busy: 2},
 		// That make is the probe: the others wait for it.
-		{call: "take", at: after0(100 * milli), want: later(100*milli, ReasonProbe), live: 2, busy: 2},
-		{call: "unmade", at: after0(100 * milli), live: 1, busy: 1},
+		{call: poolTake{after0(100 * milli), later(100*milli, ReasonProbe)}, live: 2, busy: 2},
+		{call: poolUnmade{after0(100 * milli)}, live: 1, busy: 1},
 		// Two failures in a row: held 200 milli.
-		{call: "take", at: after0(100 * milli), want: later(200*milli, ReasonBackoff), live: 1, busy: 1},
+		{call: poolTake{after0(100 * milli), later(200*milli, ReasonBackoff)}, live: 1, busy: 1},
 		// Three requests, one accept: below the breaker's floor of four.
-		{call: "take", at: after0(300 * milli), want: mk, live: 2, busy: 2},
-		{call: "unmade", at: after0(300 * milli), live: 1, busy: 1},
+		{call: poolTake{after0(300 * milli), mk}, live: 2, busy: 2},
+		{call: poolUnmade{after0(300 * milli)}, live: 1, busy: 1},
 		// Four and one: ⅖, a debt of .4 after this make.
-		{call: "take", at: after0(700 * milli), want: mk, live: 2, busy: 2},
-		{call: "unmade", at: after0(700 * milli), live: 1, busy: 1},
+		{call: poolTake{after0(700 * milli), mk}, live: 2, busy: 2},
+		{call: poolUnmade{after0(700 * milli)}, live: 1, busy: 1},
 		// Five and one: ½ takes the debt to .9, and this make goes out.
-		{call: "take", at: after0(1500 * milli), want: mk, live: 2, busy: 2},
-		{call: "unmade", at: after0(1500 * milli), live: 1, busy: 1},
+		{call: poolTake{after0(1500 * milli), mk}, live: 2, busy: 2},
+		{call: poolUnmade{after0(1500 * milli)}, live: 1, busy: 1},
 		// Six and one: 4/7 takes the debt past one, and the breaker refuses
 		// at the very instant the backoff's hold of a second ends.
-		{call: "take", at: after0(2500 * milli), want: shed(ReasonBreaker), live: 1, busy: 1},
+		{call: poolTake{after0(2500 * milli), shed(ReasonBreaker)}, live: 1, busy: 1},
 		// The lent one comes back and is lent again whatever the ward says.
-		{call: "give", at: after0(2500 * milli), item: 1, want: true, live: 1, idle: 1},
-		{call: "take", at: after0(2500 * milli), want: ready(1), live: 1, busy: 1},
+		{call: poolGive{1, after0(2500 * milli), true}, live: 1, idle: 1},
+		{call: poolTake{after0(2500 * milli), ready(1)}, live: 1, busy: 1},
 		// Ten quiet seconds: the breaker has forgotten, the backoff's hold
 		// has long passed, the bucket is full again. The backend is back:
 		// the probe works, and the run is over.
-		{call: "take", at: after0(13 * time.Second), want: mk, live: 2, busy: 2},
-		{call: "made", at: after0(13 * time.Second), item: 2, live: 2, busy: 2},
-		{call: "take", at: after0(13 * time.Second), want: mk, live: 3, busy: 3},
+		{call: poolTake{after0(13 * time.Second), mk}, live: 2, busy: 2},
+		{call: poolMade{2, after0(13 * time.Second)}, live: 2, busy: 2},
+		{call: poolTake{after0(13 * time.Second), mk}, live: 3, busy: 3},
 	})
 	if r := p.Refusal(after0(13 * time.Second)); r != 0 {
 		t.Fatalf("Refusal after the recovery: %v, want 0", r)

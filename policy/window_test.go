@@ -8,42 +8,61 @@ import (
 	"time"
 )
 
-// windowStep is one call on a window at a fixed instant, and its answer.
-type windowStep struct {
-	op   string // "take", "left" or "next"
-	at   int64
-	want any // bool for take, int for left, time.Duration for next
+// The calls a window table makes; see step. None of them may change the
+// window unless it counts an event.
+type (
+	windowStep = step[*Window]
+
+	// windowTake is Take(at), which must answer want.
+	windowTake struct {
+		at   int64
+		want bool
+	}
+	// windowLeft is Left(at), which must answer want.
+	windowLeft struct {
+		at   int64
+		want int
+	}
+	// windowNext is Next(at), which must answer want.
+	windowNext struct {
+		at   int64
+		want time.Duration
+	}
+)
+
+func (s windowTake) run(t *testing.T, w *Window, where string) {
+	t.Helper()
+	before := *w
+	got := w.Take(s.at)
+	if !got && !sameWindow(before, *w) {
+		t.Errorf("%s: refused Take(%d) changed the window", where, s.at)
+	}
+	if got != s.want {
+		t.Errorf("%s: Take(%d) = %v, want %v", where, s.at, got, s.want)
+	}
 }
 
-// runWindow plays steps against w, naming the failing step.
-func runWindow(t *testing.T, name string, w *Window, steps []windowStep) {
+func (s windowLeft) run(t *testing.T, w *Window, where string) {
 	t.Helper()
-	for i, s := range steps {
-		var got any
-		switch s.op {
-		case "take":
-			before := *w
-			ok := w.Take(s.at)
-			if !ok && !sameWindow(before, *w) {
-				t.Errorf("%s: step %d: refused Take(%d) changed the window", name, i, s.at)
-			}
-			got = ok
-		case "left":
-			before := *w
-			got = w.Left(s.at)
-			if !sameWindow(before, *w) {
-				t.Errorf("%s: step %d: Left(%d) changed the window", name, i, s.at)
-			}
-		case "next":
-			before := *w
-			got = w.Next(s.at)
-			if !sameWindow(before, *w) {
-				t.Errorf("%s: step %d: Next(%d) changed the window", name, i, s.at)
-			}
-		}
-		if got != s.want {
-			t.Errorf("%s: step %d: %s(%d) = %v, want %v", name, i, s.op, s.at, got, s.want)
-		}
+	readWindow(t, w, where, "Left", s.at, w.Left, s.want)
+}
+
+func (s windowNext) run(t *testing.T, w *Window, where string) {
+	t.Helper()
+	readWindow(t, w, where, "Next", s.at, w.Next, s.want)
+}
+
+// readWindow checks a call that only reads: read(at) must answer want and
+// leave w as it was.
+func readWindow[A comparable](t *testing.T, w *Window, where, call string, at int64, read func(int64) A, want A) {
+	t.Helper()
+	before := *w
+	got := read(at)
+	if !sameWindow(before, *w) {
+		t.Errorf("%s: %s(%d) changed the window", where, call, at)
+	}
+	if got != want {
+		t.Errorf("%s: %s(%d) = %v, want %v", where, call, at, got, want)
 	}
 }
 
@@ -56,25 +75,25 @@ func sameWindow(a, b Window) bool {
 func TestWindow(t *testing.T) {
 	s := int64(time.Second)
 	t0 := 1000 * s
-	runWindow(t, "3 per 10s", NewWindow(3, 10*time.Second), []windowStep{
-		{"left", t0, 3},
-		{"next", t0, time.Duration(0)},
-		{"take", t0, true},
-		{"take", t0 + 4*s, true},
-		{"take", t0 + 9*s, true},
-		{"take", t0 + 9*s, false}, // three in the last ten seconds
-		{"left", t0 + 9*s, 0},
-		{"next", t0 + 9*s, time.Second}, // the first falls out at t0+10s
-		{"take", t0 + 10*s - 1, false},  // a nanosecond short of it
-		{"take", t0 + 10*s, true},       // now − t = window: out
-		{"left", t0 + 10*s, 0},
-		{"next", t0 + 10*s, 4 * time.Second},
-		{"left", t0 + 14*s, 1},
-		{"left", t0 + 19*s, 2},
-		{"left", t0 + 20*s, 3}, // everything out
-		{"next", t0 + 20*s, time.Duration(0)},
-		{"take", t0 + 20*s, true},
-		{"left", t0 + 20*s, 2},
+	play(t, "3 per 10s", NewWindow(3, 10*time.Second), []windowStep{
+		windowLeft{t0, 3},
+		windowNext{t0, 0},
+		windowTake{t0, true},
+		windowTake{t0 + 4*s, true},
+		windowTake{t0 + 9*s, true},
+		windowTake{t0 + 9*s, false}, // three in the last ten seconds
+		windowLeft{t0 + 9*s, 0},
+		windowNext{t0 + 9*s, time.Second}, // the first falls out at t0+10s
+		windowTake{t0 + 10*s - 1, false},  // a nanosecond short of it
+		windowTake{t0 + 10*s, true},       // now − t = window: out
+		windowLeft{t0 + 10*s, 0},
+		windowNext{t0 + 10*s, 4 * time.Second},
+		windowLeft{t0 + 14*s, 1},
+		windowLeft{t0 + 19*s, 2},
+		windowLeft{t0 + 20*s, 3}, // everything out
+		windowNext{t0 + 20*s, 0},
+		windowTake{t0 + 20*s, true},
+		windowLeft{t0 + 20*s, 2},
 	})
 }
 
@@ -82,35 +101,35 @@ func TestWindow(t *testing.T) {
 // in any ten-second stretch, even across the boundary a fixed window
 // would reset at.
 func TestWindowSlides(t *testing.T) {
-	runWindow(t, "2 per 10ns", NewWindow(2, 10), []windowStep{
-		{"take", 0, true},
-		{"take", 9, true},
-		{"take", 10, true}, // 0 is out
-		{"take", 11, false},
-		{"next", 11, time.Duration(8)}, // 9 falls out at 19
-		{"take", 18, false},
-		{"take", 19, true},
-		{"take", 20, true}, // 10 is out
-		{"take", 20, false},
+	play(t, "2 per 10ns", NewWindow(2, 10), []windowStep{
+		windowTake{0, true},
+		windowTake{9, true},
+		windowTake{10, true}, // 0 is out
+		windowTake{11, false},
+		windowNext{11, 8}, // 9 falls out at 19
+		windowTake{18, false},
+		windowTake{19, true},
+		windowTake{20, true}, // 10 is out
+		windowTake{20, false},
 	})
 }
 
 // A clock that goes back is read as standing at the latest counted event,
 // so the events it counts are stamped then and count for longer.
 func TestWindowClockBackwards(t *testing.T) {
-	runWindow(t, "2 per 10ns", NewWindow(2, 10), []windowStep{
-		{"take", 100, true},
-		{"take", 50, true}, // read as 100
-		{"take", 60, false},
-		{"left", 50, 0},
-		{"next", 50, time.Duration(60)}, // both fall out at 110
-		{"next", 105, time.Duration(5)},
-		{"take", 109, false},
-		{"take", 110, true},
-		{"take", 0, true}, // read as 110
-		{"take", 0, false},
-		{"left", 119, 0},
-		{"left", 120, 2},
+	play(t, "2 per 10ns", NewWindow(2, 10), []windowStep{
+		windowTake{100, true},
+		windowTake{50, true}, // read as 100
+		windowTake{60, false},
+		windowLeft{50, 0},
+		windowNext{50, 60}, // both fall out at 110
+		windowNext{105, 5},
+		windowTake{109, false},
+		windowTake{110, true},
+		windowTake{0, true}, // read as 110
+		windowTake{0, false},
+		windowLeft{119, 0},
+		windowLeft{120, 2},
 	})
 }
 
@@ -119,11 +138,11 @@ func TestWindowClockBackwards(t *testing.T) {
 func TestWindowBadInput(t *testing.T) {
 	for _, allow := range []int{0, -1, math.MinInt} {
 		for _, window := range []time.Duration{time.Second, 0, -time.Second} {
-			runWindow(t, "allow <= 0", NewWindow(allow, window), []windowStep{
-				{"take", 0, false},
-				{"take", 1 << 62, false},
-				{"left", 0, 0},
-				{"next", 0, Never},
+			play(t, "allow <= 0", NewWindow(allow, window), []windowStep{
+				windowTake{0, false},
+				windowTake{1 << 62, false},
+				windowLeft{0, 0},
+				windowNext{0, Never},
 			})
 		}
 	}
@@ -134,33 +153,33 @@ func TestWindowBadInput(t *testing.T) {
 				t.Fatalf("window %v: step %d: Take refused", window, i)
 			}
 		}
-		runWindow(t, "window <= 0", w, []windowStep{
-			{"left", 3, 2},
-			{"next", 3, time.Duration(0)},
+		play(t, "window <= 0", w, []windowStep{
+			windowLeft{3, 2},
+			windowNext{3, 0},
 		})
 	}
 	var zero Window
-	runWindow(t, "zero Window", &zero, []windowStep{
-		{"take", 0, false},
-		{"left", 0, 0},
-		{"next", 0, Never},
+	play(t, "zero Window", &zero, []windowStep{
+		windowTake{0, false},
+		windowLeft{0, 0},
+		windowNext{0, Never},
 	})
 }
 
 // Instants at the ends of the clock neither overflow nor wrap.
 func TestWindowClockEnds(t *testing.T) {
 	const end = math.MaxInt64
-	runWindow(t, "at the end", NewWindow(1, time.Hour), []windowStep{
-		{"take", end - 10, true},
-		{"take", end, false},
-		{"next", end - 10, Never}, // it falls out after the clock ends
+	play(t, "at the end", NewWindow(1, time.Hour), []windowStep{
+		windowTake{end - 10, true},
+		windowTake{end, false},
+		windowNext{end - 10, Never}, // it falls out after the clock ends
 	})
-	runWindow(t, "across the whole clock", NewWindow(1, time.Hour), []windowStep{
-		{"take", math.MinInt64, true},
-		{"next", math.MinInt64, time.Hour},
-		{"take", end, true},
-		{"next", math.MinInt64, Never}, // read as end: an hour after it
-		{"left", math.MinInt64, 0},
+	play(t, "across the whole clock", NewWindow(1, time.Hour), []windowStep{
+		windowTake{math.MinInt64, true},
+		windowNext{math.MinInt64, time.Hour},
+		windowTake{end, true},
+		windowNext{math.MinInt64, Never}, // read as end: an hour after it
+		windowLeft{math.MinInt64, 0},
 	})
 }
 

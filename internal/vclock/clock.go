@@ -5,7 +5,9 @@
 // Everything above policy reads time through a Clock and waits through its
 // timers, never through package time directly. That single seam is what lets
 // an hour of pool traffic run as a test in microseconds, with every eviction
-// firing at exactly its deadline.
+// firing at exactly its deadline, or, with WithLateness or
+// WithRandomLateness, as late as a busy machine's timers fire, so the same
+// test shows what lateness does.
 package vclock
 
 import (

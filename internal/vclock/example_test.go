@@ -48,3 +48,18 @@ func ExampleVirtual_WaitPending() {
 	// Output:
 	// moved 1m0s woke with <nil>
 }
+
+// A clock whose timers fire late, as a busy machine's do: a wake-up stamped
+// with the clock's reading sees the lateness; one stamped with the instant it
+// was due would not.
+func ExampleWithLateness() {
+	v := vclock.NewVirtual(vclock.WithLateness(2 * time.Millisecond))
+	start := v.Now()
+	due := start + int64(10*time.Millisecond)
+	v.AfterFunc(10*time.Millisecond, func() {
+		fmt.Println("due at", time.Duration(due-start), "woke at", time.Duration(v.Now()-start))
+	})
+	v.AdvanceNext()
+	// Output:
+	// due at 10ms woke at 12ms
+}

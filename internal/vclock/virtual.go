@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -14,47 +15,104 @@ import (
 const Epoch int64 = 1767225600 * int64(time.Second)
 
 // Virtual is a Clock whose time moves only when Advance, AdvanceTo or
-// AdvanceNext is called. Timers live in a heap ordered by deadline, then by
-// registration, and fire on the goroutine that advances time, with Now set to
-// their deadline and no lock held, so a callback may read the clock, register
-// or stop timers, and send to the code under test.
+// AdvanceNext is called. Timers live in a heap ordered by the instant they
+// fire (the deadline, plus any lateness), then by registration, and fire on
+// the goroutine that advances time, with Now set to that instant and no lock
+// held, so a callback may read the clock, register or stop timers, and send
+// to the code under test.
 //
 // The race every virtual clock has to close: a test advances time while the
 // code under test, on another goroutine, has not yet registered the timer the
 // test means to fire, and the timer is silently skipped. WaitPending and
 // WaitRegistered let the test wait for the registration first.
 //
+// By default a timer fires exactly at its deadline, which no real timer
+// does. Code that stamps a wake-up with the instant it was due, rather than
+// the clock's reading when it woke, passes every on-time test and loses the
+// lateness for good on a real clock. WithLateness and WithRandomLateness
+// make every timer fire late, so a test can run both ways.
+//
 // A Virtual is safe for concurrent use. Time never goes back, even with two
 // goroutines advancing at once, but the ordering promises of Advance hold
 // only for one advancing goroutine at a time, which is how tests use it. The
-// zero Virtual is usable and starts at 0; NewVirtual starts at Epoch.
+// zero Virtual is usable, starts at 0 and fires timers on time; NewVirtual
+// starts at Epoch.
 type Virtual struct {
 	mu      sync.Mutex
 	now     int64
 	seq     uint64        // registrations so far; also the tie-break order
 	timers  []*timer      // min-heap by (at, seq): the pending timers
 	changed chan struct{} // closed on the next registration; nil while nobody waits
+	late    time.Duration // every timer's lateness, or the most of a random one
+	draw    *rand.Rand    // draws random lateness; nil for a fixed one
 }
 
 var _ Clock = (*Virtual)(nil)
 
-// NewVirtual returns a Virtual clock reading Epoch, with no timers.
-func NewVirtual() *Virtual { return &Virtual{now: Epoch} }
+// Option configures a Virtual made by NewVirtual.
+type Option func(*Virtual)
 
-// Now is the clock's current time. While a timer's f runs, it is that
-// timer's deadline.
+// WithLateness makes every timer fire d after its deadline: a timer due at
+// t fires when the clock reaches t+d, and Now reads t+d while its f runs.
+// A d of zero or less is on time, the default. Pending, Next and AdvanceNext
+// see the firing instant, so a test that steps with WaitPending and
+// AdvanceNext runs unchanged; one that advances by exact spans must add d.
+//
+// To run code on an engine whose timers are late:
+//
+//	clock := vclock.NewVirtual(vclock.WithLateness(2 * time.Millisecond))
+//	eng := engine.New(engine.WithClock(clock))
+func WithLateness(d time.Duration) Option {
+	return func(v *Virtual) { v.late, v.draw = max(d, 0), nil }
+}
+
+// WithRandomLateness makes each timer fire late by its own draw, uniform
+// in [0, most], from a generator seeded with seed: the same registrations
+// in the same order get the same lateness in every run. A most of zero or
+// less is on time. Otherwise it behaves as WithLateness.
+func WithRandomLateness(most time.Duration, seed uint64) Option {
+	return func(v *Virtual) {
+		v.late, v.draw = max(most, 0), nil
+		if most > 0 {
+			v.draw = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+		}
+	}
+}
+
+// NewVirtual returns a Virtual clock reading Epoch, with no timers, firing
+// them on time unless an option says otherwise.
+func NewVirtual(opts ...Option) *Virtual {
+	v := &Virtual{now: Epoch}
+	for _, o := range opts {
+		o(v)
+	}
+	return v
+}
+
+// lateness is how late the next timer fires; v.mu is held.
+func (v *Virtual) lateness() time.Duration {
+	if v.draw != nil {
+		return time.Duration(v.draw.Int64N(int64(v.late) + 1))
+	}
+	return v.late
+}
+
+// Now is the clock's current time. While a timer's f runs, it is the
+// instant that timer fired: its deadline, plus its lateness if the clock
+// has one.
 func (v *Virtual) Now() int64 {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.now
 }
 
-// AfterFunc registers f to run once the clock reaches Now()+d. A d of zero or
-// less is due at Now() and fires on the next Advance, AdvanceTo or
-// AdvanceNext, even Advance(0): nothing fires from inside AfterFunc itself,
-// so a caller holding its own lock cannot deadlock on its callback. A
-// deadline past the largest int64 is clamped to it. A nil f is allowed and
-// does nothing when it fires.
+// AfterFunc registers f to run once the clock reaches Now()+d (plus the
+// clock's lateness, if it has one). A d of zero or less is due at Now() and
+// fires on the next Advance, AdvanceTo or AdvanceNext, even Advance(0), if
+// the clock fires on time: nothing fires from inside AfterFunc itself, so a
+// caller holding its own lock cannot deadlock on its callback. A deadline
+// past the largest int64 is clamped to it. A nil f is allowed and does
+// nothing when it fires.
 //
 // The cost is one small allocation and a heap insert; no goroutine is started.
 func (v *Virtual) AfterFunc(d time.Duration, f func()) Timer {
@@ -64,7 +122,7 @@ func (v *Virtual) AfterFunc(d time.Duration, f func()) Timer {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.seq++
-	t := &timer{v: v, at: later(v.now, d), seq: v.seq, f: f}
+	t := &timer{v: v, at: later(later(v.now, d), v.lateness()), seq: v.seq, f: f}
 	v.push(t)
 	if v.changed != nil {
 		close(v.changed)
@@ -75,8 +133,8 @@ func (v *Virtual) AfterFunc(d time.Duration, f func()) Timer {
 
 // Advance moves the clock forward by d, firing every timer due by then in
 // deadline order (ties in registration order), each with Now set to its
-// deadline while its f runs. A timer registered by a callback fires in the
-// same Advance if it falls due within it. Afterwards Now is the start plus d
+// deadline (plus lateness) while its f runs. A timer registered by a
+// callback fires in the same Advance if it falls due within it. Afterwards Now is the start plus d
 // (clamped at the largest int64). A negative d does nothing: time never goes
 // back, and no timer fires.
 func (v *Virtual) Advance(d time.Duration) {
@@ -116,8 +174,8 @@ func (v *Virtual) AdvanceNext() (time.Duration, bool) {
 	return d, true
 }
 
-// Next reports how long until the earliest pending timer is due, and false
-// if none is pending. A test reads it to check that the code under test
+// Next reports how long until the earliest pending timer fires (its
+// deadline plus its lateness), and false if none is pending. A test reads it to check that the code under test
 // scheduled its wake-up at the right deadline.
 func (v *Virtual) Next() (time.Duration, bool) {
 	v.mu.Lock()
@@ -223,7 +281,7 @@ func later(now int64, d time.Duration) int64 {
 // timer is one AfterFunc registration.
 type timer struct {
 	v     *Virtual
-	at    int64  // deadline
+	at    int64  // when it fires: the deadline plus the lateness
 	seq   uint64 // registration order, for ties
 	f     func()
 	index int // position in v.timers; -1 once fired or stopped

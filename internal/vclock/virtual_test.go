@@ -699,3 +699,75 @@ func BenchmarkRealNow(b *testing.B) {
 		_ = c.Now()
 	}
 }
+
+// TestLateness: with a lateness, a timer due at t fires when the clock
+// reaches t plus it, Now reads that instant inside f, and Next, Pending and
+// AdvanceNext see the late instant; on time is the default.
+func TestLateness(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name string
+		opts []vclock.Option
+		late time.Duration
+	}{
+		{"on time", nil, 0},
+		{"fixed 2ms", []vclock.Option{vclock.WithLateness(2 * ms)}, 2 * ms},
+		{"negative is on time", []vclock.Option{vclock.WithLateness(-ms)}, 0},
+		{"random of at most 0", []vclock.Option{vclock.WithRandomLateness(0, 1)}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := vclock.NewVirtual(tc.opts...)
+			r := &recorder{v: v}
+			v.AfterFunc(10*ms, r.fn("a"))
+			v.AfterFunc(0, r.fn("now"))
+			if d, _ := v.Next(); d != tc.late {
+				t.Fatalf("step 0: Next = %v, want %v", d, tc.late)
+			}
+			v.Advance(10*ms + tc.late - 1)
+			if got := r.take(); len(got) != 1 || got[0] != (firing{"now", tc.late}) {
+				t.Fatalf("step 1: fired %v, want only now@%v", got, tc.late)
+			}
+			v.Advance(1)
+			if got := r.take(); len(got) != 1 || got[0] != (firing{"a", 10*ms + tc.late}) {
+				t.Fatalf("step 2: fired %v, want a@%v", got, 10*ms+tc.late)
+			}
+		})
+	}
+}
+
+// TestRandomLatenessIsSeeded: each timer gets its own lateness within
+// [0, most], the same sequence for the same seed, another for another.
+func TestRandomLatenessIsSeeded(t *testing.T) {
+	const most = 5 * time.Millisecond
+	run := func(seed uint64) []time.Duration {
+		v := vclock.NewVirtual(vclock.WithRandomLateness(most, seed))
+		var out []time.Duration
+		for range 200 {
+			start := v.Now()
+			fired := int64(0)
+			v.AfterFunc(time.Second, func() { fired = v.Now() })
+			v.AdvanceNext()
+			late := time.Duration(fired-start) - time.Second
+			if late < 0 || late > most {
+				t.Fatalf("seed %d: a timer %v late, want within [0, %v]", seed, late, most)
+			}
+			out = append(out, late)
+		}
+		return out
+	}
+	a, b, c := run(1), run(1), run(2)
+	if !slices.Equal(a, b) {
+		t.Fatal("the same seed drew different lateness")
+	}
+	if slices.Equal(a, c) {
+		t.Fatal("two seeds drew the same lateness")
+	}
+	distinct := map[time.Duration]bool{}
+	for _, d := range a {
+		distinct[d] = true
+	}
+	if len(distinct) < 100 {
+		t.Fatalf("only %d distinct lateness values in 200 timers", len(distinct))
+	}
+}
