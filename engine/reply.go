@@ -38,8 +38,8 @@ const (
 
 // Ask sends msg, a request to be answered on r, to ref's actor, as
 // ref.Send does, and notes where it was queued: Await spins only while the
-// request is in line (see spinner). A request sent otherwise is awaited by
-// parking.
+// request is in line (see the package documentation). A request sent
+// otherwise is awaited by parking.
 func (r *Reply[A]) Ask(ref *Ref, msg any) { r.at = ref.mb.post(msg) }
 
 // Put leaves the answer and wakes the caller if it parked. The actor calls
