@@ -133,7 +133,7 @@ const (
 	spinProbe  = 64      // the stall a probe waits out while the limit is zero
 	probeEvery = 32      // callers per probe while the limit is zero
 	spinTaken  = 128     // looks for an answer once the actor has taken the request
-	spinCap    = 1 << 15 // looks in all, however fast the line moves
+	spinCap    = 1 << 11 // looks in all, however fast the line moves
 	spinHelp   = 32      // looks at a line standing still before seeing whether it waits for a goroutine
 )
 
