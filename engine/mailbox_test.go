@@ -169,3 +169,49 @@ func TestReplyAwaitDone(t *testing.T) {
 		t.Fatalf("second answer %d, want 8", got)
 	}
 }
+
+// TestRingOrderAndWrap: the ring hands messages out in the order they were
+// queued, says where each was queued, tells a published head from an empty
+// one, and goes round many times without losing or repeating one.
+func TestRingOrderAndWrap(t *testing.T) {
+	r := newRing(4)
+	if _, ok := r.pop(); ok || r.ready() {
+		t.Fatal("an empty ring gave a message")
+	}
+	next := 0
+	for round := range 10 {
+		for k := range 3 {
+			if at := r.push(round*3 + k); at != uint64(round*3+k) {
+				t.Fatalf("round %d: queued at %d, want %d", round, at, round*3+k)
+			}
+		}
+		for range 3 {
+			if !r.ready() {
+				t.Fatalf("round %d: a published head not ready", round)
+			}
+			m, ok := r.pop()
+			if !ok || m.(int) != next {
+				t.Fatalf("round %d: got %v %v, want %d", round, m, ok, next)
+			}
+			next++
+		}
+	}
+	// A full ring makes a sender wait until the receiver frees a cell.
+	for i := range 4 {
+		r.push(i)
+	}
+	pushed := make(chan struct{})
+	go func() {
+		r.push(4)
+		close(pushed)
+	}()
+	if m, _ := r.pop(); m.(int) != 0 {
+		t.Fatalf("got %v, want 0", m)
+	}
+	<-pushed
+	for want := 1; want <= 4; want++ {
+		if m, ok := r.pop(); !ok || m.(int) != want {
+			t.Fatalf("got %v %v, want %d", m, ok, want)
+		}
+	}
+}
