@@ -34,13 +34,24 @@ var peers = []string{
 // module's root.
 func modulesOf(t *testing.T, pkgs ...string) map[string]bool {
 	t.Helper()
+	mods := map[string]bool{}
+	for _, m := range strings.Fields(goList(t, "{{with .Module}}{{.Path}}{{end}}", pkgs...)) {
+		mods[m] = true
+	}
+	return mods
+}
+
+// goList runs go list -deps -f format over pkgs from the module's root and
+// returns what it printed.
+func goList(t *testing.T, format string, pkgs ...string) string {
+	t.Helper()
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if _, err := os.Stat(goBin); err != nil {
 		if goBin, err = exec.LookPath("go"); err != nil {
 			t.Fatalf("no go command to list with: %v", err)
 		}
 	}
-	args := append([]string{"list", "-deps", "-f", "{{with .Module}}{{.Path}}{{end}}"}, pkgs...)
+	args := append([]string{"list", "-deps", "-f", format}, pkgs...)
 	cmd := exec.Command(goBin, args...)
 	cmd.Dir = ".."
 	var stderr bytes.Buffer
@@ -49,11 +60,51 @@ func modulesOf(t *testing.T, pkgs ...string) map[string]bool {
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, stderr.String())
 	}
-	mods := map[string]bool{}
-	for _, m := range strings.Fields(string(out)) {
-		mods[m] = true
+	return string(out)
+}
+
+// integrations are the libraries moonpool's integration packages (moongrpc,
+// moonotel, moonprom) are built on, each package beside the library that
+// names it. protoactor-go brings otel and client_golang into the library's
+// build already; gRPC and its status details it does not, and must never
+// come in through the library.
+var integrations = map[string]string{
+	"google.golang.org/grpc":                    "./moongrpc",
+	"google.golang.org/genproto/googleapis/rpc": "./moongrpc",
+	"go.opentelemetry.io/otel/metric":           "./moonotel",
+	"github.com/prometheus/client_golang":       "./moonprom",
+}
+
+// libraryImports checks that the library's own packages import nothing but
+// the standard library, one another and protoactor-go: whatever else their
+// build holds (otel, client_golang) comes through protoactor-go, so no
+// integration reaches a user who does not import it.
+func libraryImports(t *testing.T, lib map[string]bool) {
+	t.Helper()
+	const self = "github.com/moonpool-go/moonpool"
+	for _, m := range []string{"google.golang.org/grpc", "google.golang.org/genproto/googleapis/rpc"} {
+		if lib[m] {
+			t.Errorf("the library's packages depend on %s; only moongrpc and examples may", m)
+		}
 	}
-	return mods
+	out := goList(t, `{{with .Module}}{{if eq .Path "`+self+`"}}{{$.ImportPath}}{{range $.Imports}} {{.}}{{end}}{{"\n"}}{{end}}{{end}}`,
+		"./policy", "./actors", "./engine", "./client")
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		pkg, imports, _ := strings.Cut(line, " ")
+		for _, imp := range strings.Fields(imports) {
+			first, _, _ := strings.Cut(imp, "/")
+			if strings.Contains(first, ".") && !strings.HasPrefix(imp, self+"/") && !strings.HasPrefix(imp, "github.com/asynkron/protoactor-go/") {
+				t.Errorf("%s imports %s; the library may import only the standard library, itself and protoactor-go", pkg, imp)
+			}
+		}
+	}
+	// The integrations themselves do depend on their libraries, so the
+	// checks above are looking at the right names.
+	for m, pkg := range integrations {
+		if !modulesOf(t, pkg)[m] {
+			t.Errorf("%s does not depend on %s: is the list of integrations stale?", pkg, m)
+		}
+	}
 }
 
 func TestLibraryImportsNoPeers(t *testing.T) {
@@ -66,6 +117,7 @@ func TestLibraryImportsNoPeers(t *testing.T) {
 			t.Errorf("the library's packages depend on %s; only bench, examples and internal/pgtest may", p)
 		}
 	}
+	libraryImports(t, lib)
 	// The same listing for bench itself names every peer, so the check
 	// above is looking in the right place.
 	b := modulesOf(t, "./bench")

@@ -10,7 +10,13 @@ import (
 // input covers nanoseconds to years and clocks that go back, saturating at
 // the ends of int64 rather than wrapping.
 func fuzzClock(now int64, lo, hi, shift byte) int64 {
-	dt := int64(int16(uint16(lo)|uint16(hi)<<8)) << (shift % 48)
+	return addClamped(now, int64(int16(uint16(lo)|uint16(hi)<<8))<<(shift%48))
+}
+
+// addClamped is now + dt, saturating at the ends of int64: a harness whose
+// clock wrapped around would hand the code under test a jump from the far
+// future to the far past that no real clock makes.
+func addClamped(now, dt int64) int64 {
 	switch {
 	case dt > 0 && now > math.MaxInt64-dt:
 		return math.MaxInt64

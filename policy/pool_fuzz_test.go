@@ -99,7 +99,10 @@ func (m *poolModel) made(item int, now int64) {
 	m.lent = append(m.lent, modelRes{item: item, birth: now})
 }
 
-func (m *poolModel) unmade() {
+// unmade reads the clock even when nothing is reserved, as the pool does:
+// every time given to the pool counts as its latest.
+func (m *poolModel) unmade(now int64) {
+	m.clock(now)
 	if m.reserved > 0 {
 		m.reserved--
 	}
@@ -156,6 +159,9 @@ func (m *poolModel) evict(now int64) []int {
 	m.idle = kept
 	return out
 }
+
+// heat has nothing to do without a shedder but read the clock.
+func (m *poolModel) heat(now int64) { m.clock(now) }
 
 func (m *poolModel) close() []int {
 	m.closed = true
@@ -331,6 +337,11 @@ func FuzzPool(f *testing.F) {
 	f.Add([]byte{4, 3, 3, 0}, []byte{0, 0, 0, 0, 4, 3, 3, 3, 1, 3, 1, 3, 4, 0x80, 7, 0, 3, 0x80, 0, 0, 1, 6, 2, 0})
 	f.Add([]byte{1, 2, 4, 5}, []byte{0, 0, 1, 2, 3, 2, 3, 2, 0, 0, 0, 0, 6, 5, 0, 0, 6, 130, 0, 0, 5, 0, 8, 0, 5, 0})
 	f.Add([]byte{5, 0, 2, 6}, []byte{0, 0, 0, 0, 0, 0, 2, 0, 2, 0, 0, 0, 1, 1, 1, 2, 3, 0x81, 4, 0x80, 6, 3, 0, 0, 6, 3, 0, 0})
+	// Issue 16: an Unmade, or a heat report, at the far future is a time
+	// given like any other, so an Evict back at the far past reads as
+	// standing still there and retires what sat since time 0.
+	f.Add([]byte("A020"), []byte{0, 0, 3, 1, 8, 2, 2, 0, 8, 0, 5, 0})
+	f.Add([]byte("A020"), []byte{0, 0, 3, 1, 8, 2, 7, 1, 8, 0, 5, 0})
 	f.Fuzz(func(t *testing.T, knobs []byte, ops []byte) {
 		if len(knobs) < 4 {
 			return
@@ -395,7 +406,7 @@ func FuzzPool(f *testing.F) {
 					d.g.made(step, item, before)
 				}
 			case 2: // Unmade
-				m.unmade()
+				m.unmade(now)
 				for _, d := range pools {
 					d.p.Unmade(now)
 				}
@@ -425,8 +436,8 @@ func FuzzPool(f *testing.F) {
 						t.Fatalf("%s step %d: Evict(%d) = %v, poolModel says %v", d.g.name, step, now, got, want)
 					}
 				}
-			case 6: // time moves, a signed number of half-seconds
-				now += int64(int8(arg)) * int64(time.Second/2)
+			case 6: // time moves, a signed number of half-seconds, never wrapping round
+				now = addClamped(now, int64(int8(arg))*int64(time.Second/2))
 			case 7: // Close, now and then; otherwise a heat report
 				if arg%8 == 0 {
 					want := m.close()
@@ -438,6 +449,7 @@ func FuzzPool(f *testing.F) {
 						}
 					}
 				} else {
+					m.heat(now)
 					for _, d := range pools {
 						d.p.Heat(float64(arg%4)/3, now)
 					}

@@ -1,0 +1,36 @@
+// Package moongrpc puts moonpool's limiters in front of a gRPC server and
+// its retries behind a gRPC client.
+//
+// On the server, UnaryServerInterceptor and StreamServerInterceptor hold
+// each call to a per-key quota (a *client.KeyedBucket or *client.KeyedWindow,
+// keyed by whatever Config.Key picks out of the call: a metadata value such
+// as an API key, or the peer's address) and to a concurrency gate
+// (*client.Gate). A call over its quota fails with codes.ResourceExhausted,
+// a call the gate turns away with codes.Unavailable, and the handler never
+// runs. A refusal carries its wait twice, for the two kinds of clients
+// there are: as the grpc-retry-pushback-ms trailer that gRPC's own retry
+// policy reads (gRFC A6), and as a google.rpc.RetryInfo detail in the
+// status, which Google's API clients and most hand-written retry loops
+// read. The interceptors also give a handler's own moonpool refusals (a
+// pool that sheds, a ward that holds opens back past the caller's
+// deadline) the code they deserve, codes.Unavailable, instead of
+// codes.Unknown.
+//
+//	quota, _ := client.NewKeyedBucket(eng, 10, 20) // per client: 10 calls a second, bursts of 20
+//	srv := grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(moongrpc.UnaryServerInterceptor(moongrpc.Config{
+//			Key:   moongrpc.MetadataKey("x-api-key"),
+//			Quota: quota,
+//		})),
+//	)
+//
+// On the client, UnaryClientInterceptor retries a call that failed with a
+// code the caller allows (Unavailable and ResourceExhausted unless told
+// otherwise) through client.Retry: on the engine's clock, under a
+// policy.Backoff, never sooner than the server's pushback and never past
+// the call's deadline.
+//
+// The package imports gRPC; moonpool's own packages (policy, actors,
+// engine, client) never do, so a program that does not import moongrpc
+// does not build gRPC.
+package moongrpc

@@ -1,0 +1,29 @@
+// Package moonotel reports moonpool's pools as OpenTelemetry metrics,
+// through the OpenTelemetry metrics API only: the program brings the SDK
+// and its exporter, and without one every instrument is a no-op.
+//
+// ObservePool follows the semantic conventions for database client
+// connection pools (experimental at the time of writing): the
+// db.client.connection.* instruments, each with the attribute
+// db.client.connection.pool.name. Every instrument is observable, read
+// from one Stats snapshot in a callback when the SDK collects, so
+// instrumenting a pool costs its Get and Put nothing.
+//
+//	reg, err := moonotel.ObservePool(provider, pool, "users-db", cfg.Limits)
+//	if err != nil {
+//		return err
+//	}
+//	defer reg.Unregister()
+//
+// What it leaves out, and why:
+//   - db.client.connection.create_time, .wait_time and .use_time are
+//     histograms, which need each Open, Get and loan timed as it happens:
+//     a cost on the hot path that a snapshot cannot give. In their place
+//     moonpool.pool.waits and moonpool.pool.wait_time count the Gets that
+//     waited in line and the time they spent there, from which a mean wait
+//     follows.
+//   - db.client.connection.idle.min: a moonpool pool keeps no minimum of
+//     idle resources (it opens on demand only).
+//   - Limiters (allowed, refused and waited calls per limiter): the
+//     limiters keep no such counts yet.
+package moonotel

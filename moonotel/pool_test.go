@@ -1,0 +1,253 @@
+package moonotel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/internal/vclock"
+	"github.com/moonpool-go/moonpool/moonotel"
+	"github.com/moonpool-go/moonpool/policy"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// newPool is a pool of fresh *int on an engine with a virtual clock, both
+// gone with the test.
+func newPool(t testing.TB, limits policy.Limits) (*vclock.Virtual, *client.Pool[*int]) {
+	t.Helper()
+	clock := vclock.NewVirtual()
+	eng := engine.New(engine.WithClock(clock))
+	t.Cleanup(func() { eng.Shutdown(context.Background()) })
+	p, err := client.NewPool(eng, client.PoolConfig[*int]{
+		Open:   func(context.Context) (*int, error) { return new(int), nil },
+		Limits: limits,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clock, p
+}
+
+// collect reads every point the reader holds as "name{attr=value,...}"
+// mapped to its value.
+func collect(t testing.TB, r sdkmetric.Reader) map[string]float64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	point := func(name string, attrs attribute.Set, v float64) {
+		var kv []string
+		for _, a := range attrs.ToSlice() {
+			kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+		}
+		got[name+"{"+strings.Join(kv, ",")+"}"] = v
+	}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != moonotel.ScopeName {
+			t.Errorf("scope %q, want %q", sm.Scope.Name, moonotel.ScopeName)
+		}
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					point(m.Name, p.Attributes, float64(p.Value))
+				}
+			case metricdata.Sum[float64]:
+				for _, p := range d.DataPoints {
+					point(m.Name, p.Attributes, p.Value)
+				}
+			default:
+				t.Errorf("%s: unexpected data %T", m.Name, m.Data)
+			}
+		}
+	}
+	return got
+}
+
+// waitFor spins until cond holds: the pool's actor answers on its own
+// goroutine, and nothing else signals that a caller has joined the line.
+func waitFor(cond func() bool) {
+	for !cond() {
+		runtime.Gosched()
+	}
+}
+
+// A pool's life told through its instruments, step by step: loans, a
+// caller in line, a wait of two seconds, a caller that gives up.
+func TestObservePool(t *testing.T) {
+	clock, pool := newPool(t, policy.Limits{Size: 2, Idle: 1})
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer provider.Shutdown(context.Background())
+	reg, err := moonotel.ObservePool(provider, pool, "db", policy.Limits{Size: 2, Idle: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Unregister()
+
+	const (
+		idle     = "db.client.connection.count{db.client.connection.pool.name=db,db.client.connection.state=idle}"
+		used     = "db.client.connection.count{db.client.connection.pool.name=db,db.client.connection.state=used}"
+		pending  = "db.client.connection.pending_requests{db.client.connection.pool.name=db}"
+		timeouts = "db.client.connection.timeouts{db.client.connection.pool.name=db}"
+		maxLive  = "db.client.connection.max{db.client.connection.pool.name=db}"
+		maxIdle  = "db.client.connection.idle.max{db.client.connection.pool.name=db}"
+		waits    = "moonpool.pool.waits{db.client.connection.pool.name=db}"
+		waitTime = "moonpool.pool.wait_time{db.client.connection.pool.name=db}"
+	)
+	ctx := t.Context()
+	var a, b *int
+	waiter := make(chan *int, 1)
+	quitter := make(chan error, 1)
+	cancelQuitter := func() {}
+	steps := []struct {
+		what string
+		do   func()
+		want map[string]float64
+	}{
+		{"fresh", func() {}, map[string]float64{idle: 0, used: 0, pending: 0, timeouts: 0, maxLive: 2, maxIdle: 1, waits: 0, waitTime: 0}},
+		{"two lent", func() { a, _ = pool.Get(ctx); b, _ = pool.Get(ctx) }, map[string]float64{idle: 0, used: 2, pending: 0}},
+		{"a third in line", func() {
+			go func() { c, _ := pool.Get(ctx); waiter <- c }()
+			waitFor(func() bool { return pool.Stats().Waiting() == 1 })
+		}, map[string]float64{used: 2, pending: 1, waits: 0}},
+		{"served after 2s", func() {
+			clock.Advance(2 * time.Second)
+			pool.Put(a)
+			a = <-waiter
+		}, map[string]float64{used: 2, pending: 0, waits: 1, waitTime: 2}},
+		{"a fourth gives up", func() {
+			qctx, cancel := context.WithCancel(ctx)
+			cancelQuitter = cancel
+			go func() { _, err := pool.Get(qctx); quitter <- err }()
+			waitFor(func() bool { return pool.Stats().Waiting() == 1 })
+			cancelQuitter()
+			if err := <-quitter; !errors.Is(err, context.Canceled) {
+				t.Errorf("the Get that gave up: %v", err)
+			}
+		}, map[string]float64{pending: 0, timeouts: 1, waits: 1}},
+		{"both back, one kept", func() { pool.Put(a); pool.Put(b) }, map[string]float64{idle: 1, used: 0}},
+	}
+	for i, s := range steps {
+		s.do()
+		got := collect(t, reader)
+		for k, want := range s.want {
+			if v, ok := got[k]; !ok || v != want {
+				t.Errorf("step %d (%s): %s = %v (reported %v), want %v", i, s.what, k, v, ok, want)
+			}
+		}
+		if len(got) != 8 {
+			t.Errorf("step %d (%s): %d points, want 8: %v", i, s.what, len(got), got)
+		}
+	}
+	cancelQuitter()
+}
+
+// Limits of zero (no limit) have no number to report, so their
+// instruments are left out; and once unregistered, nothing is reported.
+func TestObservePoolWithoutLimitsAndUnregistered(t *testing.T) {
+	_, pool := newPool(t, policy.Limits{})
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer provider.Shutdown(context.Background())
+	reg, err := moonotel.ObservePool(provider, pool, "cache", policy.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := collect(t, reader)
+	for k := range got {
+		if strings.Contains(k, ".max") {
+			t.Errorf("%s reported for a pool without limits", k)
+		}
+	}
+	if len(got) != 6 {
+		t.Errorf("%d points, want 6: %v", len(got), got)
+	}
+	if err := reg.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if got := collect(t, reader); len(got) != 0 {
+		t.Errorf("after Unregister: %v", got)
+	}
+}
+
+func TestObservePoolRefusesNil(t *testing.T) {
+	_, pool := newPool(t, policy.Limits{})
+	provider := sdkmetric.NewMeterProvider()
+	defer provider.Shutdown(context.Background())
+	var noProvider *sdkmetric.MeterProvider
+	var noPool *client.Pool[*int]
+	for _, c := range []struct {
+		name     string
+		provider metric.MeterProvider
+		pool     moonotel.Pool
+	}{
+		{"nil provider", nil, pool},
+		{"nil *MeterProvider", noProvider, pool},
+		{"nil pool", provider, nil},
+		{"nil *client.Pool", provider, noPool},
+	} {
+		if reg, err := moonotel.ObservePool(c.provider, c.pool, "x", policy.Limits{}); err == nil || reg != nil {
+			t.Errorf("%s: %v, %v; want an error and no registration", c.name, reg, err)
+		}
+	}
+}
+
+// Two pools, told apart by their name.
+func ExampleObservePool() {
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer provider.Shutdown(context.Background())
+
+	eng := engine.New()
+	defer eng.Shutdown(context.Background())
+	open := func(context.Context) (*int, error) { return new(int), nil }
+	users, _ := client.NewPool(eng, client.PoolConfig[*int]{Open: open, Limits: policy.DefaultLimits})
+	orders, _ := client.NewPool(eng, client.PoolConfig[*int]{Open: open, Limits: policy.DefaultLimits})
+	for name, pool := range map[string]*client.Pool[*int]{"users": users, "orders": orders} {
+		reg, err := moonotel.ObservePool(provider, pool, name, policy.DefaultLimits)
+		if err != nil {
+			panic(err)
+		}
+		defer reg.Unregister()
+	}
+	c, _ := users.Get(context.Background())
+	defer users.Put(c)
+
+	var rm metricdata.ResourceMetrics
+	reader.Collect(context.Background(), &rm)
+	var lines []string
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "db.client.connection.count" {
+			for _, p := range sum.DataPoints {
+				name, _ := p.Attributes.Value("db.client.connection.pool.name")
+				state, _ := p.Attributes.Value("db.client.connection.state")
+				lines = append(lines, fmt.Sprintf("%s %s %d", name.Emit(), state.Emit(), p.Value))
+			}
+		}
+	}
+	slices.Sort(lines)
+	fmt.Println(strings.Join(lines, "\n"))
+	// Output:
+	// orders idle 0
+	// orders used 0
+	// users idle 0
+	// users used 1
+}

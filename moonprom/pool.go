@@ -1,0 +1,161 @@
+package moonprom
+
+import (
+	"reflect"
+
+	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/policy"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Pool is what a collector reads: any *client.Pool, whatever it holds.
+type Pool interface {
+	Stats() client.Stats
+}
+
+// poolCollector reports one pool; its descriptions are made once.
+type poolCollector struct {
+	pool   Pool
+	limits policy.Limits
+
+	maxLive, maxIdle              *prometheus.Desc // nil when the limit is zero (none)
+	live, idle, busy, waiting     *prometheus.Desc
+	made, makeFailures            *prometheus.Desc
+	closed, closeFailures, panics *prometheus.Desc
+	duplicates                    *prometheus.Desc
+	shed, held, heldPastDeadline  *prometheus.Desc
+	cancelled, waited, waitTime   *prometheus.Desc
+	refusal, holding              *prometheus.Desc
+}
+
+// NewPoolCollector returns a collector for pool under the const label
+// pool=name. limits are the pool's PoolConfig.Limits, which its Stats do
+// not carry: a Size or Idle above zero is reported as
+// moonpool_pool_max_live or moonpool_pool_max_idle, and a zero (no limit)
+// is left out.
+//
+// A nil pool (or a nil *client.Pool) gives a collector that describes the
+// metrics and collects none. After the pool is closed the collector
+// reports it as Close left it: unregister it then.
+//
+// The metrics, all read from one Stats (see client.Stats for each figure):
+//   - gauges moonpool_pool_live, _idle, _busy (lent or being opened) and
+//     _waiting (Gets in line);
+//   - counters moonpool_pool_made_total, _make_failures_total,
+//     _closed_total{reason=stale|evicted|surplus|broken|shutdown},
+//     _close_failures_total, _panics_total, _duplicates_total;
+//   - counters moonpool_pool_shed_total{reason=closed|shedder|breaker|too_many_waiting}
+//     (Gets refused), _held_total{reason=backoff|probe|bucket} (opens the
+//     ward held back), _held_past_deadline_total, _cancelled_total (Gets
+//     whose ctx ended in line), _waited_total and _wait_seconds_total (Gets
+//     answered after waiting in line, and their time there);
+//   - gauges moonpool_pool_breaker_refusal_ratio and
+//     moonpool_pool_backoff_hold_seconds (the ward now).
+func NewPoolCollector(pool Pool, name string, limits policy.Limits) prometheus.Collector {
+	if r := reflect.ValueOf(pool); !r.IsValid() || r.Kind() == reflect.Pointer && r.IsNil() {
+		pool = nil
+	}
+	labels := prometheus.Labels{"pool": name}
+	desc := func(metric, help string, variable ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName("moonpool", "pool", metric), help, variable, labels)
+	}
+	c := &poolCollector{
+		pool:             pool,
+		limits:           limits,
+		live:             desc("live", "Resources that exist: idle, lent and being opened."),
+		idle:             desc("idle", "Resources idle in the pool, ready to lend."),
+		busy:             desc("busy", "Resources lent out or being opened."),
+		waiting:          desc("waiting", "Gets waiting in line for a resource."),
+		made:             desc("made_total", "Resources opened and taken on by the pool."),
+		makeFailures:     desc("make_failures_total", "Opens that failed."),
+		closed:           desc("closed_total", "Resources the pool let go, by reason.", "reason"),
+		closeFailures:    desc("close_failures_total", "Closes that failed or panicked."),
+		panics:           desc("panics_total", "Opens and Closes that panicked."),
+		duplicates:       desc("duplicates_total", "Resources an Open made that the pool already held."),
+		shed:             desc("shed_total", "Gets refused, by reason.", "reason"),
+		held:             desc("held_total", "Opens the ward held back, by reason.", "reason"),
+		heldPastDeadline: desc("held_past_deadline_total", "Gets refused at once because the ward's hold would outlast their deadline."),
+		cancelled:        desc("cancelled_total", "Gets whose ctx ended while they waited in line."),
+		waited:           desc("waited_total", "Gets answered after waiting in line."),
+		waitTime:         desc("wait_seconds_total", "Time Gets spent waiting in line."),
+		refusal:          desc("breaker_refusal_ratio", "Share of opens the ward's breaker refuses now."),
+		holding:          desc("backoff_hold_seconds", "How much longer the ward's backoff holds opens back."),
+	}
+	if limits.Size > 0 {
+		c.maxLive = desc("max_live", "Most resources the pool may hold at once.")
+	}
+	if limits.Idle > 0 {
+		c.maxIdle = desc("max_idle", "Most resources the pool keeps idle.")
+	}
+	return c
+}
+
+func (c *poolCollector) descs() []*prometheus.Desc {
+	ds := []*prometheus.Desc{
+		c.live, c.idle, c.busy, c.waiting, c.made, c.makeFailures, c.closed,
+		c.closeFailures, c.panics, c.duplicates, c.shed, c.held,
+		c.heldPastDeadline, c.cancelled, c.waited, c.waitTime, c.refusal, c.holding,
+	}
+	if c.maxLive != nil {
+		ds = append(ds, c.maxLive)
+	}
+	if c.maxIdle != nil {
+		ds = append(ds, c.maxIdle)
+	}
+	return ds
+}
+
+// Describe sends the description of every metric the collector reports.
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs() {
+		ch <- d
+	}
+}
+
+// Collect takes one Stats snapshot of the pool and sends it as metrics.
+// It blocks for the snapshot, a round trip to the pool's actor.
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.pool == nil {
+		return
+	}
+	s := c.pool.Stats()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	if c.maxLive != nil {
+		gauge(c.maxLive, float64(c.limits.Size))
+	}
+	if c.maxIdle != nil {
+		gauge(c.maxIdle, float64(c.limits.Idle))
+	}
+	gauge(c.live, float64(s.Live()))
+	gauge(c.idle, float64(s.Idle()))
+	gauge(c.busy, float64(s.Busy()))
+	gauge(c.waiting, float64(s.Waiting()))
+	counter(c.made, s.Made())
+	counter(c.makeFailures, s.MakeFailures())
+	counter(c.closed, s.Stale(), "stale")
+	counter(c.closed, s.Evicted(), "evicted")
+	counter(c.closed, s.Surplus(), "surplus")
+	counter(c.closed, s.Broken(), "broken")
+	counter(c.closed, s.Shutdown(), "shutdown")
+	counter(c.closeFailures, s.CloseFailures())
+	counter(c.panics, s.Panics())
+	counter(c.duplicates, s.Duplicates())
+	for _, r := range []policy.Reason{policy.ReasonClosed, policy.ReasonShedder, policy.ReasonBreaker} {
+		counter(c.shed, s.ShedBy(r), r.String())
+	}
+	counter(c.shed, s.TooManyWaiting(), "too_many_waiting")
+	for _, r := range []policy.Reason{policy.ReasonBackoff, policy.ReasonProbe, policy.ReasonBucket} {
+		counter(c.held, s.HeldBy(r), r.String())
+	}
+	counter(c.heldPastDeadline, s.HeldPastDeadline())
+	counter(c.cancelled, s.Cancelled())
+	counter(c.waited, s.Waited())
+	ch <- prometheus.MustNewConstMetric(c.waitTime, prometheus.CounterValue, s.WaitTime().Seconds())
+	gauge(c.refusal, s.Refusal())
+	gauge(c.holding, s.Holding().Seconds())
+}
