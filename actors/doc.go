@@ -4,9 +4,13 @@
 // ownership is the synchronisation.
 //
 // The protocol is in messages.go. An actor only decides: it never blocks,
-// never sleeps, never reads a clock (every message carries the caller's Now)
-// and never runs user code. Waiting lives here, because waiting needs a
-// runtime: a caller told to wait is parked in a FIFO and answered when its
-// turn comes, and timers for eviction and for Later are asked of the engine's
-// clock at the exact instant they are due.
+// never sleeps and never runs user code. Its time comes with its messages
+// (every message carries the caller's Now), except where reading it is
+// cheaper than carrying it: a pool whose answers do not depend on the time
+// gets unstamped Takes and Gives and reads the clock itself only to time a
+// parked caller's wait, and a bucket that lends tokens reads it to settle
+// what was drawn (see SpawnPool and SpawnBucketCredit). Waiting lives
+// here, because waiting needs a runtime: a caller told to wait is parked in
+// a FIFO and answered when its turn comes, and timers for eviction and for
+// Later are asked of the engine's clock at the exact instant they are due.
 package actors

@@ -101,7 +101,17 @@ type entry[S any] struct {
 }
 
 func (k *keyed[S, R]) Receive(c actor.Context) {
-	switch m := c.Message().(type) {
+	if _, ok := c.Message().(*actor.Started); ok {
+		k.alarm.start(c)
+		return
+	}
+	k.Handle(c.Message())
+}
+
+// Handle runs one message; the engine calls it straight for user messages
+// (see engine.Handler), and Receive for the rest.
+func (k *keyed[S, R]) Handle(msg any) {
+	switch m := msg.(type) {
 	case *Allow:
 		k.allow(m)
 	case *Withdraw:
@@ -130,8 +140,6 @@ func (k *keyed[S, R]) Receive(c actor.Context) {
 		reply(m.Reply, p)
 	case *keyCount:
 		m.reply <- [2]int{len(k.index), len(k.keys)}
-	case *actor.Started:
-		k.alarm.start(c)
 	case *actor.Stopped:
 		k.alarm.stop()
 		k.q.refuseAll()
@@ -188,7 +196,7 @@ func (k *keyed[S, R]) withdraw(req *Allow) {
 	if !ok {
 		return
 	}
-	reply(req.Reply, Permit{Err: ErrCancelled})
+	req.answer(Permit{Err: ErrCancelled})
 	k.serve(li) // its head may have changed, or its line emptied
 	k.arm(k.now)
 }

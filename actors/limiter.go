@@ -73,11 +73,15 @@ func SpawnWindow(e *engine.Engine, name string, allow int, window time.Duration)
 }
 
 func spawnLimiter[S any, R rule[S]](e *engine.Engine, name string, r R, s S) (*engine.Ref, error) {
+	return e.Spawn(name, newLimiter(e, r, s), nil)
+}
+
+func newLimiter[S any, R rule[S]](e *engine.Engine, r R, s S) *limiter[S, R] {
 	l := &limiter[S, R]{rule: r, state: s, now: e.Now()}
 	l.alarm.clock = e.Clock()
 	l.q.init()
 	l.q.newLine(-1)
-	return e.Spawn(name, l, nil)
+	return l
 }
 
 // limiter is the actor of one bucket or one window: the policy state, the
@@ -91,7 +95,17 @@ type limiter[S any, R rule[S]] struct {
 }
 
 func (l *limiter[S, R]) Receive(c actor.Context) {
-	switch m := c.Message().(type) {
+	if _, ok := c.Message().(*actor.Started); ok {
+		l.alarm.start(c)
+		return
+	}
+	l.Handle(c.Message())
+}
+
+// Handle runs one message; the engine calls it straight for user messages
+// (see engine.Handler), and Receive for the rest.
+func (l *limiter[S, R]) Handle(msg any) {
+	switch m := msg.(type) {
 	case *Allow:
 		l.seen(m.Now)
 		ln := &l.q.lines[0]
@@ -123,8 +137,6 @@ func (l *limiter[S, R]) Receive(c actor.Context) {
 			After:  l.rule.wait(&l.state, m.Now, ln.ahead, 1),
 			Parked: int(ln.n),
 		})
-	case *actor.Started:
-		l.alarm.start(c)
 	case *actor.Stopped:
 		l.alarm.stop()
 		l.q.refuseAll()
@@ -137,7 +149,7 @@ func (l *limiter[S, R]) seen(now int64) { l.now = max(l.now, now) }
 
 func (l *limiter[S, R]) withdraw(req *Allow) {
 	if _, ok := l.q.withdraw(req); ok {
-		reply(req.Reply, Permit{Err: ErrCancelled})
+		req.answer(Permit{Err: ErrCancelled})
 		l.serve() // the head may have changed
 	}
 }
@@ -173,20 +185,20 @@ func decide[S any, R rule[S]](r R, s *S, waiting int32, ahead float64, m *Allow)
 		// A bucket's N <= 0 asks for nothing: granted even with callers
 		// parked, since it takes nothing from them (as x/time/rate's
 		// AllowN(0)).
-		reply(m.Reply, Permit{OK: true, Left: spare(r, s, m.Now, waiting)})
+		m.answer(Permit{OK: true, Left: spare(r, s, m.Now, waiting)})
 		return answered
 	}
 	if waiting == 0 && r.take(s, m.Now, m.N) {
-		reply(m.Reply, Permit{OK: true, Left: r.left(s, m.Now)})
+		m.answer(Permit{OK: true, Left: r.left(s, m.Now)})
 		return granted
 	}
 	wait := r.wait(s, m.Now, ahead, m.N)
 	switch {
 	case !m.Wait:
-		reply(m.Reply, Permit{After: wait, Left: spare(r, s, m.Now, waiting)})
+		m.answer(Permit{After: wait, Left: spare(r, s, m.Now, waiting)})
 		return answered
 	case wait == policy.Never || (m.Deadline != 0 && later(m.Now, wait) > m.Deadline):
-		reply(m.Reply, Permit{After: wait, Err: ErrDeadline})
+		m.answer(Permit{After: wait, Err: ErrDeadline})
 		return answered
 	}
 	return parks
@@ -228,14 +240,14 @@ func serve[S any, R rule[S]](r R, s *S, q *queue, li int32, now int64) (int, tim
 			// others is only estimated from below): refuse rather than
 			// spend a grant on a caller whose ctx has ended.
 			q.pop(li)
-			reply(req.Reply, Permit{Err: ErrDeadline})
+			req.answer(Permit{Err: ErrDeadline})
 			continue
 		}
 		if !r.take(s, t, req.N) {
 			d := r.next(s, t, req.N)
 			if d >= policy.Never {
 				q.pop(li)
-				reply(req.Reply, Permit{After: policy.Never, Err: ErrDeadline})
+				req.answer(Permit{After: policy.Never, Err: ErrDeadline})
 				continue
 			}
 			due := later(t, d)
@@ -250,7 +262,7 @@ func serve[S any, R rule[S]](r R, s *S, q *queue, li int32, now int64) (int, tim
 			return n, time.Duration(due - now)
 		}
 		q.pop(li)
-		reply(req.Reply, Permit{OK: true})
+		req.answer(Permit{OK: true})
 		n++
 	}
 }
@@ -564,7 +576,7 @@ func (q *queue) refuseAll() {
 	for i := range q.slots {
 		if req := q.slots[i].req; req != nil {
 			q.unlink(int32(i))
-			reply(req.Reply, Permit{After: policy.Never, Err: ErrStopped})
+			req.answer(Permit{After: policy.Never, Err: ErrStopped})
 		}
 	}
 }

@@ -4,15 +4,20 @@ import (
 	"errors"
 	"time"
 
+	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/policy"
 )
 
 // The protocol. Every request carries the caller's timestamp, Now, read from
-// the engine's clock: an actor never reads a clock itself. A request that
-// wants an answer carries a Reply channel with room for one, so the actor
-// never waits on a slow reader; the caller must not touch a request it has
-// sent until its answer has arrived. A request that reaches a stopped actor
-// is answered with ErrStopped.
+// the engine's clock. A pool's Take and Give may carry 0 instead, "not
+// read", when the pool's answer cannot depend on the time (see
+// SpawnPool); the actor then reads the engine's clock itself in the one
+// case that still wants it, a caller parking or being served from the FIFO.
+// A request that wants an answer carries a Reply channel with room for one,
+// or (Take, Give and Drop) an engine.Reply slot, so the actor never waits on
+// a slow reader; the caller must not touch a request it has sent until its
+// answer has arrived. A request that reaches a stopped actor is answered
+// with ErrStopped.
 
 // Errors found in answers.
 var (
@@ -52,7 +57,8 @@ type (
 		Wait     bool
 		Deadline int64
 		Reply    chan Answer[T]
-		gen      uint64 // which parking this is; owned by the actor
+		Slot     *engine.Reply[Answer[T]] // if not nil, the answer goes here rather than to Reply
+		gen      uint64                   // which parking this is; owned by the actor
 	}
 	// Give returns a lent resource. Answer.Kept says whether the pool kept it;
 	// if not, the caller closes it. With Strict, a resource the pool has not
@@ -62,6 +68,7 @@ type (
 		Item   T
 		Strict bool
 		Reply  chan Answer[T]
+		Slot   *engine.Reply[Answer[T]] // if not nil, the answer goes here rather than to Reply
 	}
 	// Made registers a resource made after a Make. Answer.Kept is false when
 	// the pool could not take it (it closed meanwhile); the caller closes it.
@@ -87,6 +94,7 @@ type (
 		Item   T
 		Strict bool
 		Reply  chan Answer[T]
+		Slot   *engine.Reply[Answer[T]] // if not nil, the answer goes here rather than to Reply
 	}
 	// Cancel withdraws a parked Take. If it was still parked, it is answered
 	// with ErrCancelled; if it had been answered already, nothing happens, and
@@ -155,6 +163,7 @@ type (
 		Wait     bool
 		Deadline int64
 		Reply    chan Permit
+		Slot     *engine.Reply[Permit] // if not nil, the answer goes here rather than to Reply
 		gen      uint64
 	}
 	// Withdraw withdraws a parked Allow, which is then answered with
@@ -187,20 +196,16 @@ type Permit struct {
 }
 
 // Refuse answers a Take that reached a stopped actor.
-func (m *Take[T]) Refuse() { m.Reply <- Answer[T]{Verdict: policy.Shed, Err: ErrStopped} }
+func (m *Take[T]) Refuse() { m.answer(Answer[T]{Verdict: policy.Shed, Err: ErrStopped}) }
 
 // Refuse answers a Give that reached a stopped actor.
-func (m *Give[T]) Refuse() { m.Reply <- Answer[T]{Err: ErrStopped} }
+func (m *Give[T]) Refuse() { m.answer(Answer[T]{Err: ErrStopped}) }
 
 // Refuse answers a Made that reached a stopped actor.
 func (m *Made[T]) Refuse() { m.Reply <- Answer[T]{Err: ErrStopped} }
 
 // Refuse answers a Drop that reached a stopped actor, if it wants an answer.
-func (m *Drop[T]) Refuse() {
-	if m.Reply != nil {
-		m.Reply <- Answer[T]{Err: ErrStopped}
-	}
-}
+func (m *Drop[T]) Refuse() { m.answer(Answer[T]{Err: ErrStopped}) }
 
 // Refuse answers a Collect that reached a stopped actor.
 func (m *Collect[T]) Refuse() { m.Reply <- nil }
@@ -215,10 +220,48 @@ func (m *Drained) Refuse() { m.Reply <- Stats{} }
 func (m *Inspect) Refuse() { m.Reply <- Stats{} }
 
 // Refuse answers a Allow that reached a stopped actor.
-func (m *Allow) Refuse() { m.Reply <- Permit{After: policy.Never, Err: ErrStopped} }
+func (m *Allow) Refuse() { m.answer(Permit{After: policy.Never, Err: ErrStopped}) }
 
 // Refuse answers a Left that reached a stopped actor.
 func (m *Left) Refuse() { m.Reply <- Permit{Err: ErrStopped} }
 
 // Refuse answers a Enter that reached a stopped actor.
 func (m *Enter) Refuse() { m.Reply <- Permit{Err: ErrStopped} }
+
+// answer sends a Take's one answer where the caller waits for it.
+func (m *Take[T]) answer(a Answer[T]) {
+	if m.Slot != nil {
+		m.Slot.Put(a)
+		return
+	}
+	m.Reply <- a
+}
+
+// answer sends a Give's one answer where the caller waits for it.
+func (m *Give[T]) answer(a Answer[T]) {
+	if m.Slot != nil {
+		m.Slot.Put(a)
+		return
+	}
+	m.Reply <- a
+}
+
+// answer sends a Drop's answer, if it wants one.
+func (m *Drop[T]) answer(a Answer[T]) {
+	switch {
+	case m.Slot != nil:
+		m.Slot.Put(a)
+	case m.Reply != nil:
+		m.Reply <- a
+	}
+}
+
+// answer sends an Allow's one answer where the caller waits for it, without
+// blocking (see reply).
+func (m *Allow) answer(p Permit) {
+	if m.Slot != nil {
+		m.Slot.Put(p)
+		return
+	}
+	reply(m.Reply, p)
+}

@@ -33,6 +33,16 @@ type PoolConfig struct {
 // value the actor instance only points to, and the engine's supervision
 // resumes a failed actor rather than restarting it, so a panic never loses a
 // lent resource.
+//
+// Take and Give may come unstamped (Now 0) when their answer cannot depend
+// on the time, as policy.Stamps says: a Take unless the pool has a ward, a
+// Give unless it also has Keep or Life. An unstamped Take judges staleness
+// by the latest time the pool has seen, so with Keep or Life it may lend a
+// resource that went stale since; the eviction timer, which reads the
+// clock when it fires, retires every idle resource at its deadline, so that
+// happens only while the timer is late, and by no more than its lateness.
+// The actor reads the clock itself when a caller parks or is served from
+// the FIFO, so Stats.WaitTime is exact.
 func SpawnPool[T comparable](e *engine.Engine, name string, cfg PoolConfig, shutdown func(context.Context) error) (*engine.Ref, error) {
 	if e == nil {
 		return nil, errNoEngine
@@ -55,6 +65,8 @@ type books[T comparable] struct {
 	head    int
 	waiting int // parked Takes still waiting
 	gen     uint64
+
+	ageless bool // neither Keep nor Life: no resource ever has a deadline
 
 	retire  []T          // retired resources for the client to close
 	drained []chan Stats // Drained requests waiting for Busy() == 0
@@ -103,6 +115,8 @@ func newBooks[T comparable](e *engine.Engine, cfg PoolConfig) *books[T] {
 	ward := cfg.Ward
 	ward.Draw = b.rng.Float64
 	b.pool = policy.NewPool[T](cfg.Limits, ward)
+	_, timed := policy.Stamps(cfg.Limits, policy.Ward{})
+	b.ageless = !timed
 	return b
 }
 
@@ -115,9 +129,12 @@ func (a *poolActor[T]) Bind(r *engine.Ref) { a.b.self = r }
 // goes to the engine's supervision, which resumes this same actor with its
 // books. The request being handled is refused (ErrStopped) if, and only if,
 // it had not been answered or parked yet, so it gets exactly one answer.
-func (a *poolActor[T]) Receive(c actor.Context) {
+func (a *poolActor[T]) Receive(c actor.Context) { a.Handle(c.Message()) }
+
+// Handle runs one message; the engine calls it straight for user messages
+// (see engine.Handler), and Receive for the rest.
+func (a *poolActor[T]) Handle(msg any) {
 	b := a.b
-	msg := c.Message()
 	if r, ok := msg.(engine.Refusable); ok {
 		b.current = r
 		defer b.unanswered()
@@ -179,6 +196,8 @@ type inspect[T comparable] struct{ fn func(*books[T]) }
 func (b *books[T]) take(m *Take[T]) {
 	now := m.Now // m is the caller's again once answered
 	if m.Wait && b.waiting > 0 {
+		now = b.stamped(now)
+		m.Now = now
 		// Parked callers are ahead: no overtaking.
 		b.park(m)
 		b.serve(now)
@@ -255,7 +274,7 @@ func (b *books[T]) held(m *Take[T], now int64, t policy.Taken[T]) bool {
 // refuseHeld answers a Take that held says can only time out.
 func (b *books[T]) refuseHeld(m *Take[T], t policy.Taken[T]) {
 	b.stats.Held++
-	m.Reply <- Answer[T]{Verdict: policy.Later, After: t.After, Why: t.Why, Err: ErrHeld}
+	m.answer(Answer[T]{Verdict: policy.Later, After: t.After, Why: t.Why, Err: ErrHeld})
 	if b.current == engine.Refusable(m) {
 		b.answered()
 	}
@@ -270,7 +289,11 @@ func (b *books[T]) answer(m *Take[T], t policy.Taken[T]) {
 			a.Err = ErrClosed
 		}
 	}
-	m.Reply <- a
+	if m.Slot != nil && b.self.Inline(m) {
+		m.Slot.Set(a) // the caller is running this actor: it is not waiting
+	} else {
+		m.answer(a)
+	}
 	if b.current == engine.Refusable(m) {
 		b.answered()
 	}
@@ -280,15 +303,26 @@ func (b *books[T]) park(m *Take[T]) {
 	if b.max > 0 && b.waiting >= b.max {
 		b.stats.Shed++
 		b.stats.ShedWaiting++
-		m.Reply <- Answer[T]{Verdict: policy.Shed, Err: ErrShed}
+		m.answer(Answer[T]{Verdict: policy.Shed, Err: ErrShed})
 		b.answered()
 		return
 	}
+	m.Now = b.stamped(m.Now) // its wait is timed from here
 	b.gen++
 	m.gen = b.gen
 	b.queue = append(b.queue, parked[T]{take: m, gen: b.gen, at: m.Now})
 	b.waiting++
 	b.answered() // in the FIFO's custody: it is answered from there
+}
+
+// stamped is now, or the engine's time if the request came unstamped (a
+// Take or Give of a pool whose answers do not depend on the time): a
+// caller's wait in the FIFO is timed all the same.
+func (b *books[T]) stamped(now int64) int64 {
+	if now == 0 {
+		return b.engine.Now()
+	}
+	return now
 }
 
 // front is the oldest parked Take still waiting, skipping withdrawn ones.
@@ -355,7 +389,7 @@ func (b *books[T]) cancel(m *Take[T]) {
 	m.gen = 0 // its queue entry is now stale and will be skipped
 	b.waiting--
 	b.stats.Cancelled++
-	m.Reply <- Answer[T]{Verdict: policy.Wait, Err: ErrCancelled}
+	m.answer(Answer[T]{Verdict: policy.Wait, Err: ErrCancelled})
 	b.compact()
 }
 
@@ -388,14 +422,20 @@ const compactAt = 64
 
 func (b *books[T]) give(m *Give[T]) {
 	now := m.Now // m is the caller's again once answered
-	if m.Strict && !b.pool.Lent(m.Item) {
-		m.Reply <- Answer[T]{Err: ErrNotLent}
-		b.answered()
-		return
+	if b.waiting > 0 {
+		now = b.stamped(now) // a parked caller may be served: its wait is timed
 	}
 	item := m.Item
 	closed := b.pool.Closed()
-	kept := b.pool.Give(item, now)
+	kept, lent := b.pool.GiveLent(item, now)
+	if !lent && m.Strict {
+		m.answer(Answer[T]{Err: ErrNotLent})
+		b.answered()
+		return
+	}
+	if !lent {
+		kept = b.pool.Give(item, now) // an unknown one may fill a reserved make
+	}
 	if !kept {
 		if closed {
 			b.stats.Shutdown++
@@ -403,11 +443,17 @@ func (b *books[T]) give(m *Give[T]) {
 			b.stats.Surplus++
 		}
 	}
-	m.Reply <- Answer[T]{Kept: kept}
+	if m.Slot != nil && b.self.Inline(m) {
+		m.Slot.Set(Answer[T]{Kept: kept})
+	} else {
+		m.answer(Answer[T]{Kept: kept})
+	}
 	b.answered()
 	b.settle(now)
-	if at, ok := b.pool.DeadlineOf(item); ok {
-		b.arm(now, at) // still idle after serving: its deadline may be the next
+	if !b.ageless {
+		if at, ok := b.pool.DeadlineOf(item); ok {
+			b.arm(now, at) // still idle after serving: its deadline may be the next
+		}
 	}
 }
 
@@ -415,9 +461,7 @@ func (b *books[T]) drop(m *Drop[T]) {
 	now := m.Now // m is the caller's again once answered
 	lent := b.pool.Lent(m.Item)
 	if m.Strict && !lent {
-		if m.Reply != nil {
-			m.Reply <- Answer[T]{Err: ErrNotLent}
-		}
+		m.answer(Answer[T]{Err: ErrNotLent})
 		b.answered()
 		return
 	}
@@ -425,9 +469,7 @@ func (b *books[T]) drop(m *Drop[T]) {
 		b.stats.Broken++
 	}
 	b.pool.Drop(m.Item)
-	if m.Reply != nil {
-		m.Reply <- Answer[T]{}
-	}
+	m.answer(Answer[T]{})
 	b.answered()
 	b.settle(now)
 }
@@ -529,7 +571,7 @@ func (b *books[T]) close(now int64) {
 	b.dismiss(func(m *Take[T]) {
 		b.stats.Shed++
 		b.stats.ShedBy[policy.ReasonClosed]++
-		m.Reply <- Answer[T]{Verdict: policy.Shed, Why: policy.ReasonClosed, Err: ErrClosed}
+		m.answer(Answer[T]{Verdict: policy.Shed, Why: policy.ReasonClosed, Err: ErrClosed})
 	})
 	b.settle(now)
 }

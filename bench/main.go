@@ -16,6 +16,7 @@
 //	go run ./bench -quick     # a few seconds
 //	go run ./bench -full      # longer slices, more rounds
 //	go run ./bench -out DIR   # also write DIR/results.md and an SVG per pair
+//	go run ./bench -noise     # with GOMAXPROCS goroutines burning CPU alongside
 //	go run ./bench -only Postgres   # a real PostgreSQL: about two minutes
 //
 // The Postgres suite is not in the default run: it takes longer than all
@@ -36,6 +37,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -53,6 +55,7 @@ type config struct {
 	attempts       int // per slice, for the Breaker
 	keys           int // per slice, for Keyed
 	keyedRounds    int // a slice of a million keys takes a second or two
+	noise          bool
 	pg             pgConfig
 }
 
@@ -116,7 +119,7 @@ var configs = map[string]config{
 	// smoke runs every code path in a blink; the tests use it.
 	"smoke": {
 		name:           "smoke",
-		callers:        []int{1, 8},
+		callers:        []int{1, 8, 64},
 		breakerCallers: []int{1, 2},
 		keyedCallers:   []int{1, 2},
 		plan:           plan{rounds: 2, slice: time.Millisecond, samples: 200},
@@ -159,6 +162,7 @@ func main() {
 	full := flag.Bool("full", false, "the long run: longer slices, more rounds and samples")
 	out := flag.String("out", "", "also write results.md and one SVG per pair into this directory")
 	only := flag.String("only", "", "comma-separated suites to run (Pool,Rate,Gate,Breaker,Core,Keyed,Postgres); all but Postgres if empty")
+	noise := flag.Bool("noise", false, "a noisy neighbour: GOMAXPROCS goroutines burning CPU beside the benchmark")
 	flag.Parse()
 	stopOnInterrupt()
 	name := "default"
@@ -171,7 +175,9 @@ func main() {
 	case *full:
 		name = "full"
 	}
-	if err := run(configs[name], *only, *out, os.Stdout, os.Stderr, isTerminal(os.Stderr)); err != nil {
+	cfg := configs[name]
+	cfg.noise = *noise
+	if err := run(cfg, *only, *out, os.Stdout, os.Stderr, isTerminal(os.Stderr)); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -195,6 +201,9 @@ func run(cfg config, only, out string, stdout, stderr io.Writer, tty bool) error
 	}
 	m := describe(cfg)
 	fmt.Fprintln(stderr, m.line())
+	if cfg.noise {
+		defer burn(runtime.GOMAXPROCS(0))()
+	}
 
 	// The progress line: rewritten in place on a terminal, one line per
 	// row and level elsewhere.
@@ -414,9 +423,40 @@ func describe(cfg config) machine {
 }
 
 func (m machine) line() string {
+	name := m.config.name
+	if m.config.noise {
+		name += ", -noise"
+	}
 	return fmt.Sprintf("moonpool bench (%s): %s, %d cores, GOMAXPROCS=%d, %s %s, %s",
-		m.config.name, m.cpu, m.cores, m.maxprocs, m.goVersion, m.platform, m.date.Format("2006-01-02 15:04 MST"))
+		name, m.cpu, m.cores, m.maxprocs, m.goVersion, m.platform, m.date.Format("2006-01-02 15:04 MST"))
 }
+
+// burn starts n goroutines that spin on the CPU until the returned stop is
+// called: a noisy neighbour, so the goroutine running an actor (or holding
+// a lock) is preempted now and then, which is where spinning designs show
+// their tails.
+func burn(n int) (stop func()) {
+	var quit atomic.Bool
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			x := uint64(1)
+			for !quit.Load() {
+				for range 1 << 12 {
+					x = x*6364136223846793005 + 1442695040888963407
+				}
+			}
+			sink.Add(x)
+		})
+	}
+	return func() {
+		quit.Store(true)
+		wg.Wait()
+	}
+}
+
+// sink keeps the burners' arithmetic from being optimised away.
+var sink atomic.Uint64
 
 // cpuModel is the first "model name" in /proc/cpuinfo, where there is one.
 func cpuModel() string {

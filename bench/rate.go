@@ -2,6 +2,7 @@ package main
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/engine"
@@ -30,7 +31,34 @@ func rateRows(eng *engine.Engine, cfg config) []row {
 		batch: 4,
 		every: 16,
 		count: countAllowed,
+	}, {
+		suite:   "Rate",
+		name:    "Window Allow",
+		callers: cfg.callers,
+		sides: []side{
+			{name: "moonpool", ours: true, build: func(int) (contender, error) { return oursWindow(eng) }},
+			{name: "x/time/rate", build: func(int) (contender, error) { return theirRate(), nil }},
+		},
+		batch: 4,
+		every: 16,
+		count: countAllowed,
 	}}
+}
+
+// The window allows a million events a millisecond: more than any caller
+// count asks, and few enough stamps to hold.
+const (
+	windowAllow = 1_000_000
+	windowSpan  = time.Millisecond
+)
+
+// oursWindow is a client.Window.
+func oursWindow(eng *engine.Engine) (contender, error) {
+	w, err := client.NewWindow(eng, windowAllow, windowSpan)
+	if err != nil {
+		return contender{}, err
+	}
+	return allowing(w.Allow, func() { closeWithin(w.Close) }), nil
 }
 
 // oursRate is a client.Bucket.
@@ -39,37 +67,29 @@ func oursRate(eng *engine.Engine) (contender, error) {
 	if err != nil {
 		return contender{}, err
 	}
+	return allowing(b.Allow, func() { closeWithin(b.Close) }), nil
+}
+
+// allowing is a contender calling allow, counting what it lets through.
+func allowing(allow func() bool, close func()) contender {
 	var allowed atomic.Int64
 	return contender{
 		run: func(n int) {
 			a := 0
 			for range n {
-				if b.Allow() {
+				if allow() {
 					a++
 				}
 			}
 			allowed.Add(int64(a))
 		},
-		close: func() { closeWithin(b.Close) },
+		close: close,
 		count: allowed.Load,
-	}, nil
+	}
 }
 
 // theirRate is an x/time/rate Limiter.
 func theirRate() contender {
 	l := rate.NewLimiter(rateLimit, rateBurst)
-	var allowed atomic.Int64
-	return contender{
-		run: func(n int) {
-			a := 0
-			for range n {
-				if l.Allow() {
-					a++
-				}
-			}
-			allowed.Add(int64(a))
-		},
-		close: func() {},
-		count: allowed.Load,
-	}
+	return allowing(l.Allow, func() {})
 }

@@ -98,17 +98,29 @@ func vsAt(r *result, theirs string, want func(int) bool, value func(*measured) f
 func ns(m *measured) float64  { return m.ns }
 func p99(m *measured) float64 { return m.p99 }
 
-// targets checks this run against the issue's targets.
+// targets checks this run against the issues' targets: issue 8's for the
+// message passing, issue 5's for the core (they still hold), and the
+// Postgres suite's.
 func targets(results []result) []check {
 	var cs []check
+	at := func(levels ...int) func(int) bool {
+		return func(c int) bool { return slices.Contains(levels, c) }
+	}
+	every := func(int) bool { return true }
+	// ratio adds a check that ours/theirs is at most most at the levels
+	// picked; a level the run did not measure (the quick run has no 512)
+	// is left out of it.
+	ratio := func(r *result, theirs, target string, pick func(int) bool, value func(*measured) float64, most float64) {
+		s, worst, ok := vsAt(r, theirs, pick, value)
+		cs = append(cs, check{target: target, measured: s, met: worst <= most, known: ok})
+	}
 	for _, size := range []int{10, 1000} {
 		r := find(results, "Pool", fmt.Sprintf("size=%d", size))
 		label := fmt.Sprintf("Pool size=%d", size)
-		s, worst, ok := vsAt(r, "puddle", func(c int) bool { return c == 1 }, ns)
-		cs = append(cs, check{target: label + ": Get+Put within 1.5× of puddle at 1 caller", measured: s, met: worst <= 1.5, known: ok})
-		s, worst, ok = vsAt(r, "puddle", func(c int) bool { return c >= 8 }, ns)
-		cs = append(cs, check{target: label + ": at or below puddle at 8 callers and more", measured: s, met: worst <= 1, known: ok})
-		c := check{target: label + ": at most 2 allocations per Get+Put"}
+		ratio(r, "puddle", label+": Get+Put at most 0.8× puddle at 1 caller", at(1), ns, 0.8)
+		ratio(r, "puddle", label+": at most 1.0× puddle at 8 callers", at(8), ns, 1)
+		ratio(r, "puddle", label+": at most 0.7× puddle at 64 and 512 callers", at(64, 512), ns, 0.7)
+		c := check{target: label + ": no allocations per Get+Put"}
 		if r != nil {
 			most := 0.0
 			for _, lv := range r.levels {
@@ -117,15 +129,27 @@ func targets(results []result) []check {
 					c.known = true
 				}
 			}
-			c.measured, c.met = fmt.Sprintf("at most %.2f", most), most <= 2
+			// A process-wide count: the harness's goroutines and timers
+			// leave a trace well below one in a hundred.
+			c.measured, c.met = fmt.Sprintf("at most %.2f", most), most < 0.01
 		}
 		cs = append(cs, c)
-		s, worst, ok = vsAt(r, "puddle", func(int) bool { return true }, p99)
-		cs = append(cs, check{target: label + ": p99 no worse than puddle's at every level", measured: s, met: worst <= 1, known: ok})
+		ratio(r, "puddle", label+": p99 at most puddle's at every level", every, p99, 1)
 	}
-
-	s, worst, ok := vsAt(find(results, "Rate", "Allow"), "x/time/rate", func(c int) bool { return c >= 8 }, ns)
-	cs = append(cs, check{target: "Rate: Bucket.Allow at or below x/time/rate at 8 callers and more", measured: s, met: worst <= 1, known: ok})
+	rate := find(results, "Rate", "Allow")
+	ratio(rate, "x/time/rate", "Rate: Bucket.Allow at most 0.25× x/time/rate at every level", every, ns, 0.25)
+	ratio(rate, "x/time/rate", "Rate: Bucket.Allow p99 at most x/time/rate's", every, p99, 1)
+	ratio(find(results, "Rate", "Window Allow"), "x/time/rate", "Rate: Window.Allow at most 1.0× x/time/rate", every, ns, 1)
+	gate := find(results, "Gate", "Enter+Leave")
+	ratio(gate, "semaphore", "Gate: Enter+Leave at most 2× semaphore at 1 caller", at(1), ns, 2)
+	ratio(gate, "semaphore", "Gate: at most 1.0× semaphore at 8 callers and more", func(c int) bool { return c >= 8 }, ns, 1)
+	var keyed *result
+	for i := range results {
+		if results[i].row.suite == "Keyed" {
+			keyed = &results[i]
+		}
+	}
+	ratio(keyed, "map+rate", "Keyed: Allow at most 1.0× the map+mutex", every, ns, 1)
 
 	c := check{target: "Core: zero allocations"}
 	most := 0.0
@@ -145,7 +169,7 @@ func targets(results []result) []check {
 	c.measured, c.met = fmt.Sprintf("at most %.4f per op (process-wide count)", most), most < 0.001
 	cs = append(cs, c)
 
-	s, worst, ok = vsAt(find(results, "Core", "Bucket.Take"), "x/time/rate", func(int) bool { return true }, ns)
+	s, worst, ok := vsAt(find(results, "Core", "Bucket.Take"), "x/time/rate", func(int) bool { return true }, ns)
 	cs = append(cs, check{target: "Core: Bucket.Take at most a quarter of AllowN(t, 1)", measured: strings.TrimPrefix(s, "1: "), met: worst <= 0.25, known: ok})
 
 	c = check{target: "Core: Window.Take at allow 1,000,000 within 2× of allow 10"}
@@ -160,7 +184,10 @@ func targets(results []result) []check {
 	}
 	cs = append(cs, c)
 	for i := range cs {
-		cs[i].issue = 5
+		cs[i].issue = 8
+		if strings.HasPrefix(cs[i].target, "Core: ") {
+			cs[i].issue = 5 // issue 5's targets for the core, which still hold
+		}
 	}
 	return append(cs, pgTargets(results)...)
 }
@@ -362,6 +389,9 @@ func writeMarkdown(w io.Writer, m machine, results []result, checks []check, plo
 	cmd := "go run ./bench"
 	if m.config.name != "default" {
 		cmd += " -" + m.config.name
+	}
+	if m.config.noise {
+		cmd += " -noise"
 	}
 	fmt.Fprintf(w, "# moonpool bench results\n\n")
 	fmt.Fprintf(w, "Written by `%s -out DIR` on %s.\n\n", cmd, m.date.Format("2006-01-02 15:04 MST"))

@@ -90,9 +90,10 @@ func (d Decision) RetryAfter() int {
 // is its blocking face. Build one with NewBucket; the zero Bucket is not
 // usable.
 type Bucket struct {
-	l     limiter
-	rate  float64 // tokens a second, as the bucket reads it
-	burst float64 // most it holds, as the bucket reads it
+	l      limiter
+	rate   float64        // tokens a second, as the bucket reads it
+	burst  float64        // most it holds, as the bucket reads it
+	credit *actors.Credit // tokens the actor lent ahead of time; nil for a small burst
 }
 
 // NewBucket starts a token bucket on eng, full, so the first burst goes
@@ -104,7 +105,7 @@ func NewBucket(eng *engine.Engine, rate, burst float64) (*Bucket, error) {
 	if eng == nil {
 		return nil, errors.New("moonpool: NewBucket: nil engine")
 	}
-	ref, err := actors.SpawnBucket(eng, "", rate, burst)
+	ref, credit, err := actors.SpawnBucketCredit(eng, "", rate, burst)
 	if err != nil {
 		return nil, fmt.Errorf("moonpool: NewBucket: %w", err)
 	}
@@ -114,19 +115,35 @@ func NewBucket(eng *engine.Engine, rate, burst float64) (*Bucket, error) {
 	// A full bucket holds its burst: reading it back keeps the rules for
 	// odd bursts in policy alone.
 	burst = policy.NewBucket(rate, burst, 0).Tokens(0)
-	return &Bucket{l: limiter{eng: eng, ref: ref}, rate: rate, burst: burst}, nil
+	return &Bucket{l: limiter{eng: eng, ref: ref}, rate: rate, burst: burst, credit: credit}, nil
 }
 
 // Allow is whether a token is there now, taking it if so. It never blocks.
 // Callers parked in Wait come first: while any wait, Allow says no, so a
 // stream of Allows cannot starve a caller in line. After Close it says no.
-func (b *Bucket) Allow() bool { return b.l.allow("", 1) }
+//
+// Most Allows cost one atomic operation: the bucket's actor lends a batch
+// of tokens ahead of time (a sixteenth of the burst, at most 1,024, for a
+// burst of sixteen or more) and Allow draws from it; only when the batch
+// is spent does Allow ask the actor, which takes back what is left and
+// answers exactly. This never lets more through than the exact bucket
+// would over any stretch of time; it can let fewer through, by at most one
+// batch after a quiet spell: measured, up to 3.9% fewer for a burst of 64
+// under a trickle, quiet, flood pattern, and under 0.4% for bursts of
+// 1,000 or more (see actors.SpawnBucketCredit).
+func (b *Bucket) Allow() bool { return b.AllowN(1) }
 
 // AllowN is Allow for n tokens. An n <= 0 asks for nothing and gets it,
 // even while callers wait, since it takes nothing from them (as
 // x/time/rate's AllowN); only after Close is it refused. An n above the
-// burst, or NaN, is never allowed.
-func (b *Bucket) AllowN(n float64) bool { return b.l.allow("", n) }
+// burst, or NaN, is never allowed. A whole n is drawn from the lent batch
+// when it holds that many.
+func (b *Bucket) AllowN(n float64) bool {
+	if b.credit != nil && n >= 1 && n == math.Trunc(n) && n <= b.burst && !b.l.closed.Load() && b.credit.Draw(int64(n)) {
+		return true
+	}
+	return b.l.allow("", n)
+}
 
 // Try is Allow with the whole answer (see Decision), from one turn of the
 // bucket's actor: for a refusal, the wait for a Retry-After header, never 0;
@@ -266,13 +283,23 @@ type limiter struct {
 }
 
 // allowReqs holds Allow requests with their reply channels (room for one)
-// for reuse, so an Allow allocates nothing. One goes back only once its
+// for reuse, so a Wait allocates nothing. One goes back only once its
 // answer has been read — the protocol hands a request back to its caller
 // with the answer — and never after a Withdraw, which may still be queued
 // behind the answer and names the request.
 var allowReqs = sync.Pool{New: func() any {
 	return &actors.Allow{Reply: make(chan actors.Permit, 1)}
 }}
+
+// allowSlots holds Allow requests with a Reply slot, for an Allow that does
+// not wait: cheaper than a channel, and never withdrawn, so one always
+// goes back once its answer is read.
+var allowSlots = sync.Pool{New: func() any { return new(allowSlot) }}
+
+type allowSlot struct {
+	req  actors.Allow
+	slot engine.Reply[actors.Permit]
+}
 
 // permitChans holds reply channels alone, for Left requests.
 var permitChans = sync.Pool{New: func() any { return make(chan actors.Permit, 1) }}
@@ -315,10 +342,13 @@ func (l *limiter) ask(key string, n float64) (actors.Permit, bool) {
 	if l.closed.Load() {
 		return actors.Permit{}, false
 	}
-	req := l.request(l.eng.Now(), key, n, false, 0)
-	l.ref.Send(req)
-	p := <-req.Reply
-	l.done(req)
+	a := allowSlots.Get().(*allowSlot)
+	a.req = actors.Allow{Now: l.eng.Now(), Key: key, N: n, Slot: &a.slot}
+	a.slot.Ask(l.ref, &a.req)
+	a.slot.Await(l.ref, nil)
+	p := a.slot.Take()
+	a.req.Key = "" // let the string go
+	allowSlots.Put(a)
 	return p, p.Err == nil
 }
 

@@ -601,3 +601,45 @@ func TestBucketDelayBehindWaiters(t *testing.T) {
 		t.Fatalf("step 5: Delay once the waiter is served = %v, want 1s", d)
 	}
 }
+
+// TestBucketCreditStepsAside: a bucket that lends tokens to its callers
+// (a burst of 64 lends four at a time) takes them back before it parks a
+// Wait, lends nothing while anyone is parked, so Allow does not overtake
+// the caller in line, and reports Tokens exactly throughout.
+func TestBucketCreditStepsAside(t *testing.T) {
+	r := newLimitRig(t)
+	b, err := NewBucket(r.eng, 1, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.credit == nil {
+		t.Fatal("a burst of 64 lends nothing")
+	}
+	for i := range 59 { // some from the lent batch, some from the actor
+		if !b.Allow() {
+			t.Fatalf("step %d: a bucket with tokens refused", i)
+		}
+	}
+	if got := b.Tokens(); got != 5 {
+		t.Fatalf("after 59 of 64: Tokens %v, want 5", got)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.WaitN(r.ctx, 10) }()
+	r.awaitParked(&b.l, "", 1) // parked: 5 more tokens to earn
+	for i := range 8 {
+		if b.Allow() {
+			t.Fatalf("step %d: Allow overtook the caller in line", i)
+		}
+	}
+	if got := b.Tokens(); got != 5 {
+		t.Fatalf("with a caller in line: Tokens %v, want 5", got)
+	}
+	r.clock.WaitPending(r.ctx, 1)
+	r.clock.AdvanceNext() // five seconds on: its ten are there
+	if err := <-done; err != nil {
+		t.Fatalf("WaitN: %v", err)
+	}
+	if got := b.Tokens(); got != 0 {
+		t.Fatalf("after the wait: Tokens %v, want 0", got)
+	}
+}

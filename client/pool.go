@@ -76,13 +76,19 @@ type Pool[T comparable] struct {
 	open  func(context.Context) (T, error)
 	close func(T) error
 
-	// tickets holds request structs with their answer channel (room for
-	// one), so a Get and a Put allocate nothing in the steady state. A ticket
-	// goes back only once its one answer has been read: the actor is done
-	// with it then (it reads a request before answering it). A ticket whose
-	// Take was withdrawn is not reused, since the Cancel naming it may still
-	// be on its way.
+	// tickets holds request structs with their answer slot, so a Get and a
+	// Put allocate nothing in the steady state. A ticket goes back only once
+	// its one answer has been read: the actor is done with it then (it
+	// reads a request before answering it). A ticket whose Take was
+	// withdrawn is not reused, since the Cancel naming it may still be on
+	// its way.
 	tickets sync.Pool
+
+	// stampTake and stampGive say whether a Take or a Give needs the
+	// engine's time (see policy.Stamps): a clock reading costs about as
+	// much as the pool's bookkeeping, and a pool without a ward, Keep or
+	// Life answers the same whatever the time.
+	stampTake, stampGive bool
 
 	closing atomic.Bool // no new Gets
 	kill    context.Context
@@ -129,7 +135,8 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 		ready:   make(chan struct{}),
 		opened:  make(chan struct{}),
 	}
-	p.tickets.New = func() any { return &ticket[T]{reply: make(chan actors.Answer[T], 1)} }
+	p.tickets.New = func() any { return new(ticket[T]) }
+	p.stampTake, p.stampGive = policy.Stamps(cfg.Limits, cfg.Ward)
 	p.kill, p.stop = context.WithCancel(context.Background())
 	ref, err := actors.SpawnPool[T](eng, cfg.Name, actors.PoolConfig{
 		Limits:     cfg.Limits,
@@ -175,6 +182,13 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 // resource or room granted in the same instant is handed back. An Open
 // already under way is not cancelled: the resource it makes goes to the
 // pool for the next caller. A nil ctx is refused with an error.
+//
+// Get reads the engine's clock only when the pool's answer depends on the
+// time: with a ward. Without one, a Get that finds an idle resource costs
+// no clock reading, and Put costs one only with Keep or Life set; a Get
+// then judges staleness by the latest time the pool has seen, and the
+// pool's eviction timer retires idle resources at their deadline, so Keep
+// and Life are exact up to that timer's lateness (see actors.SpawnPool).
 func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 	var zero T
 	if ctx == nil {
@@ -189,14 +203,17 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 	for {
 		t := p.tickets.Get().(*ticket[T])
 		tk := &t.take
-		tk.Now, tk.Wait, tk.Reply = p.eng.Now(), true, t.reply
-		tk.Deadline = deadlineOf(ctx, tk.Now)
-		p.ref.Send(tk)
+		tk.Now, tk.Wait, tk.Slot = p.stamp(p.stampTake), true, &t.slot
+		tk.Deadline = 0
+		if p.stampTake { // only the ward's holds look at the deadline
+			tk.Deadline = deadlineOf(ctx, tk.Now)
+		}
+		t.slot.Ask(p.ref, tk)
 		var a actors.Answer[T]
-		select {
-		case a = <-t.reply: // answered already when the actor ran inline
+		if t.slot.Ready() { // answered already when the actor ran inline
+			a = t.slot.Take()
 			p.tickets.Put(t)
-		default:
+		} else {
 			a = p.await(ctx, t)
 			if a.Err == errWithdrawn {
 				return zero, ctxError(ctx)
@@ -249,19 +266,28 @@ func deadlineOf(ctx context.Context, now int64) int64 {
 // await waits for a parked Take's answer, or withdraws it when ctx ends:
 // then the one answer it gets is handed back and errWithdrawn returned.
 func (p *Pool[T]) await(ctx context.Context, t *ticket[T]) actors.Answer[T] {
-	select {
-	case a := <-t.reply:
+	if t.slot.Await(p.ref, ctx.Done()) {
+		a := t.slot.Take()
 		p.tickets.Put(t)
 		return a
-	case <-ctx.Done():
-		p.ref.Send(&actors.Cancel[T]{Take: &t.take})
-		a := <-t.reply // exactly one answer, whichever came first
-		// t stays out of the pool: the Cancel naming it may still be queued.
-		if a.Err == nil {
-			p.giveBack(a)
-		}
-		return actors.Answer[T]{Err: errWithdrawn}
 	}
+	p.ref.Send(&actors.Cancel[T]{Take: &t.take})
+	t.slot.Await(p.ref, nil) // exactly one answer, whichever came first
+	a := t.slot.Take()
+	// t stays out of the pool: the Cancel naming it may still be queued.
+	if a.Err == nil {
+		p.giveBack(a)
+	}
+	return actors.Answer[T]{Err: errWithdrawn}
+}
+
+// stamp is the engine's time if want, else 0: "not read" (see
+// actors.SpawnPool).
+func (p *Pool[T]) stamp(want bool) int64 {
+	if want {
+		return p.eng.Now()
+	}
+	return 0
 }
 
 // giveBack returns what a withdrawn Take was granted in the same instant.
@@ -453,12 +479,12 @@ func (p *Pool[T]) give(item T) error {
 }
 
 // ticket is one caller's reusable request: a Take, or a strict Give or
-// Drop, and the channel its answer comes on.
+// Drop, and the slot its answer comes to.
 type ticket[T comparable] struct {
-	take  actors.Take[T]
-	give  actors.Give[T]
-	drop  actors.Drop[T]
-	reply chan actors.Answer[T]
+	take actors.Take[T]
+	give actors.Give[T]
+	drop actors.Drop[T]
+	slot engine.Reply[actors.Answer[T]]
 }
 
 // ask sends a strict Give (or, with drop, a strict Drop) of item and waits
@@ -467,13 +493,14 @@ func (p *Pool[T]) ask(item T, drop bool) actors.Answer[T] {
 	var zero T
 	t := p.tickets.Get().(*ticket[T])
 	if drop {
-		t.drop = actors.Drop[T]{Now: p.eng.Now(), Item: item, Strict: true, Reply: t.reply}
-		p.ref.Send(&t.drop)
+		t.drop = actors.Drop[T]{Now: p.eng.Now(), Item: item, Strict: true, Slot: &t.slot}
+		t.slot.Ask(p.ref, &t.drop)
 	} else {
-		t.give = actors.Give[T]{Now: p.eng.Now(), Item: item, Strict: true, Reply: t.reply}
-		p.ref.Send(&t.give)
+		t.give = actors.Give[T]{Now: p.stamp(p.stampGive), Item: item, Strict: true, Slot: &t.slot}
+		t.slot.Ask(p.ref, &t.give)
 	}
-	a := <-t.reply
+	t.slot.Await(p.ref, nil)
+	a := t.slot.Take()
 	t.give.Item, t.drop.Item = zero, zero // the pool keeps no resource alive
 	p.tickets.Put(t)
 	return a

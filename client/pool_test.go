@@ -1086,3 +1086,30 @@ func TestShedderWatchesHeat(t *testing.T) {
 		t.Errorf("%d timers pending after the pool closed: the engine still measures heat for it", n)
 	}
 }
+
+// TestReturnedTwiceNotLentTwice: a resource put back twice, once by its
+// holder and once more by mistake, is never lent to two holders at once:
+// the second Put is refused, the pool's books still count it once, and the
+// next two Gets get two different resources.
+func TestReturnedTwiceNotLentTwice(t *testing.T) {
+	r := newRig(t, PoolConfig[*conn]{Limits: policy.Limits{Size: 2, Idle: 2}})
+	a, b := r.get(), r.get()
+	r.put(a)
+	if err := r.pool.Put(a); !errors.Is(err, ErrNotLent) {
+		t.Fatalf("second put: %v, want ErrNotLent", err)
+	}
+	if s := r.pool.Stats(); s.Idle() != 1 || s.Live() != 2 {
+		t.Fatalf("after a put twice: idle %d, live %d; want 1, 2", s.Idle(), s.Live())
+	}
+	r.put(b)
+	x, y := r.get(), r.get()
+	if x == y {
+		t.Fatalf("conn %d lent to two holders at once", x.id)
+	}
+	if s := r.pool.Stats(); s.Idle() != 0 || s.Busy() != 2 {
+		t.Fatalf("both lent: idle %d, busy %d; want 0, 2", s.Idle(), s.Busy())
+	}
+	r.put(x)
+	r.put(y)
+	r.balance()
+}

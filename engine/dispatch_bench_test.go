@@ -53,6 +53,47 @@ func BenchmarkDispatch(b *testing.B) {
 	}
 }
 
+// direct is echo as a Handler answering on a Reply: the path moonpool's
+// own actors take.
+type direct struct{}
+
+func (direct) Receive(actor.Context) {}
+
+func (direct) Handle(msg any) {
+	if s, ok := msg.(*seq); ok {
+		s.reply.Put(s.n)
+	}
+}
+
+// BenchmarkDirect is the round trip of BenchmarkDispatch for a Handler
+// answering on a Reply, under Hybrid with the default budget and with a
+// budget of 1.
+func BenchmarkDirect(b *testing.B) {
+	for _, budget := range []int{defaultBudget, 1} {
+		for _, callers := range []int{1, 8, 64, 512} {
+			b.Run(fmt.Sprintf("hybrid%d/callers=%d", budget, callers), func(b *testing.B) {
+				e := New(WithDispatch(Hybrid, budget))
+				defer e.Shutdown(context.Background())
+				ref, err := e.Spawn("", direct{}, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var pool sync.Pool
+				roundTrips(b, callers, func(*ping) {
+					s, _ := pool.Get().(*seq)
+					if s == nil {
+						s = new(seq)
+					}
+					s.reply.Ask(ref, s)
+					s.reply.Await(ref, nil)
+					s.reply.Take()
+					pool.Put(s)
+				})
+			})
+		}
+	}
+}
+
 // BenchmarkProtoactorStock is the same round trip through protoactor's own
 // mailbox and default dispatcher, untouched: the baseline.
 func BenchmarkProtoactorStock(b *testing.B) {

@@ -9,6 +9,36 @@
 // strategy that resumes it after a panic rather than restarting it with a
 // fresh, empty state.
 //
+// # What goes through protoactor, and what does not
+//
+// protoactor-go is the runtime: Spawn builds every actor from protoactor
+// Props and registers it under its name in protoactor's process registry,
+// which gives it its PID; every system message (Started, Stopping,
+// Stopped, suspend and resume, failures) is delivered by protoactor's
+// invoker to the actor's Receive; a panic goes to protoactor's supervision,
+// whose strategy (here: resume) decides what happens; Stop and Shutdown
+// stop actors and the actor system through it; and the cluster, later,
+// will route through its PIDs. Messages sent the protoactor way, with
+// RootContext.Send to a PID, arrive in the same mailbox as everyone
+// else's.
+//
+// What does not go through protoactor is the path of one user message:
+// how it is queued, who runs it, how it reaches the actor, and how its
+// answer comes back. The engine gives every actor its own protoactor
+// Mailbox (see Dispatch): one atomic status word for "somebody runs it"
+// and the count of messages queued, and a lock-free ring for the queue.
+// An actor that implements Handler gets its user messages straight from
+// the mailbox instead of through protoactor's invoker and actor.Context
+// (protoactor's own envelopes, poison pills and auto-responders still go
+// through the invoker, which knows what to do with them). Answers go to
+// a Reply, a slot the caller spins on and then parks on, rather than a
+// channel or a protoactor future. Why: on the 2-core machine the project
+// is measured on, protoactor's stock round trip costs 340-530 ns (a
+// goroutine start or wake per message, a channel, a future), and a pool's
+// own bookkeeping costs 30; moonpool's pools, limiters and gates answer
+// in a round trip of the latter's order, which is the only way a library
+// of actors can be as cheap as one of mutexes.
+//
 // # Names and stopping
 //
 // Every actor has a name, the caller's or a fresh one; fresh names begin
@@ -33,41 +63,50 @@
 // one Send run every message other callers keep adding, on the caller's
 // stack, for as long as they keep coming.
 //
-// The engine therefore gives every actor its own protoactor Mailbox (buffered
-// channels, a running/idle flag, protoactor's system-message and
-// suspend/resume rules) and schedules it by one of four Dispatch values.
-// Hybrid is the default: a sender that finds the actor idle runs at most a
-// budget of messages (1 by default) on its own goroutine, and past that the
-// actor's long-lived goroutine takes over. One caller alone therefore pays a
-// function call, and under contention no caller runs other callers'
-// messages for more than the budget.
+// The engine schedules every mailbox by one of four Dispatch values. Hybrid
+// is the default: a sender that finds the status word at zero (nobody
+// running the actor, nothing queued, nobody half way through queueing, since
+// senders count before they queue) runs its own message at once, on its own
+// goroutine, without queueing it; it then runs what other senders queued
+// meanwhile, up to a budget of 16 messages in all (combining: on two
+// processors, the other one's callers are answered by whoever holds the
+// actor, without a goroutine switch), and hands the rest to the actor's
+// long-lived goroutine; until that goroutine starts on them, any sender or
+// waiting caller passing by may take the mailbox over and run the next
+// budget's worth itself, so on a busy machine callers do not wait for the
+// scheduler to get round to the actor's goroutine. So one caller alone pays
+// a function call and a few atomic operations, and no caller runs others'
+// work for more than the budget at a time.
 //
-// Measured with BenchmarkDispatch (a send and a reply on a channel with room
-// for one; p99 is of a single call), go test -bench 'Dispatch|Stock'
-// -benchtime 200000x -count 3 on the project's 2-core machine, Go 1.26,
-// medians of the three runs (ns per round trip across all callers / p99 of
-// one call):
+// A sender that finds the actor busy queues its message and waits on its
+// Reply (Reply.Ask). It spins while its message is still in line and the
+// line moves, since then the actor is running on the other processor and
+// will get to it; it takes the mailbox over when the line stands still
+// because it waits for the actor's goroutine; and it parks once the line has
+// stood still for a while (the holder was preempted: how long a while
+// adapts, doubling with each spin answered and halving with each stall), or
+// soon after the actor has taken its message without answering it (the actor
+// parked the request itself, as a pool does a Take that waits for a
+// resource). With one processor nobody spins: the holder cannot run while
+// anyone does.
 //
-//	dispatch             1 caller      8 callers      64 callers     512 callers
-//	hybrid, budget 1     276 / 251 ns  334 / 10 µs    453 / 111 µs   540 / 0.53 ms
-//	hybrid, budget 4     194 / 210 ns  348 / 63 µs    369 / 224 µs   421 / 0.57 ms
-//	hybrid, budget 16    267 / 220 ns  306 / 38 µs    325 / 231 µs   571 / 0.97 ms
-//	dedicated goroutine  1547 / 2.5 µs 784 / 27 µs    616 / 96 µs    545 / 0.57 ms
-//	protoactor default   6032 / 36 µs  2851 / 83 µs   568 / 100 µs   432 / 0.56 ms
-//	  (stock mailbox)    1094 / 1.7 µs 770 / 67 µs    528 / 74 µs    493 / 1.5 ms
-//	synchronized         279 / 361 ns  472 / 62 µs    446 / 97 µs    427 / 0.48 ms
+// Measured with BenchmarkDirect, BenchmarkDispatch and
+// BenchmarkProtoactorStock (a send and its reply; ns per round trip across
+// all callers, each including two readings of the clock, about 50 ns, to
+// time the call), go test -bench 'Direct|Dispatch|Stock' -benchtime
+// 200000x on the project's 2-core machine, Go 1.26, shared with other
+// work at the time; p50 and p99 are of a single call:
 //
-// ("protoactor default" is its goroutine dispatcher on this mailbox; the
-// stock row is protoactor's own mailbox and dispatcher untouched.) An idle
-// actor under Hybrid runs a sender's message without queueing it, which is
-// why one caller costs a quarter of protoactor's stock round trip. With 64
-// or 512 callers on two cores every dispatch is bound by the same queue of
-// callers and costs about the same per round trip; what differs is who
-// waits. A larger inline budget lets a lucky sender keep the actor while
-// others queue, which shows in the p99 at 8 and 64 callers (4 to 6 times
-// budget 1's at 8). Budget 1 is within noise of the fastest throughput at
-// every level and has the lowest p99 at 8 callers and a middling one
-// beyond, so it is the default. The machine is shared and absolute times
-// move with its load (an earlier run, before the uncontended fast path,
-// measured 394 ns at one caller); the ordering held.
+//	round trip                            1 caller  8 callers  64 callers  512 callers  p50 / p99 of a call
+//	Handler + Reply, hybrid 16 (default)  106 ns    119 ns     112 ns      109 ns       50 / 61 ns (261 ns at 512)
+//	Handler + Reply, hybrid 1             106 ns    114 ns     106 ns      129 ns       50 / 61-390 ns
+//	Receive + channel, hybrid 16          136 ns    130 ns     128 ns      257 ns       70 / 81 ns (83 / 341 µs at 512)
+//	Receive + channel, hybrid 1           137 ns    143 ns     184 ns      154 ns       70 ns / 0.09-33 µs
+//	protoactor stock                      459 ns    530 ns     434 ns      337 ns       0.34 / 0.45-4 µs (0.13 / 0.6 ms at 512)
+//
+// An echo is answered too fast for callers to meet each other often; where
+// they do (the pool benchmark of cmd bench, 8 callers and more on two
+// cores), the budget of 16 answered 8 callers' Get+Put at 110-120 ns
+// against 340-450 ns for a budget of 1, which hands every second message
+// to the actor's goroutine and so wakes a parked caller per message.
 package engine

@@ -70,7 +70,8 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithDispatch chooses how actors' messages are run (see Dispatch); budget is
 // how many messages a sender may run inline under Hybrid (values below 1 are
-// read as 1). The default is Hybrid with a budget of 1.
+// read as 1). The default is Hybrid with a budget of 16 (see the package
+// documentation).
 func WithDispatch(d Dispatch, budget int) Option {
 	return func(e *Engine) {
 		if d <= Synchronized {
@@ -113,7 +114,7 @@ func New(opts ...Option) *Engine {
 		clock:     vclock.Real(),
 		logger:    slog.New(slog.DiscardHandler),
 		dispatch:  Hybrid,
-		budget:    1,
+		budget:    defaultBudget,
 		heatEvery: 250 * time.Millisecond,
 		downDone:  make(chan struct{}),
 	}
@@ -162,6 +163,7 @@ func (e *Engine) Spawn(name string, a actor.Actor, shutdown func(context.Context
 		return nil, fmt.Errorf("%w: %q", ErrReservedName, name)
 	}
 	mb := newMailbox(e.dispatch, e.budget)
+	mb.direct, _ = a.(Handler)
 	ref := &Ref{name: name, mb: mb, engine: e, shutdown: shutdown}
 	ref.gone, ref.markGone = context.WithCancel(context.Background())
 	if b, ok := a.(Binder); ok {
@@ -303,6 +305,12 @@ func (r *Ref) Engine() *Engine { return r.engine }
 // actor is refused by the mailbox (see Refusable) instead of becoming a dead
 // letter. It blocks only while the mailbox is full.
 func (r *Ref) Send(msg any) { r.mb.PostUserMessage(msg) }
+
+// Inline reports whether msg is being run by the goroutine that sent it,
+// which is then the one running the actor: an answer to it may be left
+// with Reply.Set, without atomic operations, since its sender cannot be
+// waiting. Only the actor itself may ask, while it handles msg.
+func (r *Ref) Inline(msg any) bool { return r != nil && r.mb.inline == msg }
 
 // Stopped reports whether the actor has stopped.
 func (r *Ref) Stopped() bool { return r.mb.closed.Load() }

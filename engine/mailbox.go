@@ -54,42 +54,72 @@ type Refusable interface {
 	Refuse()
 }
 
+// Handler is an actor that takes its user messages straight from the
+// engine's mailbox. The mailbox calls Handle for every user message instead
+// of passing it through protoactor's invoker and actor.Context, which on a
+// round trip of a hundred nanoseconds is a fifth of the cost; protoactor's
+// own messages (envelopes, poison pills, auto-responders) still go through
+// the invoker, and so does everything on the system path: Started,
+// Stopping, Stopped, failures and supervision. A panic in Handle goes to the
+// supervisor exactly as one in Receive does.
+type Handler interface {
+	Handle(msg any)
+}
+
 const (
-	idle int32 = iota
-	running
+	running int64 = 1 // the status word's low bit: somebody holds the mailbox
+	queued  int64 = 2 // one message counted in the status word
 )
 
 const (
-	mailboxSize = 4096 // user messages queued before a sender waits: backpressure, not loss
+	mailboxSize = 1024 // user messages queued before a sender waits: backpressure, not loss
 	systemSize  = 256  // system messages are few: start, stop, suspend, resume, failure
 	throughput  = 300  // messages run before the actor's goroutine yields, as protoactor's default
+	// defaultBudget is how many messages a sender that takes an idle
+	// mailbox runs, its own included, before it hands the rest to the
+	// actor's goroutine: enough to answer the few callers a second
+	// processor queues meanwhile (combining), few enough that no caller
+	// runs others' work for long.
+	defaultBudget = 16
 )
 
-// mailbox is a protoactor Mailbox whose queues are buffered channels and
-// whose scheduling follows a Dispatch. It exists for two reasons: protoactor's
-// default mailbox cannot bound how many messages one sender runs inline, and
-// it drops messages that reach a stopped actor, which would leave a blocking
-// caller waiting for ever.
+// mailbox is a protoactor Mailbox whose scheduling follows a Dispatch. It
+// exists for three reasons: protoactor's default mailbox cannot bound how
+// many messages one sender runs inline, it drops messages that reach a
+// stopped actor (which would leave a blocking caller waiting for ever), and
+// its queues and invoker cost more than the work of a pool's Take.
+//
+// Its state is one status word: the low bit says somebody holds the
+// mailbox (runs its messages), the rest counts the messages queued, user
+// and system. A sender counts its message before queueing it, so the count
+// is never below what is queued, and a word of zero means nobody holds the
+// mailbox and nobody is ahead: the sender may run its message at once. The
+// holder lets go with one atomic operation and then looks once more
+// (see let), which is what makes a message queued while it was letting go
+// impossible to strand.
 type mailbox struct {
-	user   chan any
-	system chan any
-	// users and systems count the messages queued, cheaper to read than a
-	// channel's length. Each is raised after its send and lowered after its
-	// receive, so it can lag the channel, and dip to -1 for a moment: read
-	// anything at or below zero as empty. A sender raises it before its CAS,
-	// so a drainer that stores idle and then looks never misses one.
-	users     atomic.Int32
-	systems   atomic.Int32
-	status    atomic.Int32
+	state     atomic.Int64
+	user      *ring
+	system    chan any
+	systems   atomic.Int32 // system messages in the channel, raised after each send
 	suspended atomic.Bool
 	closed    atomic.Bool
-	mode      Dispatch
-	budget    int
-	invoker   actor.MessageInvoker
-	dispatch  actor.Dispatcher
-	kick      chan struct{} // wakes the dedicated goroutine; at most one outstanding
-	quit      chan struct{} // closed when the actor stops
-	done      chan struct{} // closed when the dedicated goroutine, if any, has returned
+	// handed says the mailbox is held for the dedicated goroutine, which
+	// has not started on it yet. Whoever clears it holds the mailbox: that
+	// goroutine when it wakes, or under Hybrid a sender or a waiting caller
+	// passing by (see help), so queued callers are not kept waiting for a
+	// goroutine the scheduler may not run for a while.
+	handed   atomic.Bool
+	mode     Dispatch
+	budget   int
+	spin     spinner
+	direct   Handler // the actor, if it takes user messages straight
+	inline   any     // the message its own sender is running; only the holder touches it
+	invoker  actor.MessageInvoker
+	dispatch actor.Dispatcher
+	kick     chan struct{} // wakes the dedicated goroutine; at most one outstanding
+	quit     chan struct{} // closed when the actor stops
+	done     chan struct{} // closed when the dedicated goroutine, if any, has returned
 }
 
 func newMailbox(mode Dispatch, budget int) *mailbox {
@@ -97,13 +127,14 @@ func newMailbox(mode Dispatch, budget int) *mailbox {
 		budget = 1
 	}
 	m := &mailbox{
-		user:   make(chan any, mailboxSize),
+		user:   newRing(mailboxSize),
 		system: make(chan any, systemSize),
 		mode:   mode,
 		budget: budget,
 		quit:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
+	m.spin.init()
 	switch mode {
 	case Hybrid, Dedicated:
 		m.kick = make(chan struct{}, 1)
@@ -113,40 +144,72 @@ func newMailbox(mode Dispatch, budget int) *mailbox {
 	return m
 }
 
-// PostUserMessage enqueues a message and makes sure something will run it.
+// PostUserMessage queues a message and makes sure something will run it.
 // It blocks only while the mailbox holds mailboxSize messages.
 //
-// Under Hybrid, a sender that finds the actor idle with nothing queued runs
-// its message at once without passing it through the queue: nobody can be
-// ahead of it, and the queue's send and receive are most of an uncontended
-// call's cost.
-func (m *mailbox) PostUserMessage(msg any) {
-	if m.mode == Hybrid && m.users.Load() <= 0 && m.systems.Load() <= 0 && m.status.CompareAndSwap(idle, running) {
-		// The counters can lag their channels; the lengths cannot change
-		// under us now (only the holder of running receives), so they say
-		// for certain that nobody is ahead.
-		if len(m.user) == 0 && len(m.system) == 0 && !m.suspended.Load() && !m.closed.Load() {
+// Under Hybrid, a sender that finds the mailbox idle with nothing counted
+// runs its message at once without passing it through the queue: nobody
+// can be ahead of it, not even a sender half way through queueing, since
+// senders count first. It then runs what others queued meanwhile, up to the
+// budget, and hands the rest to the actor's goroutine.
+func (m *mailbox) PostUserMessage(msg any) { m.post(msg) }
+
+// post is PostUserMessage, reporting where msg was queued: its place in
+// the ring plus one, or 0 if its sender ran it at once.
+func (m *mailbox) post(msg any) uint64 {
+	if m.mode == Hybrid && m.state.Load() == 0 && m.state.CompareAndSwap(0, running) {
+		if !m.suspended.Load() && !m.closed.Load() {
+			m.inline = msg
 			m.invoke(msg)
+			m.inline = nil
 			if m.drain(1, m.budget) {
 				m.handoff()
 			}
-			return
+			return 0
 		}
-		// Someone is ahead, or the actor is suspended or stopped: let go,
-		// and queue as everyone does (a full queue must not be waited on
-		// while holding the mailbox).
-		m.status.Store(idle)
+		// Suspended or stopped: let go, and queue it as everyone does; a
+		// full queue must not be waited on while holding the mailbox.
+		if !m.let() {
+			m.run() // something arrived meanwhile that may run now
+		}
 	}
-	m.user <- msg
-	m.users.Add(1)
-	m.schedule()
+	m.state.Add(queued)
+	at := m.user.push(msg) + 1
+	m.claim()
+	return at
 }
 
-// PostSystemMessage enqueues a protoactor system message.
+// PostSystemMessage queues a protoactor system message.
 func (m *mailbox) PostSystemMessage(msg any) {
+	m.state.Add(queued)
 	m.system <- msg
 	m.systems.Add(1)
-	m.schedule()
+	m.claim()
+}
+
+// claim takes the mailbox after queueing, if nobody holds it, and runs it.
+// A holder that let go before the message was published looks again
+// afterwards (see let), so one of the two always runs it.
+func (m *mailbox) claim() {
+	for s := m.state.Load(); s&running == 0; s = m.state.Load() {
+		if m.state.CompareAndSwap(s, s|running) {
+			m.run()
+			return
+		}
+	}
+	m.help()
+}
+
+// help takes over a mailbox handed to the dedicated goroutine that has not
+// started on it, under Hybrid, and runs up to the budget of its messages:
+// a caller passing by does the work instead of waiting for a goroutine to
+// be scheduled, which on a busy machine can take a whole time slice.
+func (m *mailbox) help() {
+	if m.mode == Hybrid && m.handed.Load() && m.handed.CompareAndSwap(true, false) {
+		if m.drain(0, m.budget) {
+			m.handoff()
+		}
+	}
 }
 
 // RegisterHandlers is called by protoactor when the actor is spawned.
@@ -162,26 +225,25 @@ func (m *mailbox) Start() {
 	}
 }
 
-// UserMessageCount reports how many user messages are queued.
-func (m *mailbox) UserMessageCount() int { return max(0, int(m.users.Load())) }
+// UserMessageCount reports how many messages are queued, user and system.
+func (m *mailbox) UserMessageCount() int { return max(0, int(m.state.Load()/queued)) }
 
 func (m *mailbox) loop() {
 	defer close(m.done)
 	for {
 		select {
 		case <-m.kick:
-			m.drain(0, 0)
+			if m.handed.CompareAndSwap(true, false) { // else a helper took it
+				m.drain(0, 0)
+			}
 		case <-m.quit:
 			// Whatever is still queued is refused here or by whoever posts
-			// next, so no caller is left waiting. A kick that raced with
-			// quit hands over a running mailbox: drain it.
-			select {
-			case <-m.kick:
+			// next, so no caller is left waiting. A handoff that raced with
+			// quit leaves a held mailbox: drain it.
+			if m.handed.CompareAndSwap(true, false) {
 				m.drain(0, 0)
-			default:
-				if m.status.CompareAndSwap(idle, running) {
-					m.drain(0, 0)
-				}
+			} else if s := m.state.Load(); s&running == 0 && m.state.CompareAndSwap(s, s|running) {
+				m.drain(0, 0)
 			}
 			return
 		}
@@ -196,10 +258,8 @@ func (m *mailbox) stop() {
 	}
 }
 
-func (m *mailbox) schedule() {
-	if !m.status.CompareAndSwap(idle, running) {
-		return
-	}
+// run schedules a mailbox its caller has just taken.
+func (m *mailbox) run() {
 	switch {
 	case m.closed.Load():
 		m.drain(0, 0)
@@ -214,11 +274,11 @@ func (m *mailbox) schedule() {
 	}
 }
 
-// pending says whether anything is queued.
-func (m *mailbox) pending() bool { return m.users.Load() > 0 || m.systems.Load() > 0 }
+// pending says whether anything is counted.
+func (m *mailbox) pending() bool { return m.state.Load() >= queued }
 
-// handoff passes a running mailbox to its dedicated goroutine. The status
-// stays running, so the kick channel never holds more than one.
+// handoff passes a held mailbox to its dedicated goroutine, or to whoever
+// helps first (see handed); the kick channel never holds more than one.
 func (m *mailbox) handoff() {
 	if m.closed.Load() {
 		// The goroutine is gone or going: whoever holds the mailbox drains
@@ -226,102 +286,139 @@ func (m *mailbox) handoff() {
 		m.drain(0, 0)
 		return
 	}
+	m.handed.Store(true)
 	select {
 	case m.kick <- struct{}{}:
-	case <-m.quit:
-		m.drain(0, 0)
+	default: // a kick is pending already: the goroutine will look at handed
+	}
+	if m.closed.Load() && m.handed.CompareAndSwap(true, false) {
+		m.drain(0, 0) // the goroutine may have gone meanwhile
 	}
 }
 
 func (m *mailbox) process() { m.drain(0, 0) }
 
-// drain runs messages while the mailbox is running, n of them already run
-// by its caller. With limit > 0 it runs until n reaches limit and reports
-// true if it stopped with messages left (the mailbox still running, for the
-// caller to hand off); otherwise it runs until the mailbox is empty, yielding
-// every throughput messages, and returns false with the mailbox idle.
+// drain runs messages while it holds the mailbox, n of them already run by
+// its caller. With limit > 0 it runs until n reaches limit and reports true
+// if it stopped with messages left (still holding the mailbox, for the
+// caller to hand off); otherwise it runs until nothing it may run is left,
+// yielding every throughput messages, and returns false having let go.
 func (m *mailbox) drain(n, limit int) (more bool) {
-	if limit > 0 && n >= limit && m.pending() {
-		return true
-	}
 	for {
-		for m.step() {
+		for limit <= 0 || n < limit {
+			if !m.step() {
+				break
+			}
 			n++
-			if limit > 0 && n >= limit {
-				if m.pending() {
-					return true
-				}
-			} else if limit <= 0 && n%throughput == 0 {
+			if limit <= 0 && n%throughput == 0 {
 				runtime.Gosched()
 			}
 		}
-		m.status.Store(idle)
-		// A sender may have enqueued after step saw nothing and failed its
-		// CAS while we were running: look once more before leaving.
-		if m.systems.Load() <= 0 && (m.suspended.Load() || m.users.Load() <= 0) {
-			return false
+		if limit > 0 && n >= limit && m.pending() {
+			return true
 		}
-		if !m.status.CompareAndSwap(idle, running) {
+		if m.let() {
 			return false
 		}
 	}
+}
+
+// let lets the mailbox go, and reports false if it took it back because a
+// message it may run arrived meanwhile. A sender whose message was counted
+// but not yet published when the holder looked (or found the actor
+// suspended) saw the mailbox held and left the message to the holder; so
+// after letting go the holder looks again. Either the sender's claim comes
+// after the letting go, and it sees the mailbox free; or its publishing
+// came before it, and the holder sees the message.
+func (m *mailbox) let() bool {
+	if m.state.And(^running) == running {
+		return true // nothing was counted: nobody is half way through queueing
+	}
+	if !m.runnable() {
+		return true
+	}
+	for s := m.state.Load(); s&running == 0; s = m.state.Load() {
+		if m.state.CompareAndSwap(s, s|running) {
+			return false
+		}
+	}
+	return true // somebody else holds it now and will run it
+}
+
+// runnable says whether a message that may run now is published.
+func (m *mailbox) runnable() bool {
+	return m.systems.Load() > 0 || !m.suspended.Load() && m.user.ready()
 }
 
 // step runs one message, system messages first. It reports false when there
 // is nothing it may run.
 func (m *mailbox) step() (ran bool) {
-	var msg any
-	defer func() {
-		if r := recover(); r != nil {
-			// The supervisor decides what happens next; the engine's
-			// strategy resumes, keeping the actor and its books.
-			m.invoker.EscalateFailure(r, msg)
-			ran = true
-		}
-	}()
-	if !m.pending() {
-		return false // the common case, without the cost of two selects
+	if m.state.Load() < queued {
+		return false // the common case, without touching the queues
 	}
-	select {
-	case msg = <-m.system:
-		m.systems.Add(-1)
-		switch msg.(type) {
-		case *actor.SuspendMailbox:
-			m.suspended.Store(true)
-		case *actor.ResumeMailbox:
-			m.suspended.Store(false)
+	if m.systems.Load() > 0 {
+		var msg any
+		select {
+		case msg = <-m.system:
 		default:
-			m.invoker.InvokeSystemMessage(msg)
+			return false
 		}
+		m.systems.Add(-1)
+		m.state.Add(-queued)
+		m.system1(msg)
 		return true
-	default:
 	}
 	if m.suspended.Load() {
 		return false
 	}
-	select {
-	case msg = <-m.user:
-		m.users.Add(-1)
-		if m.closed.Load() {
-			if r, ok := msg.(Refusable); ok {
-				r.Refuse()
-			}
-			return true
+	msg, ok := m.user.pop()
+	if !ok {
+		return false // counted, not yet published: its sender will see to it
+	}
+	m.state.Add(-queued)
+	if m.closed.Load() {
+		if r, ok := msg.(Refusable); ok {
+			r.Refuse()
 		}
-		m.invoke(msg)
 		return true
+	}
+	m.invoke(msg)
+	return true
+}
+
+// system1 runs one system message, handing a panic to the supervisor.
+func (m *mailbox) system1(msg any) {
+	defer func() {
+		if r := recover(); r != nil {
+			m.invoker.EscalateFailure(r, msg)
+		}
+	}()
+	switch msg.(type) {
+	case *actor.SuspendMailbox:
+		m.suspended.Store(true)
+	case *actor.ResumeMailbox:
+		m.suspended.Store(false)
 	default:
-		return false
+		m.invoker.InvokeSystemMessage(msg)
 	}
 }
 
 // invoke runs one user message, handing a panic to the supervisor: the
-// engine's strategy resumes the actor, keeping its state.
+// engine's strategy resumes the actor, keeping its state. A Handler gets it
+// straight, unless it is one of protoactor's own, which need its context.
 func (m *mailbox) invoke(msg any) {
 	defer func() {
 		if r := recover(); r != nil {
 			m.invoker.EscalateFailure(r, msg)
 		}
 	}()
+	if m.direct != nil {
+		switch msg.(type) {
+		case *actor.MessageEnvelope, *actor.PoisonPill, actor.AutoRespond:
+		default:
+			m.direct.Handle(msg)
+			return
+		}
+	}
 	m.invoker.InvokeUserMessage(msg)
 }

@@ -308,10 +308,16 @@ func (p *Pool[T]) Give(item T, now int64) bool {
 		p.idle = append(p.idle, p.register(item, now))
 		return true
 	}
-	e := &p.recs[i]
-	if !e.lent {
+	if !p.recs[i].lent {
 		return true
 	}
+	return p.giveBack(i, now)
+}
+
+// giveBack takes back the lent resource of record i, keeping it idle if it
+// may be kept.
+func (p *Pool[T]) giveBack(i int, now int64) bool {
+	e := &p.recs[i]
 	p.lent--
 	if s := p.ward.shedder; s != nil {
 		s.Done(now, elapsed(now, e.at))

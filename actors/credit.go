@@ -1,0 +1,269 @@
+package actors
+
+import (
+	"math"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/policy"
+)
+
+// Credit is tokens a bucket actor has lent its callers ahead of time, so
+// that an Allow costs one atomic operation instead of a round trip: the
+// credit-based flow control of TCP's window and Reactive Streams'
+// request(n). A caller draws from it with Draw; when it is dry the caller
+// asks the actor, which takes back what is left, answers exactly, and
+// lends a fresh batch if nobody is waiting.
+//
+// The actor never takes lent tokens out of its bucket: they stay inside,
+// reserved, until it takes the credit back and learns how many were drawn.
+// So the tokens in the bucket, less those reserved, plus the credit never
+// come to more than the burst, whatever the timing, and the callers
+// together never get more than the exact bucket would let through over any
+// stretch of time. The price is under-admission: tokens drawn but not yet
+// accounted for still take room in the bucket, so a bucket that fills up
+// during a quiet spell holds up to one lease fewer than the exact one
+// would (see SpawnBucketCredit for the figure measured).
+//
+// A nil *Credit draws nothing. The zero Credit is dry.
+type Credit struct {
+	n atomic.Int64
+}
+
+// Draw takes n whole tokens if the credit holds them. It never blocks.
+func (c *Credit) Draw(n int64) bool {
+	if c == nil || n < 1 {
+		return false
+	}
+	for v := c.n.Load(); v >= n; v = c.n.Load() {
+		if c.n.CompareAndSwap(v, v-n) {
+			return true
+		}
+	}
+	return false
+}
+
+// leaseOf is how many tokens a bucket of burst lends at a time: a
+// sixteenth of the burst, so the under-admission stays a small share of
+// it, and at most maxLease, so that share is small in tokens too. A bucket
+// whose lease would be under one token lends nothing: every call is asked
+// of the actor, exactly as without credit.
+func leaseOf(burst float64) int64 {
+	const maxLease = 1024
+	return int64(min(math.Floor(burst/16), maxLease))
+}
+
+// SpawnBucketCredit is SpawnBucket with credit: it also returns the Credit
+// the actor lends to, which callers Draw from before they ask the actor (a
+// nil Credit, and the bucket lends nothing, when the burst is under
+// sixteen tokens).
+//
+// Allow without Wait drawn from credit is decided by one atomic operation;
+// everything the actor answers is exact, since it takes back every lent
+// token before it answers an Allow, a Left or a Tick, and it lends nothing
+// while anybody is parked, so Wait, Left and the FIFO are exactly as
+// SpawnBucket's. The one difference is under-admission after quiet spells,
+// at most one lease (a sixteenth of the burst, and 1,024 tokens at most) per
+// quiet spell. TestCreditNeverOverAdmits measured, at 1,000 tokens a
+// second, how many fewer calls went through than through the exact
+// bucket: 3.7% and 3.9% for bursts of 16 and 64 under a trickle, a quiet
+// spell and a flood, over and over (0.33% and 0.03% for bursts of 1,000
+// and 10,000); up to 1.1% at a steady 1.5 times the rate, from the bucket
+// full at the start; and none under repeated bursts or random traffic.
+func SpawnBucketCredit(e *engine.Engine, name string, rate, burst float64) (*engine.Ref, *Credit, error) {
+	if e == nil {
+		return nil, nil, errNoEngine
+	}
+	r := newBucketRule(rate, burst)
+	lease := leaseOf(r.burst)
+	l := newLimiter(e, r, *policy.NewBucket(r.rate, r.burst, e.Now()))
+	if lease < 1 {
+		ref, err := e.Spawn(name, l, nil)
+		return ref, nil, err
+	}
+	b := &lender{limiter: l, credit: new(Credit), lease: lease}
+	ref, err := e.Spawn(name, b, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ref, b.credit, nil
+}
+
+// lender is a bucket actor that lends tokens to its Credit.
+type lender struct {
+	*limiter[policy.Bucket, bucketRule]
+	credit  *Credit
+	lease   int64
+	lent    int64 // tokens lent and not yet taken back: reserved in the bucket
+	stopped bool
+}
+
+// Receive takes back the credit, so the bucket is exact while the message
+// is handled, and lends afresh afterwards if nobody waits.
+func (b *lender) Receive(c actor.Context) { lending(c, b.limiter, b, &b.stopped) }
+
+// Handle is Receive for a user message, which the engine hands over
+// straight; it must not fall through to the limiter's own Handle, which
+// knows nothing of the credit.
+func (b *lender) Handle(msg any) {
+	b.reclaim()
+	b.limiter.Handle(msg)
+	if !b.stopped {
+		b.lend()
+	}
+}
+
+// lending runs one message of an actor that lends: it takes the lease back
+// first, so inner answers from exact books, and lends afresh after, until
+// the actor stops.
+func lending(c actor.Context, inner actor.Actor, l interface {
+	reclaim()
+	lend()
+}, stopped *bool) {
+	l.reclaim()
+	inner.Receive(c)
+	switch c.Message().(type) {
+	case *actor.Stopping, *actor.Stopped:
+		*stopped = true
+	}
+	if !*stopped {
+		l.lend()
+	}
+}
+
+// reclaim takes back what is left of the credit. What was drawn leaves
+// the bucket at the clock's time now, no earlier than any draw: taken at
+// an earlier instant, the tokens would free room in a full bucket that it
+// then refills, which is letting through more than the bucket allows.
+func (b *lender) reclaim() {
+	if b.lent == 0 {
+		return
+	}
+	drawn := b.lent - b.credit.n.Swap(0)
+	b.lent = 0
+	if drawn > 0 {
+		b.seen(b.alarm.clock.Now())
+		// The reserve covers it: the bucket held lent tokens when they were
+		// lent, and has only earned since.
+		b.rule.take(&b.state, b.now, float64(drawn))
+	}
+}
+
+// lend lends up to a lease of what the bucket holds, unless somebody is
+// parked: they come first, and credit would let Allows overtake them.
+func (b *lender) lend() {
+	if b.q.parked > 0 {
+		return
+	}
+	n := min(b.lease, int64(b.state.Tokens(b.now)))
+	if n < 1 {
+		return
+	}
+	b.lent = n
+	b.credit.n.Store(n)
+}
+
+// Room is room in a gate that its actor has lent its callers ahead of
+// time, so Enter and Leave each cost one atomic operation. One word holds
+// how much was lent and how much of it is free; Enter takes from the free,
+// Leave gives back while some of the lent is taken, and everything else
+// (a dry lease, a Leave of someone who entered through the actor) is asked
+// of the actor, which takes the lease back first. The actor counts all
+// lent room as held, so the gate's limit holds exactly, and since it takes
+// the lease back before every answer it gives, a refusal or a Left is
+// exact too.
+type Room struct {
+	w atomic.Uint64 // lent<<32 | free
+}
+
+// Enter takes a unit of room if some is free. It never blocks.
+func (r *Room) Enter() bool {
+	if r == nil {
+		return false
+	}
+	for w := r.w.Load(); w&roomMask != 0; w = r.w.Load() {
+		if r.w.CompareAndSwap(w, w-1) {
+			return true
+		}
+	}
+	return false
+}
+
+// Leave gives a unit back if some of the lent room is taken, and reports
+// whether it did; if not, the caller tells the actor.
+func (r *Room) Leave() bool {
+	if r == nil {
+		return false
+	}
+	for w := r.w.Load(); w&roomMask < w>>32; w = r.w.Load() {
+		if r.w.CompareAndSwap(w, w+1) {
+			return true
+		}
+	}
+	return false
+}
+
+const roomMask = 1<<32 - 1
+
+// SpawnGateCredit is SpawnGate with lent room: it also returns the Room
+// callers Enter and Leave through before they ask the actor. Enter
+// answers as SpawnGate's does, and never lets more than limit in; Left is
+// exact. A gate with a limit under sixteen lends nothing and returns a nil
+// Room.
+func SpawnGateCredit(e *engine.Engine, name string, limit int) (*engine.Ref, *Room, error) {
+	if e == nil {
+		return nil, nil, errNoEngine
+	}
+	g := &gateActor{gate: *policy.NewGate(limit), limit: limit}
+	lease := int64(64)
+	if limit > 0 {
+		lease = min(lease, int64(limit/16))
+	}
+	if lease < 1 {
+		ref, err := e.Spawn(name, g, nil)
+		return ref, nil, err
+	}
+	r := &roomLender{gateActor: g, room: new(Room), lease: int(lease)}
+	ref, err := e.Spawn(name, r, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ref, r.room, nil
+}
+
+// roomLender is a gate actor that lends room.
+type roomLender struct {
+	*gateActor
+	room    *Room
+	lease   int
+	lent    int // room lent, counted as held by the gate
+	stopped bool
+}
+
+// Receive takes the lease back, so the gate is exact while the message is
+// handled, and lends afresh afterwards.
+func (r *roomLender) Receive(c actor.Context) { lending(c, r.gateActor, r, &r.stopped) }
+
+// reclaim takes the lease back: the room still free leaves the gate's
+// count, and what was taken stays counted, as held by those inside.
+func (r *roomLender) reclaim() {
+	if r.lent == 0 {
+		return
+	}
+	free := int(r.room.w.Swap(0) & roomMask)
+	r.lent = 0
+	for range free {
+		r.gate.Leave()
+	}
+}
+
+// lend lends up to a lease of the room the gate has.
+func (r *roomLender) lend() {
+	n := 0
+	for n < r.lease && r.gate.Enter() {
+		n++
+	}
+	r.lent = n
+	r.room.w.Store(uint64(n)<<32 | uint64(n))
+}

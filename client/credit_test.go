@@ -1,0 +1,174 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/internal/vclock"
+	"github.com/moonpool-go/moonpool/policy"
+)
+
+// arrival is a batch of Allows at one instant, offset from the start.
+type arrival struct {
+	at    time.Duration
+	calls int
+}
+
+// creditPatterns are the traffic shapes a lent batch of tokens could be
+// caught out by, for a bucket of rate per second and burst.
+func creditPatterns(rate, burst float64) map[string][]arrival {
+	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	fill := burst / rate // seconds for an empty bucket to fill
+	p := map[string][]arrival{}
+	var at time.Duration
+	var tqf []arrival
+	for range 20 { // a trickle, a quiet spell, a flood
+		for range 10 {
+			at += sec(2 / rate)
+			tqf = append(tqf, arrival{at, 1})
+		}
+		at += sec(3 * fill)
+		tqf = append(tqf, arrival{at, int(3 * burst)})
+	}
+	p["trickle-quiet-flood"] = tqf
+	var steady []arrival
+	for i := range 4000 {
+		steady = append(steady, arrival{sec(float64(i) / (1.5 * rate)), 1})
+	}
+	p["steady"] = steady
+	var bursts []arrival
+	for i := range 10 {
+		bursts = append(bursts, arrival{sec(float64(i) * fill), int(2 * burst)})
+	}
+	p["burst"] = bursts
+	rng := rand.New(rand.NewPCG(1, 2))
+	var random []arrival
+	at = 0
+	for range 4000 {
+		at += sec(rng.ExpFloat64() * fill / 20)
+		random = append(random, arrival{at, 1 + rng.IntN(int(min(burst/4, 64))+1)})
+	}
+	p["random"] = random
+	return p
+}
+
+// TestCreditNeverOverAdmits drives a client.Bucket, whose actor lends
+// tokens to its callers, through trickle-quiet-flood, steady, burst and
+// random traffic on the virtual clock. What it lets through must pass an
+// exact policy.Bucket of the same rate and burst fed only those calls,
+// which is to say it never let more through over any stretch of time than
+// the bucket allows; and it may let fewer through than an exact bucket fed
+// every call, by at most a lease per time the bucket filled up.
+func TestCreditNeverOverAdmits(t *testing.T) {
+	const rate = 1000.0
+	for _, burst := range []float64{16, 64, 1000, 10000} {
+		for name, pattern := range creditPatterns(rate, burst) {
+			t.Run(fmt.Sprintf("burst=%v/%s", burst, name), func(t *testing.T) {
+				clock := vclock.NewVirtual()
+				eng := engine.New(engine.WithClock(clock))
+				defer eng.Shutdown(context.Background())
+				start := clock.Now()
+				b, err := client.NewBucket(eng, rate, burst)
+				if err != nil {
+					t.Fatal(err)
+				}
+				shadow := policy.NewBucket(rate, burst, start) // fed what b let through
+				exact := policy.NewBucket(rate, burst, start)  // fed every call
+				var ours, theirs, fills int
+				full := true
+				for i, a := range pattern {
+					clock.Advance(time.Duration(start + int64(a.at) - clock.Now()))
+					now := clock.Now()
+					if f := exact.Tokens(now) >= burst; f && !full {
+						fills++
+					}
+					for range a.calls {
+						if b.Allow() {
+							ours++
+							if !shadow.Take(now, 1) {
+								t.Fatalf("arrival %d at +%v: let through more than the bucket allows (%d so far)", i, a.at, ours)
+							}
+						}
+						if exact.Take(now, 1) {
+							theirs++
+						}
+					}
+					full = exact.Tokens(now) >= burst
+				}
+				lease := int(min(burst/16, 1024))
+				if short := theirs - ours; short > (fills+1)*lease {
+					t.Fatalf("let %d through against the exact bucket's %d: %d short, more than a lease (%d) per fill (%d)", ours, theirs, short, lease, fills)
+				}
+				t.Logf("burst %v %s: %d against the exact %d (%.2f%% under; lease %d, %d fills)",
+					burst, name, ours, theirs, 100*float64(theirs-ours)/float64(theirs), lease, fills)
+			})
+		}
+	}
+}
+
+// TestGateRoomExact: a gate that lends room fills to exactly its limit,
+// reports exactly how many are inside, ignores Leaves of nobody, and never
+// has more than its limit inside under concurrent use.
+func TestGateRoomExact(t *testing.T) {
+	const limit = 64 // lends four at a time
+	g, err := client.NewGate(gateEngine(t), limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		n := 0
+		for g.Enter() {
+			n++
+			if h := g.Held(); h != n {
+				t.Fatalf("round %d: Held %d with %d inside", round, h, n)
+			}
+		}
+		if n != limit {
+			t.Fatalf("round %d: %d got in, limit %d", round, n, limit)
+		}
+		for range limit {
+			g.Leave()
+		}
+		for range 10 { // nobody is inside: these must change nothing
+			g.Leave()
+		}
+		if h := g.Held(); h != 0 {
+			t.Fatalf("round %d: Held %d after everyone left", round, h)
+		}
+	}
+	var inside, most atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for range 2000 {
+				if !g.Enter() {
+					continue
+				}
+				n := inside.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				if n%3 == 0 { // hold some while others come and go
+					inside.Add(-1)
+					g.Leave()
+					continue
+				}
+				inside.Add(-1)
+				g.Leave()
+			}
+		})
+	}
+	wg.Wait()
+	if m := most.Load(); m > limit {
+		t.Fatalf("%d inside at once, limit %d", m, limit)
+	}
+	if h := g.Held(); h != 0 {
+		t.Fatalf("Held %d once everyone left", h)
+	}
+}
