@@ -169,10 +169,10 @@ func ExampleRetry() {
 
 	start := clock.Now()
 	b := policy.Backoff{Base: 100 * time.Millisecond, Factor: 2, Cap: time.Second, Attempts: 4, Jitter: policy.Rigid}
-	err := client.Retry(context.Background(), eng, b, func(ctx context.Context) error {
+	err := client.Retry(context.Background(), b, func(ctx context.Context) error {
 		fmt.Println("attempt at", time.Duration(clock.Now()-start))
 		return errors.New("connection refused")
-	}, client.WithSource(rand.New(rand.NewPCG(1, 2))))
+	}, client.SleepOn(eng.Clock()), client.WithSource(rand.New(rand.NewPCG(1, 2))))
 	fmt.Println(err)
 	// Output:
 	// attempt at 0s
@@ -193,14 +193,14 @@ func ExampleRetryAfter() {
 	start := clock.Now()
 	var back time.Duration
 	calls := 0
-	err := client.Retry(context.Background(), eng, policy.DefaultBackoff, func(ctx context.Context) error {
+	err := client.Retry(context.Background(), policy.DefaultBackoff, func(ctx context.Context) error {
 		calls++
 		if calls == 1 {
 			return client.RetryAfter(errors.New("503 busy"), 2*time.Second)
 		}
 		back = time.Duration(clock.Now() - start)
 		return nil
-	})
+	}, client.SleepOn(eng.Clock()))
 	fmt.Println(err, back >= 2*time.Second, back <= 2*time.Second+200*time.Millisecond)
 	// Output:
 	// <nil> true true
@@ -208,12 +208,9 @@ func ExampleRetryAfter() {
 
 // A permanent error is not retried: Retry returns it at once.
 func ExamplePermanent() {
-	eng := engine.New()
-	defer eng.Shutdown(context.Background())
-
 	errBadRequest := errors.New("400 bad request")
 	calls := 0
-	err := client.Retry(context.Background(), eng, policy.DefaultBackoff, func(ctx context.Context) error {
+	err := client.Retry(context.Background(), client.DefaultBackoff, func(ctx context.Context) error {
 		calls++
 		return client.Permanent(errBadRequest)
 	})

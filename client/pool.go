@@ -200,44 +200,38 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 	if ctx.Err() != nil {
 		return zero, ctxError(ctx)
 	}
-	for {
-		t := p.tickets.Get().(*ticket[T])
-		tk := &t.take
-		tk.Now, tk.Wait, tk.Slot = p.stamp(p.stampTake), true, &t.slot
-		tk.Deadline = 0
-		if p.stampTake { // only the ward's holds look at the deadline
-			tk.Deadline = deadlineOf(ctx, tk.Now)
-		}
-		t.slot.Ask(p.ref, tk)
-		var a actors.Answer[T]
-		if t.slot.Ready() { // answered already when the actor ran inline
-			a = t.slot.Take()
-			p.tickets.Put(t)
-		} else {
-			a = p.await(ctx, t)
-			if a.Err == errWithdrawn {
-				return zero, ctxError(ctx)
-			}
-		}
-		switch {
-		case errors.Is(a.Err, actors.ErrHeld):
-			return zero, &WaitError{Wait: a.After}
-		case a.Err != nil:
-			return zero, refusal(a.Err)
-		case a.Verdict == policy.Ready:
-			return a.Item, nil
-		case a.Verdict == policy.Make:
-			return p.make(ctx)
-		case a.Verdict == policy.Shed:
-			return zero, shedError(a.Why)
-		case a.Verdict == policy.Later:
-			// Only a Take that does not wait is answered Later; should one
-			// come, sleep it out on the engine's clock and ask again.
-			if err := p.eng.Sleep(ctx, a.After); err != nil {
-				return zero, ctxError(ctx)
-			}
+	t := p.tickets.Get().(*ticket[T])
+	tk := &t.take
+	tk.Now, tk.Wait, tk.Slot = p.stamp(p.stampTake), true, &t.slot
+	tk.Deadline = 0
+	if p.stampTake { // only the ward's holds look at the deadline
+		tk.Deadline = deadlineOf(ctx, tk.Now)
+	}
+	t.slot.Ask(p.ref, tk)
+	var a actors.Answer[T]
+	if t.slot.Ready() { // answered already when the actor ran inline
+		a = t.slot.Take()
+		p.tickets.Put(t)
+	} else {
+		a = p.await(ctx, t)
+		if a.Err == errWithdrawn {
+			return zero, ctxError(ctx)
 		}
 	}
+	switch {
+	case errors.Is(a.Err, actors.ErrHeld):
+		return zero, &WaitError{Wait: a.After}
+	case a.Err != nil:
+		return zero, refusal(a.Err)
+	case a.Verdict == policy.Ready:
+		return a.Item, nil
+	case a.Verdict == policy.Make:
+		return p.make(ctx)
+	case a.Verdict == policy.Shed:
+		return zero, shedError(a.Why)
+	}
+	// A waiting Take parks on Wait and Later; it is never answered either.
+	return zero, fmt.Errorf("moonpool: get: unexpected answer %v", a.Verdict)
 }
 
 // errWithdrawn marks a Take withdrawn because its ctx ended.

@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/internal/vclock"
 	"github.com/moonpool-go/moonpool/policy"
 )
 
@@ -57,7 +57,20 @@ func (e *RetryError) Unwrap() []error {
 type RetryOption func(*retrySettings)
 
 type retrySettings struct {
-	draw func() float64 // in [0, 1)
+	draw  func() float64 // in [0, 1)
+	clock Clock          // what the sleeps are slept on
+}
+
+// SleepOn makes Retry sleep on c: an engine's clock (Engine.Clock), so the
+// sleeps follow the same time as the pools and limiters, or a
+// moontest.Clock in a test. Without it Retry sleeps on the real clock; a nil
+// c is ignored.
+func SleepOn(c Clock) RetryOption {
+	return func(s *retrySettings) {
+		if c != nil {
+			s.clock = c
+		}
+	}
 }
 
 // WithSource makes Retry draw its jitter from r, one Float64 per retry, so
@@ -124,7 +137,7 @@ type hinter interface{ RetryAfter() time.Duration }
 
 // Retry runs fn until it succeeds, as backoff allows: at most
 // backoff.Attempts runs in all, sleeping backoff.Delay(retry, draw,
-// previous) on the engine's clock before each retry, with one draw from the
+// previous) on the real clock (or SleepOn's) before each retry, with one draw from the
 // source (see WithSource) per retry. With a seeded source the sleeps are
 // exactly backoff.Schedule of the same draws. ctx is passed to every run.
 //
@@ -137,8 +150,7 @@ type hinter interface{ RetryAfter() time.Duration }
 //   - a *RetryError wrapping the last failure and a *WaitError
 //     (ErrExceedsDeadline) when the next sleep would end after ctx's
 //     deadline, at once rather than sleeping towards a certain failure;
-//   - ErrNoAttempts when backoff allows no attempt; an error for a nil eng
-//     or fn.
+//   - ErrNoAttempts when backoff allows no attempt; an error for a nil fn.
 //
 // A retry-after hint carried by the failure — made with RetryAfter, or any
 // error in the chain with a RetryAfter() time.Duration method — replaces
@@ -149,14 +161,11 @@ type hinter interface{ RetryAfter() time.Duration }
 // and a crowd spread over at least a tenth of the hint. The spread is drawn
 // whatever the backoff's jitter, since it is the crowd it is for. The
 // hinted sleep is the previous delay a Decorrelated backoff grows from.
-func Retry(ctx context.Context, eng *engine.Engine, backoff policy.Backoff, fn func(ctx context.Context) error, opts ...RetryOption) error {
-	if eng == nil {
-		return errors.New("moonpool: Retry: nil engine")
-	}
+func Retry(ctx context.Context, backoff Backoff, fn func(ctx context.Context) error, opts ...RetryOption) error {
 	if fn == nil {
 		return errors.New("moonpool: Retry: nil fn")
 	}
-	s := retrySettings{draw: rand.Float64}
+	s := retrySettings{draw: rand.Float64, clock: vclock.Real()}
 	for _, o := range opts {
 		if o != nil {
 			o(&s)
@@ -180,7 +189,7 @@ func Retry(ctx context.Context, eng *engine.Engine, backoff policy.Backoff, fn f
 			if dl, ok := ctx.Deadline(); ok && d > time.Until(dl) {
 				return &RetryError{Attempts: made, Err: last, Cause: &WaitError{Wait: d}}
 			}
-			if err := eng.Sleep(ctx, d); err != nil {
+			if err := vclock.Sleep(ctx, s.clock, d); err != nil {
 				return &RetryError{Attempts: made, Err: last, Cause: ctx.Err()}
 			}
 		}

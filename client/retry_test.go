@@ -40,10 +40,10 @@ func (r *retryRig) run(ctx context.Context, b policy.Backoff, fn func(attempt in
 	r.calls = nil
 	out := make(chan error, 1)
 	go func() {
-		out <- client.Retry(ctx, r.eng, b, func(context.Context) error {
+		out <- client.Retry(ctx, b, func(context.Context) error {
 			r.calls = append(r.calls, r.clock.Now())
 			return fn(len(r.calls))
-		}, opts...)
+		}, append(opts, client.SleepOn(r.eng.Clock()))...)
 	}()
 	net, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -244,8 +244,8 @@ func TestRetryCancelDuringSleep(t *testing.T) {
 	out := make(chan error, 1)
 	runs := 0
 	go func() {
-		out <- client.Retry(ctx, eng, policy.Backoff{Base: time.Hour, Attempts: 5, Jitter: policy.Rigid},
-			func(context.Context) error { runs++; return errDown })
+		out <- client.Retry(ctx, policy.Backoff{Base: time.Hour, Attempts: 5, Jitter: policy.Rigid},
+			func(context.Context) error { runs++; return errDown }, client.SleepOn(eng.Clock()))
 	}()
 	net, stop := context.WithTimeout(context.Background(), time.Minute)
 	defer stop()
@@ -266,7 +266,7 @@ func TestRetryCancelDuringSleep(t *testing.T) {
 	}
 	// A ctx done before the first attempt runs nothing.
 	runs = 0
-	err = client.Retry(ctx, eng, policy.DefaultBackoff, func(context.Context) error { runs++; return nil })
+	err = client.Retry(ctx, policy.DefaultBackoff, func(context.Context) error { runs++; return nil }, client.SleepOn(eng.Clock()))
 	if !errors.Is(err, context.Canceled) || runs != 0 {
 		t.Fatalf("Retry on a done ctx = %v after %d runs", err, runs)
 	}
@@ -293,16 +293,13 @@ func TestRetryBadInput(t *testing.T) {
 	r := newRetryRig(t)
 	ran := false
 	fn := func(context.Context) error { ran = true; return nil }
-	if err := client.Retry(context.Background(), r.eng, policy.Backoff{}, fn); !errors.Is(err, client.ErrNoAttempts) || ran {
+	if err := client.Retry(context.Background(), policy.Backoff{}, fn); !errors.Is(err, client.ErrNoAttempts) || ran {
 		t.Fatalf("zero Backoff: %v (ran %v), want ErrNoAttempts without running", err, ran)
 	}
-	if err := client.Retry(context.Background(), nil, policy.DefaultBackoff, fn); err == nil || ran {
-		t.Fatal("nil engine accepted")
-	}
-	if err := client.Retry(context.Background(), r.eng, policy.DefaultBackoff, nil); err == nil {
+	if err := client.Retry(context.Background(), policy.DefaultBackoff, nil); err == nil {
 		t.Fatal("nil fn accepted")
 	}
-	if err := client.Retry(context.Background(), r.eng, policy.DefaultBackoff, fn, nil, client.WithSource(nil)); err != nil || !ran {
+	if err := client.Retry(context.Background(), policy.DefaultBackoff, fn, nil, client.WithSource(nil), client.SleepOn(nil)); err != nil || !ran {
 		t.Fatalf("nil options: %v", err)
 	}
 	// A negative hint is read as none: spread over the ceiling from zero.

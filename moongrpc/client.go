@@ -14,6 +14,10 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// errNoEngine fails every call of an interceptor built without an engine,
+// before anything is sent.
+var errNoEngine = errors.New("moongrpc: UnaryClientInterceptor: nil engine")
+
 // UnaryClientInterceptor retries a unary call that failed with one of
 // retryOn (codes.Unavailable and codes.ResourceExhausted when none is
 // given) through client.Retry: at most backoff.Attempts tries in all,
@@ -47,8 +51,11 @@ func UnaryClientInterceptor(eng *engine.Engine, backoff policy.Backoff, retryOn 
 	}
 	retryOn = slices.Clone(retryOn)
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if eng == nil {
+			return errNoEngine
+		}
 		var last error
-		err := client.Retry(ctx, eng, backoff, func(ctx context.Context) error {
+		err := client.Retry(ctx, backoff, func(ctx context.Context) error {
 			var trailer metadata.MD
 			// A fresh slice each time: appending to opts itself could
 			// write into the caller's backing array.
@@ -69,7 +76,7 @@ func UnaryClientInterceptor(eng *engine.Engine, backoff policy.Backoff, retryOn 
 				return client.RetryAfter(err, wait)
 			}
 			return err
-		})
+		}, client.SleepOn(eng.Clock()))
 		var re *client.RetryError
 		switch {
 		case err == nil || last == nil:

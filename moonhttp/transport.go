@@ -95,7 +95,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	rt := &roundTrip{t: t, base: base, req: req, once: once}
-	err := client.Retry(ctx, t.Engine, b, rt.attempt)
+	err := client.Retry(ctx, b, rt.attempt, client.SleepOn(t.Engine.Clock()))
 	if !rt.sent {
 		closeBody(req) // never handed to base, which would have closed it
 	}

@@ -278,6 +278,21 @@ func later(now int64, d time.Duration) int64 {
 	return now + int64(d)
 }
 
+// StopAll stops every pending timer, as Stop on each would, and reports how
+// many it stopped: for a test's cleanup, so nothing it left pending can fire
+// later.
+func (v *Virtual) StopAll() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := len(v.timers)
+	for _, t := range v.timers {
+		t.index, t.f = -1, nil
+	}
+	clear(v.timers)
+	v.timers = v.timers[:0]
+	return n
+}
+
 // timer is one AfterFunc registration.
 type timer struct {
 	v     *Virtual

@@ -771,3 +771,28 @@ func TestRandomLatenessIsSeeded(t *testing.T) {
 		t.Fatalf("only %d distinct lateness values in 200 timers", len(distinct))
 	}
 }
+
+// TestStopAll: StopAll drops every pending timer; none fires afterwards and
+// each Stop reports it no longer pending.
+func TestStopAll(t *testing.T) {
+	v := vclock.NewVirtual()
+	fired := 0
+	timers := []vclock.Timer{v.AfterFunc(time.Second, func() { fired++ }), v.AfterFunc(time.Minute, func() { fired++ })}
+	if n := v.StopAll(); n != 2 || v.Pending() != 0 {
+		t.Fatalf("StopAll stopped %d, %d still pending; want 2, 0", n, v.Pending())
+	}
+	v.Advance(time.Hour)
+	if fired != 0 {
+		t.Errorf("%d timers fired after StopAll", fired)
+	}
+	for i, tm := range timers {
+		if tm.Stop() {
+			t.Errorf("timer %d: Stop after StopAll says it was pending", i)
+		}
+	}
+	v.AfterFunc(0, func() { fired++ }) // the clock goes on working
+	v.Advance(0)
+	if fired != 1 {
+		t.Errorf("a timer registered after StopAll fired %d times", fired)
+	}
+}
