@@ -216,16 +216,16 @@ func (m *Close) Refuse() { m.Reply <- Stats{} }
 // Refuse answers a Drained that reached a stopped actor.
 func (m *Drained) Refuse() { m.Reply <- Stats{} }
 
-// Refuse answers a Inspect that reached a stopped actor.
+// Refuse answers an Inspect that reached a stopped actor.
 func (m *Inspect) Refuse() { m.Reply <- Stats{} }
 
-// Refuse answers a Allow that reached a stopped actor.
+// Refuse answers an Allow that reached a stopped actor.
 func (m *Allow) Refuse() { m.answer(Permit{After: policy.Never, Err: ErrStopped}) }
 
 // Refuse answers a Left that reached a stopped actor.
 func (m *Left) Refuse() { m.Reply <- Permit{Err: ErrStopped} }
 
-// Refuse answers a Enter that reached a stopped actor.
+// Refuse answers an Enter that reached a stopped actor.
 func (m *Enter) Refuse() { m.Reply <- Permit{Err: ErrStopped} }
 
 // answer sends a Take's one answer where the caller waits for it.
