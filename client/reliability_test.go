@@ -3,7 +3,9 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -421,5 +423,77 @@ func TestShedErrors(t *testing.T) {
 		if !errors.Is(err, c.want) || errors.Is(err, ErrShed) != c.shed {
 			t.Errorf("%v: %v; want %v, matching ErrShed: %v", c.why, err, c.want, c.shed)
 		}
+	}
+}
+
+// TestDialScheduleDeadBackend: against a dead backend with only a backoff
+// in the ward, once the first failures are in, each hold ends in exactly
+// one dial, the probe, however many callers wait; the others dial only
+// once one works. Before, every waiting caller dialled when a hold ended:
+// 16 callers made 80 dials in 3 s, in bursts of the pool's size (issue 14).
+func TestDialScheduleDeadBackend(t *testing.T) {
+	for _, callers := range []int{1, 16} {
+		t.Run(fmt.Sprintf("%d callers", callers), func(t *testing.T) {
+			const outage = 3 * time.Second
+			backoff := policy.Backoff{Base: 100 * time.Millisecond, Factor: 2, Cap: time.Second, Jitter: policy.Rigid}
+			clock := vclock.NewVirtual()
+			start := clock.Now()
+			r := newRigOn(t, clock, PoolConfig[*conn]{Limits: policy.Limits{Size: 8}, Ward: policy.Ward{Backoff: backoff}})
+			r.be.up.Store(start + int64(outage))
+			ctx, cancel := context.WithCancel(r.ctx)
+			defer cancel()
+			var served atomic.Int64
+			var wg sync.WaitGroup
+			for range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for ctx.Err() == nil {
+						c, err := r.pool.Get(ctx)
+						if err == nil {
+							served.Add(1)
+							_ = r.pool.Put(c)
+							return
+						}
+						if !errors.As(err, new(*OpenError)) && ctx.Err() == nil {
+							t.Errorf("get: %v", err)
+							return
+						}
+					}
+				}()
+			}
+			quiet := func() bool { return served.Load()+int64(r.pool.Stats().Waiting()) == int64(callers) }
+			if err := drive(ctx, clock, quiet, func() bool { return served.Load() == int64(callers) }); err != nil {
+				t.Errorf("at +%v: %v (served %d of %d)", time.Duration(clock.Now()-start), err, served.Load(), callers)
+				cancel()
+			}
+			wg.Wait()
+
+			perInstant := map[int64]int{}
+			var instants []int64
+			for _, at := range r.be.tries() {
+				if perInstant[at] == 0 {
+					instants = append(instants, at)
+				}
+				perInstant[at]++
+			}
+			first := perInstant[instants[0]]
+			if first > min(callers, 8) {
+				t.Errorf("%d dials at the start, more than the callers or the pool's size", first)
+			}
+			for k, at := range instants[1:] {
+				if at >= start+int64(outage) {
+					break // the backend is back: the probe worked, and the rest may dial
+				}
+				if n := perInstant[at]; n != 1 {
+					t.Errorf("%d dials at +%v (hold %d), want the one probe", n, time.Duration(at-start), k+1)
+				}
+			}
+			if served.Load() != int64(callers) {
+				t.Errorf("served %d of %d once the backend was back", served.Load(), callers)
+			}
+			t.Logf("dials at %v", offsets(r.be.tries(), start))
+			r.balance()
+		})
 	}
 }
