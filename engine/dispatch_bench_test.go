@@ -31,7 +31,7 @@ func BenchmarkDispatch(b *testing.B) {
 		d      Dispatch
 		budget int
 	}
-	for _, s := range []setting{{Hybrid, 1}, {Hybrid, 4}, {Hybrid, 16}, {Dedicated, 1}, {Spawn, 1}, {Synchronized, 1}} {
+	for _, s := range []setting{{Hybrid, 1}, {Hybrid, 4}, {Hybrid, 16}, {Dedicated, 1}, {Stock, 1}, {Synchronized, 1}} {
 		for _, callers := range []int{1, 8, 64, 512} {
 			name := s.d.String()
 			if s.d == Hybrid {

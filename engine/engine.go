@@ -294,9 +294,6 @@ type Ref struct {
 // Name is the name the actor was spawned under.
 func (r *Ref) Name() string { return r.name }
 
-// PID is the actor's protoactor address.
-func (r *Ref) PID() *actor.PID { return r.pid }
-
 // Engine is the engine the actor runs on.
 func (r *Ref) Engine() *Engine { return r.engine }
 

@@ -31,7 +31,7 @@ func (c counter) Receive(ctx actor.Context) {
 }
 
 func TestSpawnLookupStop(t *testing.T) {
-	for _, d := range []Dispatch{Hybrid, Dedicated, Spawn, Synchronized} {
+	for _, d := range []Dispatch{Hybrid, Dedicated, Stock, Synchronized} {
 		t.Run(d.String(), func(t *testing.T) {
 			e := New(WithDispatch(d, 2))
 			defer e.Shutdown(context.Background())

@@ -22,9 +22,9 @@ const (
 	// Dedicated gives every actor one long-lived goroutine that runs all of
 	// its messages; senders only enqueue.
 	Dedicated
-	// Spawn is protoactor's default dispatcher: a new goroutine whenever the
+	// Stock is protoactor's default dispatcher: a new goroutine whenever the
 	// mailbox goes from idle to busy.
-	Spawn
+	Stock
 	// Synchronized is protoactor's synchronized dispatcher: the sender that
 	// finds the actor idle runs every message queued until the mailbox is
 	// empty, however many other callers keep adding.
@@ -38,8 +38,8 @@ func (d Dispatch) String() string {
 		return "hybrid"
 	case Dedicated:
 		return "dedicated"
-	case Spawn:
-		return "spawn"
+	case Stock:
+		return "stock"
 	case Synchronized:
 		return "synchronized"
 	}

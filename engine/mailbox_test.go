@@ -53,7 +53,7 @@ func (o *orderly) Handle(msg any) {
 // time, in its sender's order, and every answer arrives (none is stranded
 // by a holder letting go just as a sender queues).
 func TestMailboxStress(t *testing.T) {
-	for _, d := range []Dispatch{Hybrid, Dedicated, Spawn, Synchronized} {
+	for _, d := range []Dispatch{Hybrid, Dedicated, Stock, Synchronized} {
 		for _, budget := range []int{1, 16} {
 			if d != Hybrid && budget != 1 {
 				continue
