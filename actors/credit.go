@@ -109,6 +109,11 @@ func (b *lender) Receive(c actor.Context) { lending(c, b.limiter, b, &b.stopped)
 func (b *lender) Handle(msg any) {
 	b.reclaim()
 	b.limiter.Handle(msg)
+	if _, ok := msg.(*Retune); ok {
+		// A lease follows the burst; lending nothing stays so, since
+		// callers hold no Credit to draw from.
+		b.lease = max(leaseOf(b.rule.burst), 1)
+	}
 	if !b.stopped {
 		b.lend()
 	}
@@ -137,6 +142,7 @@ func lending(c actor.Context, inner actor.Actor, l interface {
 // an earlier instant, the tokens would free room in a full bucket that it
 // then refills, which is letting through more than the bucket allows.
 func (b *lender) reclaim() {
+	b.watch() // lent tokens are still inside: the most it held
 	if b.lent == 0 {
 		return
 	}

@@ -91,8 +91,9 @@ func (d Decision) RetryAfter() int {
 // usable.
 type Bucket struct {
 	l      limiter
-	rate   float64        // tokens a second, as the bucket reads it
-	burst  float64        // most it holds, as the bucket reads it
+	tune   sync.Mutex     // one retune at a time, so SetLimit and SetBurst do not undo each other
+	rate   atomicFloat    // tokens a second, as the bucket reads it
+	burst  atomicFloat    // most it holds, as the bucket reads it
 	credit *actors.Credit // tokens the actor lent ahead of time; nil for a small burst
 }
 
@@ -115,7 +116,10 @@ func NewBucket(eng *engine.Engine, rate, burst float64) (*Bucket, error) {
 	// A full bucket holds its burst: reading it back keeps the rules for
 	// odd bursts in policy alone.
 	burst = policy.NewBucket(rate, burst, 0).Tokens(0)
-	return &Bucket{l: limiter{eng: eng, ref: ref}, rate: rate, burst: burst, credit: credit}, nil
+	b := &Bucket{l: limiter{eng: eng, ref: ref}, credit: credit}
+	b.rate.Store(rate)
+	b.burst.Store(burst)
+	return b, nil
 }
 
 // Allow is whether a token is there now, taking it if so. It never blocks.
@@ -139,7 +143,8 @@ func (b *Bucket) Allow() bool { return b.AllowN(1) }
 // burst, or NaN, is never allowed. A whole n is drawn from the lent batch
 // when it holds that many.
 func (b *Bucket) AllowN(n float64) bool {
-	if b.credit != nil && n >= 1 && n == math.Trunc(n) && n <= b.burst && !b.l.closed.Load() && b.credit.Draw(int64(n)) {
+	if b.credit != nil && n >= 1 && n == math.Trunc(n) && n <= b.burst.Load() && !b.l.closed.Load() && b.credit.Draw(int64(n)) {
+		b.l.counts.allowed.Add(1)
 		return true
 	}
 	return b.l.allow("", n)
@@ -174,8 +179,9 @@ func (b *Bucket) Wait(ctx context.Context) error { return b.WaitN(ctx, 1) }
 // engine's clock from the engine's Now, so under a virtual clock it still
 // means "this much longer".
 func (b *Bucket) WaitN(ctx context.Context, n float64) error {
-	if !(n <= b.burst) {
-		return fmt.Errorf("%w: %v tokens, burst %v", ErrExceedsBurst, n, b.burst)
+	if burst := b.burst.Load(); !(n <= burst) {
+		b.l.counts.refused.Add(1)
+		return fmt.Errorf("%w: %v tokens, burst %v", ErrExceedsBurst, n, burst)
 	}
 	return b.l.wait(ctx, "", n)
 }
@@ -216,7 +222,8 @@ func (b *Bucket) Close(ctx context.Context) error { return b.l.close(ctx) }
 // NewWindow; the zero Window is not usable.
 type Window struct {
 	l      limiter
-	allow  int
+	tune   sync.Mutex
+	allow  atomic.Int64
 	window time.Duration
 }
 
@@ -232,7 +239,9 @@ func NewWindow(eng *engine.Engine, allow int, window time.Duration) (*Window, er
 	if err != nil {
 		return nil, fmt.Errorf("moonpool: NewWindow: %w", err)
 	}
-	return &Window{l: limiter{eng: eng, ref: ref}, allow: allow, window: window}, nil
+	w := &Window{l: limiter{eng: eng, ref: ref}, window: window}
+	w.allow.Store(int64(allow))
+	return w, nil
 }
 
 // Allow is whether an event fits the quota now, counting it if so. It
@@ -280,6 +289,7 @@ type limiter struct {
 	eng    *engine.Engine
 	ref    *engine.Ref
 	closed atomic.Bool
+	counts counts
 }
 
 // allowReqs holds Allow requests with their reply channels (room for one)
@@ -349,6 +359,7 @@ func (l *limiter) ask(key string, n float64) (actors.Permit, bool) {
 	p := a.slot.Take()
 	a.req.Key = "" // let the string go
 	allowSlots.Put(a)
+	l.counts.count(p)
 	return p, p.Err == nil
 }
 
@@ -389,11 +400,13 @@ func (l *limiter) wait(ctx context.Context, key string, n float64) error {
 	select {
 	case p := <-req.Reply:
 		l.done(req)
+		l.counts.count(p)
 		return permitErr(p)
 	case <-ctx.Done():
 		l.ref.Send(actors.Withdraw{Allow: req})
 		p := <-req.Reply // exactly one answer: the grant or the withdrawal
 		// req stays out of the pool: the Withdraw may still be queued.
+		l.counts.count(p)
 		if p.OK {
 			return nil
 		}
