@@ -185,8 +185,9 @@ type (
 	// counted events. Lent credit is taken back first, so the limiter never
 	// admits more than the retuned policy would. Parked callers keep their
 	// places and are served by the new numbers (one wanting more than a new
-	// burst is answered ErrDeadline). Answered with OK and Left. Keyed
-	// limiters do not serve it.
+	// burst is answered ErrDeadline). Answered with OK and Left. A keyed
+	// limiter retunes every key it holds, and makes new keys by the new
+	// numbers (its answer carries no Left).
 	Retune struct {
 		Now         int64
 		Rate, Burst float64 // a bucket's

@@ -91,9 +91,7 @@ func (d Decision) RetryAfter() int {
 // usable.
 type Bucket struct {
 	l      limiter
-	tune   sync.Mutex     // one retune at a time, so SetLimit and SetBurst do not undo each other
-	rate   atomicFloat    // tokens a second, as the bucket reads it
-	burst  atomicFloat    // most it holds, as the bucket reads it
+	nums   bucketNumbers
 	credit *actors.Credit // tokens the actor lent ahead of time; nil for a small burst
 }
 
@@ -117,8 +115,8 @@ func NewBucket(eng *engine.Engine, rate, burst float64) (*Bucket, error) {
 	// odd bursts in policy alone.
 	burst = policy.NewBucket(rate, burst, 0).Tokens(0)
 	b := &Bucket{l: limiter{eng: eng, ref: ref}, credit: credit}
-	b.rate.Store(rate)
-	b.burst.Store(burst)
+	b.nums.rate.Store(rate)
+	b.nums.burst.Store(burst)
 	return b, nil
 }
 
@@ -143,7 +141,7 @@ func (b *Bucket) Allow() bool { return b.AllowN(1) }
 // burst, or NaN, is never allowed. A whole n is drawn from the lent batch
 // when it holds that many.
 func (b *Bucket) AllowN(n float64) bool {
-	if b.credit != nil && n >= 1 && n == math.Trunc(n) && n <= b.burst.Load() && !b.l.closed.Load() && b.credit.Draw(int64(n)) {
+	if b.credit != nil && n >= 1 && n == math.Trunc(n) && n <= b.nums.burst.Load() && !b.l.closed.Load() && b.credit.Draw(int64(n)) {
 		b.l.counts.allowed.Add(1)
 		return true
 	}
@@ -179,7 +177,7 @@ func (b *Bucket) Wait(ctx context.Context) error { return b.WaitN(ctx, 1) }
 // engine's clock from the engine's Now, so under a virtual clock it still
 // means "this much longer".
 func (b *Bucket) WaitN(ctx context.Context, n float64) error {
-	if burst := b.burst.Load(); !(n <= burst) {
+	if burst := b.nums.burst.Load(); !(n <= burst) {
 		b.l.counts.refused.Add(1)
 		return fmt.Errorf("%w: %v tokens, burst %v", ErrExceedsBurst, n, burst)
 	}
@@ -221,10 +219,8 @@ func (b *Bucket) Close(ctx context.Context) error { return b.l.close(ctx) }
 // leaves the window. It is safe for concurrent use. Build one with
 // NewWindow; the zero Window is not usable.
 type Window struct {
-	l      limiter
-	tune   sync.Mutex
-	allow  atomic.Int64
-	window time.Duration
+	l    limiter
+	nums windowNumbers
 }
 
 // NewWindow starts a sliding-window quota on eng, empty. An allow <= 0 is
@@ -239,8 +235,9 @@ func NewWindow(eng *engine.Engine, allow int, window time.Duration) (*Window, er
 	if err != nil {
 		return nil, fmt.Errorf("moonpool: NewWindow: %w", err)
 	}
-	w := &Window{l: limiter{eng: eng, ref: ref}, window: window}
-	w.allow.Store(int64(allow))
+	w := &Window{l: limiter{eng: eng, ref: ref}}
+	w.nums.allow.Store(int64(allow))
+	w.nums.window = window
 	return w, nil
 }
 

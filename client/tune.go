@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +17,75 @@ type atomicFloat struct{ bits atomic.Uint64 }
 func (f *atomicFloat) Load() float64   { return math.Float64frombits(f.bits.Load()) }
 func (f *atomicFloat) Store(x float64) { f.bits.Store(math.Float64bits(x)) }
 
+// bucketNumbers are a bucket's rate and burst, kept on the callers' side
+// so that Limit, Burst, Quota and the burst check of AllowN never ask the
+// actor; a retune changes them once the actor has.
+type bucketNumbers struct {
+	tune  sync.Mutex  // one retune at a time, so SetLimit and SetBurst do not undo each other
+	rate  atomicFloat // tokens a second, as the bucket reads it
+	burst atomicFloat // most it holds, as the bucket reads it
+}
+
+// set sends l's actor rate and burst, read as NewBucket reads them, and
+// keeps them once they are in force. The caller holds n.tune.
+func (n *bucketNumbers) set(l *limiter, rate, burst float64) error {
+	if !(rate > 0) {
+		rate = 0
+	}
+	burst = policy.NewBucket(rate, burst, 0).Tokens(0)
+	if err := l.retune(&actors.Retune{Rate: rate, Burst: burst}); err != nil {
+		return err
+	}
+	n.rate.Store(rate)
+	n.burst.Store(burst)
+	return nil
+}
+
+func (n *bucketNumbers) setLimit(l *limiter, rate float64) error {
+	n.tune.Lock()
+	defer n.tune.Unlock()
+	return n.set(l, rate, n.burst.Load())
+}
+
+func (n *bucketNumbers) setBurst(l *limiter, burst float64) error {
+	n.tune.Lock()
+	defer n.tune.Unlock()
+	return n.set(l, n.rate.Load(), burst)
+}
+
+// quota is the bucket as a quota: the burst in whole requests and the time
+// it takes to fill from empty, 0 when it never does.
+func (n *bucketNumbers) quota() (q int, w time.Duration) {
+	rate, burst := n.rate.Load(), n.burst.Load()
+	q = whole(burst)
+	if rate > 0 {
+		w = time.Duration(math.Min(burst/rate*float64(time.Second), float64(policy.Never)))
+		w = max(w, 1)
+	}
+	return q, w
+}
+
+// windowNumbers are a window's quota, kept on the callers' side.
+type windowNumbers struct {
+	tune   sync.Mutex
+	allow  atomic.Int64
+	window time.Duration // fixed
+}
+
+func (n *windowNumbers) setAllow(l *limiter, allow int) error {
+	n.tune.Lock()
+	defer n.tune.Unlock()
+	if err := l.retune(&actors.Retune{Allow: allow}); err != nil {
+		return err
+	}
+	n.allow.Store(int64(allow))
+	return nil
+}
+
+func (n *windowNumbers) quota() (q int, w time.Duration) {
+	return int(max(n.allow.Load(), 0)), max(n.window, 0)
+}
+
 // SetLimit changes the bucket's rate to rate tokens a second, keeping what
 // it holds: the tokens earned so far count at the old rate, and the new
 // rate applies from the engine's Now on, as x/time/rate's SetLimit. Tokens
@@ -26,82 +96,66 @@ func (f *atomicFloat) Store(x float64) { f.bits.Store(math.Float64bits(x)) }
 //
 // SetLimit blocks for one round trip to the bucket's actor; when it
 // returns the new rate is in force. After Close it returns ErrClosed.
-func (b *Bucket) SetLimit(rate float64) error {
-	b.tune.Lock()
-	defer b.tune.Unlock()
-	return b.retune(rate, b.burst.Load())
-}
+func (b *Bucket) SetLimit(rate float64) error { return b.nums.setLimit(&b.l, rate) }
 
 // SetBurst changes the most the bucket holds, keeping what it holds up to
 // the new burst: a lower burst cuts the tokens to it at once; a higher one
 // fills on at the rate. burst is read as NewBucket reads it (<= 0 is a
 // second's worth of the current rate, at least one). Callers in Wait for
 // more than the new burst are answered with a *WaitError of policy.Never,
-// since their wait can never end; Allow and Wait refuse such n from then
+// since their wait can never end; AllowN and WaitN refuse such n from then
 // on. It blocks as SetLimit does; after Close it returns ErrClosed.
-func (b *Bucket) SetBurst(burst float64) error {
-	b.tune.Lock()
-	defer b.tune.Unlock()
-	return b.retune(b.rate.Load(), burst)
-}
-
-// retune sends the bucket's actor its new numbers and waits for them to
-// be in force. The caller holds b.tune.
-func (b *Bucket) retune(rate, burst float64) error {
-	if !(rate > 0) {
-		rate = 0
-	}
-	burst = policy.NewBucket(rate, burst, 0).Tokens(0)
-	if err := b.l.retune(&actors.Retune{Rate: rate, Burst: burst}); err != nil {
-		return err
-	}
-	b.rate.Store(rate)
-	b.burst.Store(burst)
-	return nil
-}
+func (b *Bucket) SetBurst(burst float64) error { return b.nums.setBurst(&b.l, burst) }
 
 // Limit is the bucket's rate, tokens a second, as it reads it now. It
 // never blocks.
-func (b *Bucket) Limit() float64 { return b.rate.Load() }
+func (b *Bucket) Limit() float64 { return b.nums.rate.Load() }
 
 // Burst is the most the bucket holds now. It never blocks.
-func (b *Bucket) Burst() float64 { return b.burst.Load() }
+func (b *Bucket) Burst() float64 { return b.nums.burst.Load() }
 
 // Quota is the bucket stated as a quota, for a RateLimit-Policy header: q
 // is the burst in whole requests, rounded down, and w the time it takes
-// to fill from empty (0 for a bucket that earns nothing, a quota that
+// to fill from empty (0 for a bucket that earns nothing: a quota that
 // never comes back). It follows SetLimit and SetBurst, and never blocks.
-func (b *Bucket) Quota() (q int, w time.Duration) {
-	rate, burst := b.rate.Load(), b.burst.Load()
-	q = whole(burst)
-	if rate > 0 {
-		w = time.Duration(math.Min(burst/rate*float64(time.Second), float64(policy.Never)))
-		w = max(w, 1)
-	}
-	return q, w
-}
+func (b *Bucket) Quota() (q int, w time.Duration) { return b.nums.quota() }
+
+// SetLimit changes every key's rate at once, as Bucket.SetLimit does the
+// one bucket's: what each key holds is kept, keys not seen yet start full
+// under the new numbers. It costs the actor a pass over the keys it holds.
+func (k *KeyedBucket) SetLimit(rate float64) error { return k.nums.setLimit(&k.l, rate) }
+
+// SetBurst changes every key's burst at once, as Bucket.SetBurst.
+func (k *KeyedBucket) SetBurst(burst float64) error { return k.nums.setBurst(&k.l, burst) }
+
+// Limit is each key's rate now, as Bucket.Limit.
+func (k *KeyedBucket) Limit() float64 { return k.nums.rate.Load() }
+
+// Burst is each key's burst now, as Bucket.Burst.
+func (k *KeyedBucket) Burst() float64 { return k.nums.burst.Load() }
+
+// Quota is each key's quota now, as Bucket.Quota: what moonhttp.Limit
+// reads for its RateLimit-Policy field.
+func (k *KeyedBucket) Quota() (q int, w time.Duration) { return k.nums.quota() }
 
 // SetAllow changes how many events the window allows, keeping the events
 // it has counted: lowered below them, it refuses until enough have left
 // the window; raised, it has room at once. An allow <= 0 is a quota of
 // nothing. Callers in Wait keep their places. It blocks for one round trip
 // to the window's actor; after Close it returns ErrClosed.
-func (w *Window) SetAllow(allow int) error {
-	w.tune.Lock()
-	defer w.tune.Unlock()
-	if err := w.l.retune(&actors.Retune{Allow: allow}); err != nil {
-		return err
-	}
-	w.allow.Store(int64(allow))
-	return nil
-}
+func (w *Window) SetAllow(allow int) error { return w.nums.setAllow(&w.l, allow) }
 
 // Quota is the window's quota, allow events in any stretch w long, as
-// SetAllow left it (w is 0 for a window that counts nothing). It never
+// SetAllow left it (w is 0 for a window that forgets at once). It never
 // blocks.
-func (w *Window) Quota() (q int, window time.Duration) {
-	return int(max(w.allow.Load(), 0)), max(w.window, 0)
-}
+func (w *Window) Quota() (q int, window time.Duration) { return w.nums.quota() }
+
+// SetAllow changes every key's allow at once, as Window.SetAllow does the
+// one window's.
+func (k *KeyedWindow) SetAllow(allow int) error { return k.nums.setAllow(&k.l, allow) }
+
+// Quota is each key's quota now, as Window.Quota.
+func (k *KeyedWindow) Quota() (q int, window time.Duration) { return k.nums.quota() }
 
 // retune sends m and waits for its answer.
 func (l *limiter) retune(m *actors.Retune) error {

@@ -282,3 +282,63 @@ func TestLimiterStats(t *testing.T) {
 			s.Allowed(), s.Refused(), s.Waited(), s.WaitTime())
 	}
 }
+
+// TestKeyedBucketSetLimit: a keyed bucket retunes every key at once,
+// keeping what each holds; a key seen later starts full under the new
+// numbers; a key's parked caller is served at the new rate.
+func TestKeyedBucketSetLimit(t *testing.T) {
+	r := newLimitRig(t)
+	k, _ := NewKeyedBucket(r.eng, 1, 4)
+	if !k.AllowN("a", 4) || k.AllowN("a", 1) {
+		t.Fatal("AllowN(a, 4) then 1: want yes, no")
+	}
+	ch := waitAsync(r.ctx, func(ctx context.Context) error { return k.WaitN(ctx, "a", 2) })
+	r.awaitParked(&k.l, "a", 1)
+	r.to(time.Second) // a holds 1
+	if err := k.SetLimit(10); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.SetBurst(8); err != nil {
+		t.Fatal(err)
+	}
+	r.to(time.Second + 99*time.Millisecond)
+	if r.parked(&k.l, "a") != 1 {
+		t.Fatal("a's waiter granted before its second token")
+	}
+	r.to(time.Second + 100*time.Millisecond)
+	if err := r.result(ch, "WaitN"); err != nil {
+		t.Fatalf("WaitN = %v", err)
+	}
+	if got := k.Tokens("b"); got != 8 {
+		t.Errorf("a new key holds %v, want the new burst 8", got)
+	}
+	if q, w := k.Quota(); q != 8 || w != 800*time.Millisecond {
+		t.Errorf("Quota = %d, %v; want 8, 800ms", q, w)
+	}
+	if !errors.Is(k.WaitN(r.ctx, "a", 9), ErrExceedsBurst) {
+		t.Error("WaitN above the new burst did not refuse it")
+	}
+	if d := k.TryN("b", 8); !d.OK || d.Left != 0 {
+		t.Errorf("TryN(b, 8) = %+v", d)
+	}
+}
+
+// TestKeyedWindowSetAllow: every key keeps its counted events.
+func TestKeyedWindowSetAllow(t *testing.T) {
+	r := newLimitRig(t)
+	k, _ := NewKeyedWindow(r.eng, 2, time.Second)
+	k.Allow("a")
+	k.Allow("a")
+	if err := k.SetAllow(3); err != nil {
+		t.Fatal(err)
+	}
+	if !k.Allow("a") || k.Allow("a") {
+		t.Error("a: raised to 3 over 2 counted: want one more and no more")
+	}
+	if got := k.Left("new"); got != 3 {
+		t.Errorf("a new key has %d left, want 3", got)
+	}
+	if q, w := k.Quota(); q != 3 || w != time.Second {
+		t.Errorf("Quota = %d, %v", q, w)
+	}
+}
