@@ -273,8 +273,10 @@ func (s LimiterStats) Waited() int64 { return s.waited }
 // there.
 func (s LimiterStats) WaitTime() time.Duration { return s.waitTime }
 
-// counts is a limiter's tally: one atomic add per outcome, and none of the
-// clock, which the actor reads for a Wait's time in line.
+// counts is a limiter's tally: one atomic add per outcome that asked the
+// actor, and no clock read (the actor says how long a Wait was in line).
+// An Allow drawn from a bucket's credit adds nothing here: the credit
+// counts its draws in the word it changes anyway.
 type counts struct {
 	allowed, refused, waited, waitNs atomic.Int64
 }
@@ -306,7 +308,11 @@ func (c *counts) snapshot() LimiterStats {
 // Stats is a snapshot of the bucket's counts (see LimiterStats). It never
 // blocks: the counts are kept on the callers' side, so it asks nothing of
 // the actor.
-func (b *Bucket) Stats() LimiterStats { return b.l.counts.snapshot() }
+func (b *Bucket) Stats() LimiterStats {
+	s := b.l.counts.snapshot()
+	s.allowed += b.credit.Drawn()
+	return s
+}
 
 // Stats is a snapshot of the window's counts, as Bucket.Stats.
 func (w *Window) Stats() LimiterStats { return w.l.counts.snapshot() }

@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -340,5 +342,35 @@ func TestKeyedWindowSetAllow(t *testing.T) {
 	}
 	if q, w := k.Quota(); q != 3 || w != time.Second {
 		t.Errorf("Quota = %d, %v", q, w)
+	}
+}
+
+// TestLimiterStatsConcurrent: Allowed counts every granted Allow, those
+// drawn from the lent credit among them, however many callers race.
+func TestLimiterStatsConcurrent(t *testing.T) {
+	r := newLimitRig(t)
+	b, _ := NewBucket(r.eng, 1, 5000) // lends 312 at a time
+	var granted atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 1000 {
+				if b.Allow() {
+					granted.Add(1)
+				}
+				if s := b.Stats(); s.Allowed() > granted.Load()+8 {
+					t.Errorf("Stats counts %d allowed, more than were granted", s.Allowed())
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	s := b.Stats()
+	if s.Allowed() != granted.Load() || s.Allowed()+s.Refused() != 8000 || s.Allowed() != 5000 {
+		t.Errorf("Stats: allowed %d, refused %d; granted %d of 8000 against a burst of 5000",
+			s.Allowed(), s.Refused(), granted.Load())
 	}
 }
