@@ -219,6 +219,33 @@ func TestBucketReserveCancel(t *testing.T) {
 	}
 }
 
+// TestBucketReserveCancelOthersTake: other callers' takes of tokens that
+// were there anyway cost a reservation nothing; only the burst's cap does.
+func TestBucketReserveCancelOthersTake(t *testing.T) {
+	r := newLimitRig(t)
+	b, _ := NewBucket(r.eng, 1, 10)
+	b.AllowN(7)         // 3 held
+	res := b.Reserve(2) // 1 held, 3 without it
+	b.AllowN(1)         // 0, and 2 without it
+	r.to(7 * time.Second)
+	b.AllowN(1) // 6 held, 8 without it: under the burst, nothing lost
+	if got := res.Cancel(); got != 2 {
+		t.Errorf("Cancel with others' takes between gave back %v, want 2", got)
+	}
+	b.AllowN(8)
+	r.to(8 * time.Second)
+	res = b.Reserve(1) // 0 held, 1 without it
+	r.to(16 * time.Second)
+	b.AllowN(1)            // 7 held, 8 without it
+	r.to(19 * time.Second) // 10 held, and 10 without it: the cap took the difference
+	if got := res.Cancel(); got != 0 {
+		t.Errorf("Cancel once the bucket without it was full gave back %v, want 0", got)
+	}
+	if got := b.Tokens(); got != 10 {
+		t.Errorf("Tokens = %v, want 10", got)
+	}
+}
+
 // TestBucketReserveCancelServesParked: tokens given back go to the caller
 // in line.
 func TestBucketReserveCancelServesParked(t *testing.T) {
