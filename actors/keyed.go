@@ -169,9 +169,10 @@ func (k *keyed[S, R]) retune(m *Retune) {
 	for i := k.oldest; i >= 0; i = k.keys[i].next {
 		e := &k.keys[i]
 		k.rule.retune(&e.state, now, m)
-		// When it is full (empty) again under the new numbers: a key
-		// is forgotten only once that has come.
-		e.due = later(now, next.quiet(&e.state, now))
+		// Not forgotten before it is full (empty) under the new numbers,
+		// nor before the old due: a window retuned to allow nothing says
+		// it is quiet at once, but its events must outlive a later raise.
+		e.due = max(e.due, later(now, next.quiet(&e.state, now)))
 	}
 	k.rule = next
 	k.slack = next.span() / 8

@@ -104,7 +104,10 @@ func (b *Bucket) SetLimit(rate float64) error { return b.nums.setLimit(&b.l, rat
 // second's worth of the current rate, at least one). Callers in Wait for
 // more than the new burst are answered with a *WaitError of policy.Never,
 // since their wait can never end; AllowN and WaitN refuse such n from then
-// on. It blocks as SetLimit does; after Close it returns ErrClosed.
+// on. The batch Allow draws from follows the new burst, but a bucket made
+// with a burst under sixteen, which lends nothing, still lends nothing when
+// raised: its Allows keep asking the actor. It blocks as SetLimit does;
+// after Close it returns ErrClosed.
 func (b *Bucket) SetBurst(burst float64) error { return b.nums.setBurst(&b.l, burst) }
 
 // Limit is the bucket's rate, tokens a second, as it reads it now. It
@@ -259,9 +262,9 @@ type LimiterStats struct {
 func (s LimiterStats) Allowed() int64 { return s.allowed }
 
 // Refused is how many requests were not: Allows, Trys and Reserves
-// refused, and Waits that returned an error other than ErrClosed (their
-// deadline, their ctx, a request above the burst). Requests after Close
-// are not counted.
+// refused, and Waits the limiter turned away (their deadline, a request
+// above the burst) or whose ctx ended while they were in line. A Wait whose
+// ctx was done before it asked, and requests after Close, are not counted.
 func (s LimiterStats) Refused() int64 { return s.refused }
 
 // Waited is how many of the Waits that returned nil waited in line first,

@@ -401,3 +401,25 @@ func TestLimiterStatsConcurrent(t *testing.T) {
 			s.Allowed(), s.Refused(), granted.Load())
 	}
 }
+
+// TestKeyedWindowAllowNothingKeepsEvents: a keyed window retuned to allow
+// nothing and back does not forget a key's counted events meanwhile.
+func TestKeyedWindowAllowNothingKeepsEvents(t *testing.T) {
+	r := newLimitRig(t)
+	k, _ := NewKeyedWindow(r.eng, 2, time.Minute)
+	k.Allow("a")
+	k.Allow("a")
+	if err := k.SetAllow(0); err != nil {
+		t.Fatal(err)
+	}
+	r.to(time.Second) // the actor sweeps idle keys on a Tick and on calls
+	for range 4 {
+		k.Allow("b")
+	}
+	if err := k.SetAllow(2); err != nil {
+		t.Fatal(err)
+	}
+	if k.Allow("a") {
+		t.Error("a's two events were forgotten while it allowed nothing")
+	}
+}
