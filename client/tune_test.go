@@ -423,3 +423,38 @@ func TestKeyedWindowAllowNothingKeepsEvents(t *testing.T) {
 		t.Error("a's two events were forgotten while it allowed nothing")
 	}
 }
+
+// TestRetuneAfterClose: a closed limiter, or one whose engine shut down,
+// answers a retune with ErrClosed, a Reserve with a refusal of Never, and
+// a Cancel with nothing, never blocking.
+func TestRetuneAfterClose(t *testing.T) {
+	r := newLimitRig(t)
+	b, _ := NewBucket(r.eng, 1, 4)
+	res := b.Reserve(1)
+	w, _ := NewWindow(r.eng, 1, time.Second)
+	k, _ := NewKeyedBucket(r.eng, 1, 1)
+	if err := b.Close(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetLimit(2); !errors.Is(err, ErrClosed) {
+		t.Errorf("SetLimit after Close = %v", err)
+	}
+	if d := b.Reserve(1).Decision(); d.OK || d.Wait != policy.Never {
+		t.Errorf("Reserve after Close = %+v", d)
+	}
+	if got := res.Cancel(); got != 0 {
+		t.Errorf("Cancel after Close gave back %v", got)
+	}
+	if err := r.eng.Shutdown(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.SetAllow(2); !errors.Is(err, ErrClosed) {
+		t.Errorf("SetAllow after Shutdown = %v", err)
+	}
+	if err := k.SetBurst(2); !errors.Is(err, ErrClosed) {
+		t.Errorf("SetBurst after Shutdown = %v", err)
+	}
+	if k.Burst() != 1 {
+		t.Errorf("a refused SetBurst changed Burst to %v", k.Burst())
+	}
+}
