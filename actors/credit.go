@@ -2,6 +2,7 @@ package actors
 
 import (
 	"math"
+	"runtime"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -27,21 +28,58 @@ import (
 // would (see SpawnBucketCredit for the figure measured).
 //
 // A nil *Credit draws nothing. The zero Credit is dry.
+//
+// The one word Draw changes also counts the draws, so Drawn costs a caller
+// nothing: no second atomic operation on the fast path.
 type Credit struct {
-	n atomic.Int64
+	w     atomic.Uint64 // draws since the last lend << 32 | tokens lent and not drawn
+	drawn atomic.Int64  // draws the actor has taken back
+	seq   atomic.Uint64 // odd while the actor takes the credit back
 }
+
+// creditMask is the tokens in Credit.w; a lease is at most 1,024 tokens,
+// so the draws of one lease fit in the high half.
+const creditMask = 1<<32 - 1
 
 // Draw takes n whole tokens if the credit holds them. It never blocks.
 func (c *Credit) Draw(n int64) bool {
 	if c == nil || n < 1 {
 		return false
 	}
-	for v := c.n.Load(); v >= n; v = c.n.Load() {
-		if c.n.CompareAndSwap(v, v-n) {
+	for w := c.w.Load(); int64(w&creditMask) >= n; w = c.w.Load() {
+		if c.w.CompareAndSwap(w, w-uint64(n)+1<<32) {
 			return true
 		}
 	}
 	return false
+}
+
+// Drawn is how many Draws have succeeded, ever. It never blocks; it may
+// spin for the moment the actor takes the credit back.
+func (c *Credit) Drawn() int64 {
+	if c == nil {
+		return 0
+	}
+	for {
+		s := c.seq.Load()
+		if s&1 == 0 {
+			d, w := c.drawn.Load(), c.w.Load()
+			if c.seq.Load() == s {
+				return d + int64(w>>32)
+			}
+		}
+		runtime.Gosched()
+	}
+}
+
+// takeBack empties the credit and returns the tokens that were still in
+// it, counting the draws made since the last lend.
+func (c *Credit) takeBack() int64 {
+	c.seq.Add(1)
+	w := c.w.Swap(0)
+	c.drawn.Add(int64(w >> 32))
+	c.seq.Add(1)
+	return int64(w & creditMask)
 }
 
 // leaseOf is how many tokens a bucket of burst lends at a time: a
@@ -109,6 +147,11 @@ func (b *lender) Receive(c actor.Context) { lending(c, b.limiter, b, &b.stopped)
 func (b *lender) Handle(msg any) {
 	b.reclaim()
 	b.limiter.Handle(msg)
+	if _, ok := msg.(*Retune); ok {
+		// A lease follows the burst; lending nothing stays so, since
+		// callers hold no Credit to draw from.
+		b.lease = max(leaseOf(b.rule.burst), 1)
+	}
 	if !b.stopped {
 		b.lend()
 	}
@@ -137,10 +180,11 @@ func lending(c actor.Context, inner actor.Actor, l interface {
 // an earlier instant, the tokens would free room in a full bucket that it
 // then refills, which is letting through more than the bucket allows.
 func (b *lender) reclaim() {
+	b.watch() // lent tokens are still inside: the most it held
 	if b.lent == 0 {
 		return
 	}
-	drawn := b.lent - b.credit.n.Swap(0)
+	drawn := b.lent - b.credit.takeBack()
 	b.lent = 0
 	if drawn > 0 {
 		b.seen(b.alarm.clock.Now())
@@ -161,7 +205,7 @@ func (b *lender) lend() {
 		return
 	}
 	b.lent = n
-	b.credit.n.Store(n)
+	b.credit.w.Store(uint64(n))
 }
 
 // Room is room in a gate that its actor has lent its callers ahead of

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -138,6 +139,8 @@ func (k *keyed[S, R]) Handle(msg any) {
 			p = Permit{Left: k.rule.left(&k.spare, m.Now), After: k.rule.wait(&k.spare, m.Now, 0, 1)}
 		}
 		reply(m.Reply, p)
+	case *Retune:
+		k.retune(m)
 	case *keyCount:
 		m.reply <- [2]int{len(k.index), len(k.keys)}
 	case *actor.Stopped:
@@ -149,6 +152,37 @@ func (k *keyed[S, R]) Handle(msg any) {
 }
 
 func (k *keyed[S, R]) seen(now int64) { k.now = max(k.now, now) }
+
+// retune applies m to every key, as the unkeyed limiter's retune does to
+// its one: whom the old numbers owe is served first, then each key's state
+// takes the new numbers, and each line is served again by them. New keys
+// are made with the new numbers. It costs O(keys), which a retune, rare,
+// can afford.
+func (k *keyed[S, R]) retune(m *Retune) {
+	k.seen(m.Now)
+	now := k.now
+	for len(k.wakes) > 0 && k.q.lines[k.wakes[0]].at <= now {
+		k.serve(k.wakes[0])
+	}
+	k.spare = k.rule.fresh(now)
+	next := k.rule.retune(&k.spare, now, m).(R)
+	for i := k.oldest; i >= 0; i = k.keys[i].next {
+		e := &k.keys[i]
+		k.rule.retune(&e.state, now, m)
+		// Not forgotten before it is full (empty) under the new numbers,
+		// nor before the old due: a window retuned to allow nothing says
+		// it is quiet at once, but its events must outlive a later raise.
+		e.due = max(e.due, later(now, next.quiet(&e.state, now)))
+	}
+	k.rule = next
+	k.slack = next.span() / 8
+	for _, li := range slices.Clone(k.wakes) {
+		k.q.lines[li].at = math.MaxInt64 // the new numbers' to find
+		k.serve(li)
+	}
+	k.arm(now)
+	reply(m.Reply, Permit{OK: true})
+}
 
 func (k *keyed[S, R]) allow(m *Allow) {
 	// m is the caller's again once answered: read it first.

@@ -92,6 +92,7 @@ type limiter[S any, R rule[S]] struct {
 	q     queue // one line, number 0
 	alarm alarm
 	now   int64 // latest Now seen, for a Withdraw, which carries none
+	resv  reservations
 }
 
 func (l *limiter[S, R]) Receive(c actor.Context) {
@@ -105,6 +106,7 @@ func (l *limiter[S, R]) Receive(c actor.Context) {
 // Handle runs one message; the engine calls it straight for user messages
 // (see engine.Handler), and Receive for the rest.
 func (l *limiter[S, R]) Handle(msg any) {
+	l.watch()
 	switch m := msg.(type) {
 	case *Allow:
 		l.seen(m.Now)
@@ -137,6 +139,12 @@ func (l *limiter[S, R]) Handle(msg any) {
 			After:  l.rule.wait(&l.state, m.Now, ln.ahead, 1),
 			Parked: int(ln.n),
 		})
+	case *Retune:
+		l.retune(m)
+	case *Reserve:
+		l.reserve(m)
+	case *Unreserve:
+		l.cancel(m)
 	case *actor.Stopped:
 		l.alarm.stop()
 		l.q.refuseAll()
@@ -262,7 +270,7 @@ func serve[S any, R rule[S]](r R, s *S, q *queue, li int32, now int64) (int, tim
 			return n, time.Duration(due - now)
 		}
 		q.pop(li)
-		req.answer(Permit{OK: true})
+		req.answer(Permit{OK: true, Waited: time.Duration(max(t-req.Now, 0))})
 		n++
 	}
 }
@@ -312,6 +320,13 @@ type rule[S any] interface {
 	quiet(s *S, now int64) time.Duration
 	// span is the longest quiet can be.
 	span() time.Duration
+	// top is the most s can hold: a bucket's burst; 0 for a window, which
+	// gives nothing back.
+	top() float64
+	// give puts n back into s at now, up to top.
+	give(s *S, now int64, n float64)
+	// retune applies m to s at now and returns the rule of the new numbers (an R).
+	retune(s *S, now int64, m *Retune) any
 }
 
 // bucketRule is the rule of a policy.Bucket, with the rate and burst as
@@ -374,6 +389,16 @@ func (r bucketRule) span() time.Duration {
 	return time.Duration(s)
 }
 
+func (r bucketRule) top() float64 { return r.burst }
+
+func (bucketRule) give(b *policy.Bucket, now int64, n float64) { b.Put(now, n) }
+
+func (bucketRule) retune(b *policy.Bucket, now int64, m *Retune) any {
+	r := newBucketRule(m.Rate, m.Burst)
+	b.Retune(now, r.rate, r.burst)
+	return r
+}
+
 // windowRule is the rule of a policy.Window.
 type windowRule struct {
 	allow  int
@@ -422,6 +447,16 @@ func (r windowRule) span() time.Duration {
 		return 0
 	}
 	return max(r.window, 0)
+}
+
+func (windowRule) top() float64 { return 0 }
+
+func (windowRule) give(*policy.Window, int64, float64) {}
+
+func (r windowRule) retune(w *policy.Window, _ int64, m *Retune) any {
+	w.SetAllow(m.Allow)
+	r.allow = m.Allow
+	return r
 }
 
 // queue holds an actor's parked Allows, each in the FIFO line of its limit

@@ -178,6 +178,45 @@ type (
 		Key   string
 		Reply chan Permit
 	}
+	// Retune changes a bucket's Rate and Burst (read as SpawnBucket reads
+	// them), or a window's Allow, at Now, keeping what it holds: the tokens
+	// earned so far count at the old rate and the new rate applies from
+	// Now; a lower burst cuts the tokens held to it; a window keeps its
+	// counted events. Lent credit is taken back first, so the limiter never
+	// admits more than the retuned policy would. Parked callers keep their
+	// places and are served by the new numbers (one wanting more than a new
+	// burst is answered ErrDeadline). Answered with OK and Left. A keyed
+	// limiter retunes every key it holds, and makes new keys by the new
+	// numbers (its answer carries no Left).
+	Retune struct {
+		Now         int64
+		Rate, Burst float64 // a bucket's
+		Allow       int     // a window's
+		Reply       chan Permit
+	}
+	// Reserve asks a bucket for N tokens at once, as an Allow without Wait,
+	// and on a grant names the reservation in Permit.Ticket, which a Cancel
+	// Unreserve can give back while it is outstanding. A bucket keeps at most
+	// MaxReservations outstanding: beyond that the oldest is forgotten, and
+	// its Cancel gives back nothing. A window answers it as an Allow, with
+	// no Ticket.
+	Reserve struct {
+		Now   int64
+		N     float64
+		Reply chan Permit
+	}
+	// Unreserve gives back the tokens of the reservation Ticket names, as many
+	// as its absence would have left in the bucket at Now: its N, less what
+	// the bucket could not have held since (a bucket that filled up in the
+	// meantime lost the difference to its burst; golang/go#69419 is the
+	// mistake of giving back too many). Answered with OK and Left, the
+	// tokens given back; a Ticket unknown, cancelled before, or 0 gives back
+	// nothing and is answered with OK false.
+	Unreserve struct {
+		Now    int64
+		Ticket uint64
+		Reply  chan Permit
+	}
 	// Enter asks a gate for room; it answers at once, never queues.
 	Enter struct{ Reply chan Permit }
 	// Leave gives a gate's room back. No answer.
@@ -192,6 +231,13 @@ type Permit struct {
 	// Parked, for Left: how many callers are parked (for Key), so a caller
 	// can tell that a Wait it started is in line.
 	Parked int
+	// Waited, for an Allow with Wait granted after it was parked, is how
+	// long it was parked, on the actor's clock: from its Now to the instant
+	// its tokens were there. 0 for one granted at once.
+	Waited time.Duration
+	// Ticket, for a granted Reserve of a bucket, names the reservation for
+	// a Cancel; 0 otherwise.
+	Ticket uint64
 	Err    error
 }
 
@@ -224,6 +270,15 @@ func (m *Allow) Refuse() { m.answer(Permit{After: policy.Never, Err: ErrStopped}
 
 // Refuse answers a Left that reached a stopped actor.
 func (m *Left) Refuse() { m.Reply <- Permit{Err: ErrStopped} }
+
+// Refuse answers a Retune that reached a stopped actor.
+func (m *Retune) Refuse() { reply(m.Reply, Permit{Err: ErrStopped}) }
+
+// Refuse answers a Reserve that reached a stopped actor.
+func (m *Reserve) Refuse() { reply(m.Reply, Permit{After: policy.Never, Err: ErrStopped}) }
+
+// Refuse answers an Unreserve that reached a stopped actor.
+func (m *Unreserve) Refuse() { reply(m.Reply, Permit{Err: ErrStopped}) }
 
 // Refuse answers an Enter that reached a stopped actor.
 func (m *Enter) Refuse() { m.Reply <- Permit{Err: ErrStopped} }

@@ -14,7 +14,8 @@ type (
 	Limits = policy.Limits
 	// Ward stands between a pool and its backend (policy.Ward).
 	Ward = policy.Ward
-	// Rate configures the ward's bucket (policy.Rate).
+	// Rate is a bucket's numbers, PerSecond tokens a second up to Burst
+	// (policy.Rate): the ward's bucket, or a tier's in a TieredBucket.
 	Rate = policy.Rate
 	// Throttle configures the ward's breaker (policy.Throttle).
 	Throttle = policy.Throttle

@@ -76,6 +76,14 @@
 // keys that came once do not stay. Gate is a concurrency limit whose Enter
 // answers rather than queues.
 //
+// The limits can change while the server runs, keeping what each limiter
+// holds: SetLimit and SetBurst on buckets (as x/time/rate's), SetAllow on
+// windows, for every key of a keyed one at once; TieredBucket holds keys
+// to the limits of their tier (free, paid), each tier retuned on its own.
+// Bucket.Reserve takes tokens that Cancel can give back, as many as the
+// bucket would hold without them. Stats counts what each limiter allowed,
+// refused and made wait, for moonotel and moonprom to report.
+//
 //	limit, _ := client.NewKeyedBucket(eng, 10, 20) // per client: 10/s, bursts of 20
 //	if d := limit.Try(clientID); !d.OK {
 //		// Whole seconds, rounded up: at least 1, at most a day (also

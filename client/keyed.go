@@ -22,7 +22,7 @@ import (
 // KeyedBucket is not usable.
 type KeyedBucket struct {
 	l    limiter
-	rate float64 // tokens a second, as each key's bucket reads it
+	nums bucketNumbers
 }
 
 // NewKeyedBucket starts a keyed bucket on eng: each key earns rate tokens a
@@ -39,11 +39,31 @@ func NewKeyedBucket(eng *engine.Engine, rate, burst float64) (*KeyedBucket, erro
 	if !(rate > 0) {
 		rate = 0
 	}
-	return &KeyedBucket{l: limiter{eng: eng, ref: ref}, rate: rate}, nil
+	k := &KeyedBucket{l: limiter{eng: eng, ref: ref}}
+	k.nums.rate.Store(rate)
+	k.nums.burst.Store(policy.NewBucket(rate, burst, 0).Tokens(0))
+	return k, nil
 }
 
 // Allow is whether key has a token now, taking it if so, as Bucket.Allow.
 func (k *KeyedBucket) Allow(key string) bool { return k.l.allow(key, 1) }
+
+// AllowN is Allow for n of key's tokens, answering as Bucket.AllowN
+// (keyed buckets lend no tokens ahead of time: every call asks the actor).
+func (k *KeyedBucket) AllowN(key string, n float64) bool { return k.l.allow(key, n) }
+
+// TryN is Try for n of key's tokens, as Bucket.TryN.
+func (k *KeyedBucket) TryN(key string, n float64) Decision { return k.l.try(key, n) }
+
+// WaitN is Wait for n of key's tokens, answering as Bucket.WaitN: n above
+// the burst is ErrExceedsBurst at once.
+func (k *KeyedBucket) WaitN(ctx context.Context, key string, n float64) error {
+	if burst := k.nums.burst.Load(); !(n <= burst) {
+		k.l.counts.refused.Add(1)
+		return fmt.Errorf("%w: %v tokens, burst %v", ErrExceedsBurst, n, burst)
+	}
+	return k.l.wait(ctx, key, n)
+}
 
 // Try is Allow with the whole answer for key (see Decision), from one turn
 // of the actor, as Bucket.Try.
@@ -83,9 +103,8 @@ func (k *KeyedBucket) Close(ctx context.Context) error { return k.l.close(ctx) }
 // It is safe for concurrent use. Build one with NewKeyedWindow; the zero
 // KeyedWindow is not usable.
 type KeyedWindow struct {
-	l      limiter
-	allow  int
-	window time.Duration
+	l    limiter
+	nums windowNumbers
 }
 
 // NewKeyedWindow starts a keyed window quota on eng, allow events per key
@@ -99,7 +118,10 @@ func NewKeyedWindow(eng *engine.Engine, allow int, window time.Duration) (*Keyed
 	if err != nil {
 		return nil, fmt.Errorf("moonpool: NewKeyedWindow: %w", err)
 	}
-	return &KeyedWindow{l: limiter{eng: eng, ref: ref}, allow: allow, window: window}, nil
+	k := &KeyedWindow{l: limiter{eng: eng, ref: ref}}
+	k.nums.allow.Store(int64(allow))
+	k.nums.window = window
+	return k, nil
 }
 
 // Allow is whether an event for key fits its quota now, counting it if so.

@@ -91,8 +91,7 @@ func (d Decision) RetryAfter() int {
 // usable.
 type Bucket struct {
 	l      limiter
-	rate   float64        // tokens a second, as the bucket reads it
-	burst  float64        // most it holds, as the bucket reads it
+	nums   bucketNumbers
 	credit *actors.Credit // tokens the actor lent ahead of time; nil for a small burst
 }
 
@@ -115,7 +114,10 @@ func NewBucket(eng *engine.Engine, rate, burst float64) (*Bucket, error) {
 	// A full bucket holds its burst: reading it back keeps the rules for
 	// odd bursts in policy alone.
 	burst = policy.NewBucket(rate, burst, 0).Tokens(0)
-	return &Bucket{l: limiter{eng: eng, ref: ref}, rate: rate, burst: burst, credit: credit}, nil
+	b := &Bucket{l: limiter{eng: eng, ref: ref}, credit: credit}
+	b.nums.rate.Store(rate)
+	b.nums.burst.Store(burst)
+	return b, nil
 }
 
 // Allow is whether a token is there now, taking it if so. It never blocks.
@@ -139,8 +141,11 @@ func (b *Bucket) Allow() bool { return b.AllowN(1) }
 // burst, or NaN, is never allowed. A whole n is drawn from the lent batch
 // when it holds that many.
 func (b *Bucket) AllowN(n float64) bool {
-	if b.credit != nil && n >= 1 && n == math.Trunc(n) && n <= b.burst && !b.l.closed.Load() && b.credit.Draw(int64(n)) {
-		return true
+	// No burst check: the credit never holds more than the burst (a retune
+	// takes it back and lends by the new one), so a Draw of more fails.
+	// The bound keeps the conversion to int64 defined.
+	if b.credit != nil && n >= 1 && n <= 1<<32 && n == math.Trunc(n) && !b.l.closed.Load() && b.credit.Draw(int64(n)) {
+		return true // counted by the credit itself: see Stats
 	}
 	return b.l.allow("", n)
 }
@@ -174,8 +179,9 @@ func (b *Bucket) Wait(ctx context.Context) error { return b.WaitN(ctx, 1) }
 // engine's clock from the engine's Now, so under a virtual clock it still
 // means "this much longer".
 func (b *Bucket) WaitN(ctx context.Context, n float64) error {
-	if !(n <= b.burst) {
-		return fmt.Errorf("%w: %v tokens, burst %v", ErrExceedsBurst, n, b.burst)
+	if burst := b.nums.burst.Load(); !(n <= burst) {
+		b.l.counts.refused.Add(1)
+		return fmt.Errorf("%w: %v tokens, burst %v", ErrExceedsBurst, n, burst)
 	}
 	return b.l.wait(ctx, "", n)
 }
@@ -215,9 +221,8 @@ func (b *Bucket) Close(ctx context.Context) error { return b.l.close(ctx) }
 // leaves the window. It is safe for concurrent use. Build one with
 // NewWindow; the zero Window is not usable.
 type Window struct {
-	l      limiter
-	allow  int
-	window time.Duration
+	l    limiter
+	nums windowNumbers
 }
 
 // NewWindow starts a sliding-window quota on eng, empty. An allow <= 0 is
@@ -232,7 +237,10 @@ func NewWindow(eng *engine.Engine, allow int, window time.Duration) (*Window, er
 	if err != nil {
 		return nil, fmt.Errorf("moonpool: NewWindow: %w", err)
 	}
-	return &Window{l: limiter{eng: eng, ref: ref}, allow: allow, window: window}, nil
+	w := &Window{l: limiter{eng: eng, ref: ref}}
+	w.nums.allow.Store(int64(allow))
+	w.nums.window = window
+	return w, nil
 }
 
 // Allow is whether an event fits the quota now, counting it if so. It
@@ -280,6 +288,7 @@ type limiter struct {
 	eng    *engine.Engine
 	ref    *engine.Ref
 	closed atomic.Bool
+	counts counts
 }
 
 // allowReqs holds Allow requests with their reply channels (room for one)
@@ -349,6 +358,7 @@ func (l *limiter) ask(key string, n float64) (actors.Permit, bool) {
 	p := a.slot.Take()
 	a.req.Key = "" // let the string go
 	allowSlots.Put(a)
+	l.counts.count(p)
 	return p, p.Err == nil
 }
 
@@ -389,11 +399,13 @@ func (l *limiter) wait(ctx context.Context, key string, n float64) error {
 	select {
 	case p := <-req.Reply:
 		l.done(req)
+		l.counts.count(p)
 		return permitErr(p)
 	case <-ctx.Done():
 		l.ref.Send(actors.Withdraw{Allow: req})
 		p := <-req.Reply // exactly one answer: the grant or the withdrawal
 		// req stays out of the pool: the Withdraw may still be queued.
+		l.counts.count(p)
 		if p.OK {
 			return nil
 		}

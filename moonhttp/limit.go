@@ -2,6 +2,7 @@ package moonhttp
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/moonpool-go/moonpool/client"
 )
@@ -14,6 +15,35 @@ type Limiter interface {
 	Try(key string) client.Decision
 }
 
+// Quoter is a limiter that says its quota now, as every client limiter
+// does (client.KeyedBucket.Quota, client.KeyedWindow.Quota): q requests per
+// w. Limit reads it for every request, so the fields follow a limiter
+// retuned while the server runs (SetLimit, SetBurst, SetAllow).
+type Quoter interface {
+	Quota() (q int, w time.Duration)
+}
+
+// bucketNumbers is a bucket that says its rate and burst, from which Limit
+// works out t exactly rather than from q and w, which are rounded.
+type bucketNumbers interface {
+	Limit() float64
+	Burst() float64
+}
+
+// live is p with the numbers l has now, if l says them: p supplies the
+// name and whether it is a bucket's.
+func (p Policy) live(l Limiter) Policy {
+	if b, ok := l.(bucketNumbers); ok && p.burst > 0 {
+		n := BucketPolicy(b.Limit(), b.Burst())
+		n.Name = p.Name
+		return n
+	}
+	if q, ok := l.(Quoter); ok && p.burst == 0 {
+		p.Quota, p.Window = q.Quota()
+	}
+	return p
+}
+
 // Option changes how a middleware or Unavailable answers. Options that do
 // not apply to a call (a key for Concurrency, say) are ignored by it.
 type Option func(*settings)
@@ -22,6 +52,7 @@ type settings struct {
 	key    KeyFunc
 	reject RejectFunc
 	legacy bool
+	live   bool // the limiter says its numbers: read them for each request
 }
 
 func newSettings(opts []Option) settings {
@@ -82,8 +113,11 @@ func WithLegacyHeaders() Option {
 // again at the latest if the client makes no more requests. The fields are
 // set before next runs, so a handler may read or change them.
 //
-// p must describe l (BucketPolicy or WindowPolicy with the numbers l was
-// made with): the limiter does not say its own quota. Limit never blocks
+// p must describe l: BucketPolicy or WindowPolicy with the numbers l was
+// made with. When l says its numbers now (a Quoter; for a bucket, Limit
+// and Burst), as the client limiters do, Limit reads them for every
+// request and p gives only the name and the kind, so the fields follow a
+// retune while the server runs. Limit never blocks
 // on other requests beyond one round trip to the limiter's actor. Once l is
 // closed every request is refused, with Retry-After a day. A nil l refuses
 // nothing and sets no fields.
@@ -92,12 +126,19 @@ func Limit(l Limiter, p Policy, opts ...Option) func(http.Handler) http.Handler 
 	if s.key == nil {
 		s.key = ClientIP()
 	}
+	_, nums := l.(bucketNumbers)
+	_, quotes := l.(Quoter)
+	s.live = nums || quotes
 	return func(next http.Handler) http.Handler {
 		if l == nil {
 			return next
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			d := l.Try(s.key(r))
+			p := p
+			if s.live {
+				p = p.live(l)
+			}
 			p.setFields(w.Header(), d, s.legacy)
 			if !d.OK {
 				reject(w, r, s.reject, Rejection{

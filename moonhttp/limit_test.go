@@ -254,3 +254,39 @@ func TestWriteProblemTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitFollowsRetune: the RateLimit-Policy and RateLimit fields read a
+// retuned limiter's numbers, not the Policy's it was made with.
+func TestLimitFollowsRetune(t *testing.T) {
+	r := newRig(t)
+	kb, err := client.NewKeyedBucket(r.eng, 2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, c := serve(t, moonhttp.Limit(kb, moonhttp.BucketPolicy(2, 3))(ok))
+	r.walk(c, srv.URL, []step{
+		{0, fields{200, `"default";q=3;w=2`, `"default";r=2;t=1`, "", "", "", ""}},
+	})
+	if err := kb.SetBurst(10); err != nil {
+		t.Fatal(err)
+	}
+	if err := kb.SetLimit(5); err != nil {
+		t.Fatal(err)
+	}
+	// 2 held, up to 10 at 5/s: full in 2 s.
+	r.walk(c, srv.URL, []step{
+		{0, fields{200, `"default";q=10;w=2`, `"default";r=1;t=2`, "", "", "", ""}},
+	})
+
+	kw, err := client.NewKeyedWindow(r.eng, 2, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, c = serve(t, moonhttp.Limit(kw, moonhttp.WindowPolicy(2, time.Minute))(ok))
+	if err := kw.SetAllow(5); err != nil {
+		t.Fatal(err)
+	}
+	r.walk(c, srv.URL, []step{
+		{0, fields{200, `"default";q=5;w=60`, `"default";r=4;t=60`, "", "", "", ""}},
+	})
+}

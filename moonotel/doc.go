@@ -1,6 +1,6 @@
-// Package moonotel reports moonpool's pools as OpenTelemetry metrics,
-// through the OpenTelemetry metrics API only: the program brings the SDK
-// and its exporter, and without one every instrument is a no-op.
+// Package moonotel reports moonpool's pools and limiters as OpenTelemetry
+// metrics, through the OpenTelemetry metrics API only: the program brings
+// the SDK and its exporter, and without one every instrument is a no-op.
 //
 // ObservePool follows the semantic conventions for database client
 // connection pools (experimental at the time of writing): the
@@ -24,6 +24,9 @@
 //     follows.
 //   - db.client.connection.idle.min: a moonpool pool keeps no minimum of
 //     idle resources (it opens on demand only).
-//   - Limiters (allowed, refused and waited calls per limiter): the
-//     limiters keep no such counts yet.
+//
+// ObserveLimiter reports a limiter's counts (allowed, refused, waited and
+// the time spent waiting) and its quota now under moonpool.limiter.*, with
+// the attribute moonpool.limiter.name; there are no semantic conventions
+// for rate limiters to follow.
 package moonotel

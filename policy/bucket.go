@@ -151,3 +151,32 @@ func (b *Bucket) Tokens(now int64) float64 {
 	t, _ := b.fill(now)
 	return t
 }
+
+// Retune changes the bucket's rate and burst at now without dropping what
+// it holds: the tokens earned up to now are counted at the old rate, the
+// new rate applies from now on (as x/time/rate's SetLimitAt), and a burst
+// lowered below the tokens held cuts them to it. rate and burst are read as
+// NewBucket reads them. A now before the reference time counts nothing
+// more, as Take does.
+func (b *Bucket) Retune(now int64, rate, burst float64) {
+	t, later := b.fill(now)
+	nb := NewBucket(rate, burst, now)
+	b.perNs, b.burst = nb.perNs, nb.burst
+	b.tokens = min(t, b.burst)
+	if later {
+		b.at = now
+	}
+}
+
+// Put gives n tokens back at now, up to the burst: what a cancelled
+// reservation returns. An n <= 0 or NaN gives nothing.
+func (b *Bucket) Put(now int64, n float64) {
+	if !(n > 0) {
+		return
+	}
+	t, later := b.fill(now)
+	b.tokens = min(t+n, b.burst)
+	if later {
+		b.at = now
+	}
+}

@@ -149,7 +149,7 @@ func (w *Window) Left(now int64) int {
 	if w.window <= 0 {
 		return w.allow
 	}
-	return w.allow - (w.n - w.gone(w.clock(now)))
+	return max(w.allow-(w.n-w.gone(w.clock(now))), 0)
 }
 
 // Next is how long from now until the window has room: 0 when it has room
@@ -167,7 +167,9 @@ func (w *Window) Next(now int64) time.Duration {
 	if w.n-k < w.allow {
 		return 0
 	}
-	oldest := w.at(k)
+	// Room opens when all but allow-1 of the counted events have left: the
+	// oldest, unless SetAllow lowered allow below the count.
+	oldest := w.at(w.n - w.allow)
 	if oldest > int64(Never)-w.window {
 		return Never
 	}
@@ -179,3 +181,9 @@ func (w *Window) Next(now int64) time.Duration {
 	}
 	return time.Duration(d)
 }
+
+// SetAllow changes how many events the window allows, keeping the events
+// it has counted: lowered below them, it refuses until enough have left
+// the window (Left is 0, never less, and Next says when). An allow <= 0 is
+// a quota of nothing, as in NewWindow.
+func (w *Window) SetAllow(allow int) { w.allow = allow }
