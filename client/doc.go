@@ -11,14 +11,14 @@
 // Start one engine per process and build a Pool on it with an Open and a
 // Close for your resource:
 //
-//	eng := engine.New()
+//	eng := client.NewEngine()
 //	defer eng.Shutdown(ctx) // closes every pool still open
 //
 //	dialer := &net.Dialer{Timeout: 5 * time.Second} // Open's own timeout
 //	pool, err := client.NewPool(eng, client.PoolConfig[net.Conn]{
 //		Open:   func(ctx context.Context) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) },
 //		Close:  func(c net.Conn) error { return c.Close() },
-//		Limits: policy.DefaultLimits,
+//		Limits: client.DefaultLimits,
 //	})
 //
 // Then, per request:
@@ -87,14 +87,15 @@
 //	limit, _ := client.NewKeyedBucket(eng, 10, 20) // per client: 10/s, bursts of 20
 //	if d := limit.Try(clientID); !d.OK {
 //		// Whole seconds, rounded up: at least 1, at most a day (also
-//		// after Close, whose wait is policy.Never).
+//		// after Close, whose wait is Never).
 //		w.Header().Set("Retry-After", strconv.Itoa(d.RetryAfter()))
 //		w.WriteHeader(http.StatusTooManyRequests)
 //		return
 //	}
 //
-// Retry runs a function under a policy.Backoff, sleeping on the engine's
-// clock between attempts with draws from a source that can be seeded; it
+// Retry runs a function under a Backoff, sleeping between attempts (on the
+// real clock, or an engine's or a test's with SleepOn) with draws from a
+// source that can be seeded; it
 // stops at once on an error marked Permanent, and honours a server's
 // retry-after hint (RetryAfter) spread by jitter, never earlier than the
 // hint, so a crowd told "in five seconds" does not return all at once.
@@ -123,7 +124,7 @@
 // # Time
 //
 // Everything here reads time from the engine's clock and sleeps on it. Tests
-// hand the engine a virtual clock, so an hour of pool traffic, or a
+// hand the engine a moontest.Clock (WithClock), so an hour of pool traffic, or a
 // thirty-second outage with five hundred callers, runs in milliseconds and
 // the same way every time.
 package client

@@ -11,32 +11,16 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/engine"
-	"github.com/moonpool-go/moonpool/internal/vclock"
-	"github.com/moonpool-go/moonpool/policy"
+	"github.com/moonpool-go/moonpool/moontest"
 )
-
-// fastForward fires each timer on clock as soon as it is set, so sleeps on
-// the engine take no real time; stop ends it.
-func fastForward(clock *vclock.Virtual) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for clock.WaitPending(ctx, 1) == nil {
-			clock.AdvanceNext()
-		}
-	}()
-	return func() { cancel(); <-done }
-}
 
 // A bucket of two a second with bursts of three: the burst goes through,
 // the fourth caller is told when to come back, and half a second later
 // there is a token again. (A virtual clock stands in for time here; a
-// server uses engine.New() and the real one.)
+// server uses client.NewEngine() and the real one.)
 func ExampleBucket() {
-	clock := vclock.NewVirtual()
-	eng := engine.New(engine.WithClock(clock))
+	clock := moontest.NewClock(nil)
+	eng := client.NewEngine(client.WithClock(clock))
 	defer eng.Shutdown(context.Background())
 
 	b, _ := client.NewBucket(eng, 2, 3)
@@ -55,8 +39,8 @@ func ExampleBucket() {
 // decision, how long to wait and what is left, so the header never reads
 // 0 for a refusal, nor a number of centuries once the limiter is closed.
 func ExampleKeyedBucket_Try() {
-	clock := vclock.NewVirtual()
-	eng := engine.New(engine.WithClock(clock))
+	clock := moontest.NewClock(nil)
+	eng := client.NewEngine(client.WithClock(clock))
 	defer eng.Shutdown(context.Background())
 
 	limit, _ := client.NewKeyedBucket(eng, 0.4, 2) // per client: one every 2.5s, bursts of 2
@@ -92,8 +76,8 @@ func ExampleKeyedBucket_Try() {
 // Wait returns at once when the wait would outlast the caller's deadline,
 // saying how long it would have been.
 func ExampleBucket_Wait() {
-	clock := vclock.NewVirtual()
-	eng := engine.New(engine.WithClock(clock))
+	clock := moontest.NewClock(nil)
+	eng := client.NewEngine(client.WithClock(clock))
 	defer eng.Shutdown(context.Background())
 
 	b, _ := client.NewBucket(eng, 1.0/60, 1) // one a minute
@@ -111,8 +95,8 @@ func ExampleBucket_Wait() {
 // A quota of three an hour counts events, not a rate: the three go at
 // once, and the fourth waits for the first to be an hour old.
 func ExampleWindow() {
-	clock := vclock.NewVirtual()
-	eng := engine.New(engine.WithClock(clock))
+	clock := moontest.NewClock(nil)
+	eng := client.NewEngine(client.WithClock(clock))
 	defer eng.Shutdown(context.Background())
 
 	w, _ := client.NewWindow(eng, 3, time.Hour)
@@ -130,7 +114,7 @@ func ExampleWindow() {
 // One limit per client: a noisy client spends its own tokens, not
 // everyone's.
 func ExampleKeyedBucket() {
-	eng := engine.New()
+	eng := client.NewEngine()
 	defer eng.Shutdown(context.Background())
 
 	perClient, _ := client.NewKeyedBucket(eng, 1, 2)
@@ -147,7 +131,7 @@ func ExampleKeyedBucket() {
 // A gate answers "busy" rather than queueing: past the limit a server
 // sheds instead of piling work up.
 func ExampleGate() {
-	eng := engine.New()
+	eng := client.NewEngine()
 	defer eng.Shutdown(context.Background())
 
 	g, _ := client.NewGate(eng, 2)
@@ -162,13 +146,13 @@ func ExampleGate() {
 // Retry sleeps the backoff's schedule on the engine's clock; with a seeded
 // source the schedule is the same every run.
 func ExampleRetry() {
-	clock := vclock.NewVirtual()
-	eng := engine.New(engine.WithClock(clock))
+	clock := moontest.NewClock(nil)
+	eng := client.NewEngine(client.WithClock(clock))
 	defer eng.Shutdown(context.Background())
-	defer fastForward(clock)()
+	defer clock.FastForward()()
 
 	start := clock.Now()
-	b := policy.Backoff{Base: 100 * time.Millisecond, Factor: 2, Cap: time.Second, Attempts: 4, Jitter: policy.Rigid}
+	b := client.Backoff{Base: 100 * time.Millisecond, Factor: 2, Cap: time.Second, Attempts: 4, Jitter: client.Rigid}
 	err := client.Retry(context.Background(), b, func(ctx context.Context) error {
 		fmt.Println("attempt at", time.Duration(clock.Now()-start))
 		return errors.New("connection refused")
@@ -185,15 +169,15 @@ func ExampleRetry() {
 // A server's "retry after 2s" is honoured, never early, and spread so a
 // crowd told the same does not come back as one.
 func ExampleRetryAfter() {
-	clock := vclock.NewVirtual()
-	eng := engine.New(engine.WithClock(clock))
+	clock := moontest.NewClock(nil)
+	eng := client.NewEngine(client.WithClock(clock))
 	defer eng.Shutdown(context.Background())
-	defer fastForward(clock)()
+	defer clock.FastForward()()
 
 	start := clock.Now()
 	var back time.Duration
 	calls := 0
-	err := client.Retry(context.Background(), policy.DefaultBackoff, func(ctx context.Context) error {
+	err := client.Retry(context.Background(), client.DefaultBackoff, func(ctx context.Context) error {
 		calls++
 		if calls == 1 {
 			return client.RetryAfter(errors.New("503 busy"), 2*time.Second)

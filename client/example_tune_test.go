@@ -6,16 +6,15 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/engine"
-	"github.com/moonpool-go/moonpool/internal/vclock"
+	"github.com/moonpool-go/moonpool/moontest"
 )
 
 // A running server raises a bucket's rate without dropping what it holds:
 // the half token earned at the old rate stays, and the rest comes at the
 // new one. (A virtual clock stands in for time.)
 func ExampleBucket_SetLimit() {
-	clock := vclock.NewVirtual()
-	eng := engine.New(engine.WithClock(clock))
+	clock := moontest.NewClock(nil)
+	eng := client.NewEngine(client.WithClock(clock))
 	defer eng.Shutdown(context.Background())
 
 	b, _ := client.NewBucket(eng, 1, 2)
@@ -40,8 +39,8 @@ func ExampleBucket_SetLimit() {
 // bucket fills up in the meantime, so only part of the reservation comes
 // back: giving all of it back would let more through than the rate allows.
 func ExampleBucket_Reserve() {
-	clock := vclock.NewVirtual()
-	eng := engine.New(engine.WithClock(clock))
+	clock := moontest.NewClock(nil)
+	eng := client.NewEngine(client.WithClock(clock))
 	defer eng.Shutdown(context.Background())
 
 	b, _ := client.NewBucket(eng, 1, 10)

@@ -6,9 +6,8 @@ import (
 	"net"
 
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/engine"
-	"github.com/moonpool-go/moonpool/internal/vclock"
 	"github.com/moonpool-go/moonpool/moongrpc"
+	"github.com/moonpool-go/moonpool/moontest"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -22,9 +21,9 @@ import (
 // the third call in a row is refused, and told when to come back both in
 // the trailer gRPC's own retries read and in a RetryInfo detail. (A
 // virtual clock stands in for time here, so the waits print the same on
-// every run; a server uses engine.New() and the real one.)
+// every run; a server uses client.NewEngine() and the real one.)
 func ExampleUnaryServerInterceptor() {
-	eng := engine.New(engine.WithClock(vclock.NewVirtual()))
+	eng := client.NewEngine(client.WithClock(moontest.NewClock(nil)))
 	defer eng.Shutdown(context.Background())
 	quota, _ := client.NewKeyedBucket(eng, 2, 2)
 

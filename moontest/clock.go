@@ -112,3 +112,20 @@ func (c *Clock) Pending() int { return c.v.Pending() }
 // clock has: code on another goroutine that has not yet asked for the timer
 // the test is about to fire by advancing.
 func (c *Clock) WaitPending(ctx context.Context, n int) error { return c.v.WaitPending(ctx, n) }
+
+// FastForward fires every timer as soon as it is set, moving the clock to
+// it, on a goroutine of its own, until stop is called; stop returns once
+// that goroutine has. For code that sleeps on the clock (Retry, a Wait) in
+// an Example or a test that cares about the order of events and the
+// instants they happen at, not about stepping through them by hand.
+func (c *Clock) FastForward() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for c.v.WaitPending(ctx, 1) == nil {
+			c.v.AdvanceNext()
+		}
+	}()
+	return func() { cancel(); <-done }
+}
