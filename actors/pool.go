@@ -25,6 +25,12 @@ type PoolConfig struct {
 	// Retired, if not nil, is signalled (without blocking) whenever the pool
 	// has retired resources waiting to be collected with Collect.
 	Retired chan<- struct{}
+	// Leftovers, if not nil, must be a chan []T with room for one: when the
+	// actor stops, whatever it still holds idle or retired and uncollected
+	// goes there, once, so that an actor stopped before a Close could
+	// collect (a Shutdown whose ctx ended first) loses nothing. Any other
+	// type is ignored.
+	Leftovers any
 }
 
 // SpawnPool starts a pool actor on e under name (a fresh name when empty).
@@ -54,12 +60,13 @@ func SpawnPool[T comparable](e *engine.Engine, name string, cfg PoolConfig, shut
 // books is everything a pool actor knows. It outlives any one actor
 // instance.
 type books[T comparable] struct {
-	pool    *policy.Pool[T]
-	engine  *engine.Engine
-	self    *engine.Ref
-	max     int
-	retired chan<- struct{}
-	rng     *rand.Rand
+	pool      *policy.Pool[T]
+	engine    *engine.Engine
+	self      *engine.Ref
+	max       int
+	retired   chan<- struct{}
+	leftovers chan []T // what stop hands over, if the owner asked
+	rng       *rand.Rand
 
 	queue   []parked[T] // FIFO of parked Takes; head at front, stale entries skipped
 	head    int
@@ -107,6 +114,7 @@ type parked[T comparable] struct {
 
 func newBooks[T comparable](e *engine.Engine, cfg PoolConfig) *books[T] {
 	b := &books[T]{engine: e, max: cfg.MaxWaiting, retired: cfg.Retired}
+	b.leftovers, _ = cfg.Leftovers.(chan []T)
 	seed := cfg.Seed
 	for seed == 0 {
 		seed = rand.Uint64() // the package source is seeded at random per process
@@ -598,6 +606,18 @@ func (b *books[T]) stop() {
 	if b.timer != nil {
 		b.timer.Stop()
 		b.timer = nil
+	}
+	if !b.pool.Closed() { // stopped before a Close reached it: retire the idle now
+		idle := b.pool.Close()
+		b.stats.Shutdown += int64(len(idle))
+		b.retire = append(b.retire, idle...)
+	}
+	if len(b.retire) > 0 && b.leftovers != nil {
+		select {
+		case b.leftovers <- b.retire:
+			b.retire = nil
+		default:
+		}
 	}
 	b.dismiss((*Take[T]).Refuse)
 	for _, r := range b.drained {

@@ -101,10 +101,11 @@ type Pool[T comparable] struct {
 	opens  atomic.Int64
 	opened chan struct{}
 
-	retired chan struct{} // the actor signals retired resources to collect
-	quit    chan struct{} // stops the closer goroutine
-	quitted chan struct{} // closed when the closer goroutine has returned
-	unwatch func()        // stops the heat readings, if a shedder wants them
+	retired   chan struct{} // the actor signals retired resources to collect
+	leftovers chan []T      // what the actor held when it stopped, if it stopped before Close collected
+	quit      chan struct{} // stops the closer goroutine
+	quitted   chan struct{} // closed when the closer goroutine has returned
+	unwatch   func()        // stops the heat readings, if a shedder wants them
 
 	ready chan struct{} // closed once NewPool has finished building the Pool
 	once  sync.Once     // runs the shutdown once, from Close or the engine
@@ -126,14 +127,15 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 		return nil, errors.New("moonpool: NewPool: PoolConfig.Open is nil")
 	}
 	p := &Pool[T]{
-		eng:     eng,
-		open:    cfg.Open,
-		close:   cfg.Close,
-		retired: make(chan struct{}, 1),
-		quit:    make(chan struct{}),
-		quitted: make(chan struct{}),
-		ready:   make(chan struct{}),
-		opened:  make(chan struct{}),
+		eng:       eng,
+		open:      cfg.Open,
+		close:     cfg.Close,
+		retired:   make(chan struct{}, 1),
+		leftovers: make(chan []T, 1),
+		quit:      make(chan struct{}),
+		quitted:   make(chan struct{}),
+		ready:     make(chan struct{}),
+		opened:    make(chan struct{}),
 	}
 	p.tickets.New = func() any { return new(ticket[T]) }
 	p.stampTake, p.stampGive = policy.Stamps(cfg.Limits, cfg.Ward)
@@ -144,6 +146,7 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 		Seed:       cfg.Seed,
 		MaxWaiting: cfg.MaxWaiting,
 		Retired:    p.retired,
+		Leftovers:  p.leftovers,
 	}, p.shutdown)
 	if err != nil {
 		p.stop()
@@ -552,8 +555,13 @@ func (p *Pool[T]) closer() {
 func (p *Pool[T]) collect() error {
 	m := &actors.Collect[T]{Reply: make(chan []T, 1)}
 	p.ref.Send(m)
+	return p.closeAll(<-m.Reply)
+}
+
+// closeAll closes items and reports the Close failures.
+func (p *Pool[T]) closeAll(items []T) error {
 	var errs []error
-	for _, item := range <-m.Reply {
+	for _, item := range items {
 		if err := p.closeItem(item); err != nil {
 			errs = append(errs, err.(*CloseError).Err)
 		}
@@ -575,9 +583,16 @@ func (p *Pool[T]) collect() error {
 // goroutines have stopped.
 //
 // It returns an error matching ctx.Err() if resources were still lent when
-// ctx ended, and a *CloseError if any Close failed. Calling Close again, or
-// after the engine's Shutdown (which closes every pool this way), does
-// nothing and returns nil.
+// ctx ended, one matching engine.ErrStopped if the pool's actor was stopped
+// under it (a Shutdown or another Close whose ctx ended first; the idle
+// resources are closed all the same), and a *CloseError if any Close
+// failed. Calling Close again, or after the engine's Shutdown (which closes
+// every pool this way), does nothing and returns nil.
+//
+// ctx bounds the wait for lent resources, not the user's own functions:
+// Close waits for an Open under way to return (its ctx is cancelled) and
+// runs PoolConfig.Close on what it retires, so an Open or a Close that
+// hangs holds Close, and the engine's Shutdown, up with it.
 func (p *Pool[T]) Close(ctx context.Context) error {
 	// By the Ref, not the name: the name may belong to a newer pool by now.
 	return p.ref.Stop(ctx)
@@ -604,8 +619,13 @@ func (p *Pool[T]) drain(ctx context.Context) error {
 	<-p.quitted
 	c := &actors.Close{Now: p.eng.Now(), Reply: make(chan actors.Stats, 1)}
 	p.ref.Send(c)
-	<-c.Reply
+	last := <-c.Reply // the books as Close found them; zero if the actor had stopped
 	var errs []error
+	if !last.Closed {
+		// Stopped under us (a Shutdown whose ctx ended first): the actor
+		// handed what it held to leftovers as it stopped, closed below.
+		errs = append(errs, fmt.Errorf("moonpool: close: %w before Close reached it", engine.ErrStopped))
+	}
 	if err := p.collect(); err != nil {
 		errs = append(errs, err)
 	}
@@ -616,6 +636,9 @@ func (p *Pool[T]) drain(ctx context.Context) error {
 	case out = <-d.Reply: // drained, or answered as the actor was stopped under us
 	case <-ctx.Done():
 		out = p.inspect() // a drain that finished in the same instant is no failure
+	}
+	if out.Closed {
+		last = out
 	}
 	if out.Busy > 0 {
 		cause := context.Cause(ctx) // engine.ErrStopped when Shutdown stopped the actor
@@ -629,7 +652,18 @@ func (p *Pool[T]) drain(ctx context.Context) error {
 	if err := p.collect(); err != nil {
 		errs = append(errs, err)
 	}
+	select {
+	case items := <-p.leftovers:
+		if err := p.closeAll(items); err != nil {
+			errs = append(errs, err)
+		}
+	default:
+	}
 	s := p.inspect()
+	if !s.Closed { // refused by a stopped actor: keep the last real snapshot
+		s = last
+		s.Live, s.Idle, s.Busy, s.Opening, s.Waiting = 0, 0, 0, 0, 0
+	}
 	p.final.Store(&s)
 	return errors.Join(errs...)
 }

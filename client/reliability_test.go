@@ -497,3 +497,50 @@ func TestDialScheduleDeadBackend(t *testing.T) {
 		})
 	}
 }
+
+// TestStoppedUnderCloseLosesNothing: a pool whose actor is stopped while a
+// Close is still getting ready (a second Close, or a Shutdown, whose ctx
+// had ended) still closes every idle resource, and that Close says the
+// actor was stopped. Before, the idle ones were never closed and the first
+// Close returned nil.
+func TestStoppedUnderCloseLosesNothing(t *testing.T) {
+	unblock := make(chan struct{})
+	entered := make(chan struct{})
+	var first atomic.Bool
+	var r *rig
+	r = newRig(t, PoolConfig[*conn]{
+		Limits: policy.Limits{Size: 3, Idle: 3, Keep: time.Minute},
+		Close: func(c *conn) error {
+			if first.CompareAndSwap(false, true) {
+				close(entered)
+				<-unblock // the closer goroutine is busy here
+			}
+			return r.be.close(c)
+		},
+	})
+	a, b, c := r.get(), r.get(), r.get()
+	r.put(a)
+	r.clock.Advance(30 * time.Second)
+	r.put(b)
+	r.put(c)
+	r.clock.Advance(30 * time.Second) // a is evicted; its Close blocks
+	<-entered
+	closed := make(chan error, 1)
+	go func() { closed <- r.pool.Close(context.Background()) }()
+	r.waitFor("the first Close to begin", func() bool { return r.pool.closing.Load() })
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := r.pool.Close(done); !errors.Is(err, context.Canceled) {
+		t.Errorf("second Close with an ended ctx: %v, want context.Canceled", err)
+	}
+	close(unblock)
+	if err := <-closed; !errors.Is(err, engine.ErrStopped) {
+		t.Errorf("first Close: %v, want engine.ErrStopped", err)
+	}
+	if n := r.be.closes.Load(); n != 3 {
+		t.Errorf("closed %d of 3: idle resources were left open", n)
+	}
+	if s := r.pool.Stats(); s.Live() != 0 {
+		t.Errorf("live %d after Close", s.Live())
+	}
+}

@@ -161,7 +161,14 @@ type hinter interface{ RetryAfter() time.Duration }
 // and a crowd spread over at least a tenth of the hint. The spread is drawn
 // whatever the backoff's jitter, since it is the crowd it is for. The
 // hinted sleep is the previous delay a Decorrelated backoff grows from.
+//
+// ctx's deadline is read on the real clock, as ctx keeps it; a sleep on
+// another clock (SleepOn) is compared with the real time left. A nil ctx
+// is refused with an error.
 func Retry(ctx context.Context, backoff Backoff, fn func(ctx context.Context) error, opts ...RetryOption) error {
+	if ctx == nil {
+		return errNilContext
+	}
 	if fn == nil {
 		return errors.New("moonpool: Retry: nil fn")
 	}

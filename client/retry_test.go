@@ -309,3 +309,11 @@ func TestRetryBadInput(t *testing.T) {
 		t.Fatalf("negative hint: slept %v", g)
 	}
 }
+
+// TestRetryNilContext: a nil ctx is an error, not a panic.
+func TestRetryNilContext(t *testing.T) {
+	//lint:ignore SA1012 a nil ctx is the point
+	if err := client.Retry(nil, policy.DefaultBackoff, func(context.Context) error { return nil }); err == nil { //nolint:staticcheck
+		t.Fatal("Retry(nil, ...): no error")
+	}
+}

@@ -89,11 +89,11 @@ func (c *Clock) AfterFunc(d time.Duration, f func()) engine.Timer { return c.v.A
 // Advance moves the clock on by d, firing every timer due by then in
 // deadline order; it blocks only while those timers' functions run. A d of
 // zero or less fires what is due now.
-func (c *Clock) Advance(d time.Duration) { c.v.Advance(d) }
+func (c *Clock) Advance(d time.Duration) { c.v.Advance(max(d, 0)) }
 
 // AdvanceTo moves the clock to instant t (as read by Now), as Advance does.
 // A t in the past fires what is due now and moves nothing.
-func (c *Clock) AdvanceTo(t int64) { c.v.AdvanceTo(t) }
+func (c *Clock) AdvanceTo(t int64) { c.v.AdvanceTo(max(t, c.v.Now())) }
 
 // AdvanceNext moves the clock to the next pending timer and fires it (and
 // any due with it), answering how far the clock moved; ok is false, and

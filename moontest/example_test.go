@@ -86,3 +86,17 @@ func TestClockDropsTimersAtCleanup(t *testing.T) {
 		t.Error("a timer fired after its test ended")
 	}
 }
+
+// TestAdvanceByNothing: moving by zero or less, or to an instant passed
+// already, fires what is due now and moves nothing.
+func TestAdvanceByNothing(t *testing.T) {
+	clock := moontest.NewClock(t)
+	fired := 0
+	clock.AfterFunc(0, func() { fired++ })
+	clock.Advance(-time.Second)
+	clock.AfterFunc(0, func() { fired++ })
+	clock.AdvanceTo(clock.Now() - 5)
+	if fired != 2 || clock.Now() != moontest.Epoch {
+		t.Errorf("fired %d, clock at %+d; want 2 fired and the clock unmoved", fired, clock.Now()-moontest.Epoch)
+	}
+}
