@@ -217,7 +217,7 @@ func (b *books[T]) take(m *Take[T]) {
 		return
 	}
 	if m.Wait && (t.Verdict == policy.Wait || t.Verdict == policy.Later) {
-		if t.Verdict == policy.Later {
+		if t.Verdict == policy.Later && t.Why != policy.ReasonProbe { // a probe's outcome re-serves the line itself
 			b.wakeAt(now, t.After)
 		}
 		b.park(m)
@@ -375,7 +375,7 @@ func (b *books[T]) serve(now int64) {
 			b.refuseHeld(p.take, t)
 			continue
 		}
-		if t.Verdict == policy.Later {
+		if t.Verdict == policy.Later && t.Why != policy.ReasonProbe { // a probe's outcome re-serves the line itself
 			b.wakeAt(now, t.After)
 		}
 		if t.Verdict == policy.Wait || t.Verdict == policy.Later {

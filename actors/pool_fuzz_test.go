@@ -103,7 +103,7 @@ func (m *actorModel) wait(now int64, w *fuzzTake) {
 	}
 	t := m.decide(now)
 	if t.Verdict == policy.Wait || t.Verdict == policy.Later {
-		if t.Verdict == policy.Later {
+		if t.Verdict == policy.Later && t.Why != policy.ReasonProbe { // a probe's outcome re-serves the line itself
 			m.wakeAt(now, t.After)
 		}
 		m.park(w)
@@ -125,7 +125,7 @@ func (m *actorModel) park(w *fuzzTake) {
 func (m *actorModel) serve(now int64) {
 	for len(m.fifo) > 0 {
 		t := m.decide(now)
-		if t.Verdict == policy.Later {
+		if t.Verdict == policy.Later && t.Why != policy.ReasonProbe { // a probe's outcome re-serves the line itself
 			m.wakeAt(now, t.After)
 		}
 		if t.Verdict == policy.Wait || t.Verdict == policy.Later {

@@ -95,3 +95,40 @@ func TestDefaultSeedsDiffer(t *testing.T) {
 		t.Errorf("two pools with seed 42 held for %v and %v", a, b)
 	}
 }
+
+// TestProbeArmsNoTimer: while the probe after a hold is out, a caller held
+// for it waits for the probe's outcome, not a timer: no Tick is asked for,
+// and the outcome serves it. Before, the actor woke every backoff ceiling
+// for as long as the probe was out.
+func TestProbeArmsNoTimer(t *testing.T) {
+	bo := policy.Backoff{Base: time.Second, Factor: 2, Cap: time.Minute, Jitter: policy.Rigid}
+	r := newRig(t, PoolConfig{Limits: policy.Limits{Size: 2}, Ward: policy.Ward{Backoff: bo}})
+	if a := r.take(false); a.Verdict != policy.Make {
+		t.Fatalf("first take: %v", a.Verdict)
+	}
+	r.ref.Send(&Unmade{Now: r.now()})
+	r.clock.Advance(time.Second) // the hold is over
+	if a := r.take(false); a.Verdict != policy.Make {
+		t.Fatalf("take after the hold: %v, want Make (the probe)", a.Verdict)
+	}
+	m := &Take[int64]{Now: r.now(), Wait: true, Reply: make(chan Answer[int64], 1)}
+	r.ref.Send(m)
+	if s := r.stats(); s.Waiting != 1 || s.HeldBy[policy.ReasonProbe] != 1 {
+		t.Fatalf("waiting %d, held for the probe %d; want 1, 1", s.Waiting, s.HeldBy[policy.ReasonProbe])
+	}
+	if n := r.clock.Pending(); n != 0 {
+		t.Fatalf("%d timers pending while the probe is out, want none", n)
+	}
+	r.next.Add(1)
+	made := &Made[int64]{Now: r.now(), Item: 1, Reply: make(chan Answer[int64], 1)}
+	r.ref.Send(made)
+	if a := <-made.Reply; !a.Kept {
+		t.Fatalf("the probe's resource was not kept: %+v", a)
+	}
+	if a := <-m.Reply; a.Verdict != policy.Make {
+		t.Fatalf("the caller held for the probe got %v once it worked, want Make", a.Verdict)
+	}
+	r.ref.Send(&Release{Now: r.now()})
+	r.give(1)
+	r.balance()
+}
