@@ -22,6 +22,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -96,7 +97,10 @@ func serve(ctx context.Context, srv *grpc.Server, lis net.Listener) error {
 		return err
 	case <-ctx.Done():
 		srv.GracefulStop()
-		return <-served
+		if err := <-served; !errors.Is(err, grpc.ErrServerStopped) { // stopped before it began serving: no failure
+			return err
+		}
+		return nil
 	}
 }
 
