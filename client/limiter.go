@@ -382,17 +382,10 @@ func (l *limiter) wait(ctx context.Context, key string, n float64) error {
 		return ErrClosed
 	}
 	now := l.eng.Now()
-	var deadline int64
-	if dl, ok := ctx.Deadline(); ok {
-		left := time.Until(dl)
-		if left <= 0 {
-			// Done in all but name: ctx.Err is a moment away.
-			return fmt.Errorf("moonpool: wait: %w", context.DeadlineExceeded)
-		}
-		deadline = math.MaxInt64 // past the end of the clock is no deadline
-		if int64(left) <= math.MaxInt64-now {
-			deadline = now + int64(left)
-		}
+	deadline := deadlineOf(ctx, now)
+	if deadline != 0 && deadline < now {
+		// Done in all but name: ctx.Err is a moment away.
+		return fmt.Errorf("moonpool: wait: %w", context.DeadlineExceeded)
 	}
 	req := l.request(now, key, n, true, deadline)
 	l.ref.Send(req)
