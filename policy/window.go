@@ -100,7 +100,15 @@ func (w *Window) at(i int) int64 {
 
 // Take is whether an event is within the quota at now, counting it if it
 // is. A refused Take changes nothing.
-func (w *Window) Take(now int64) bool {
+func (w *Window) Take(now int64) bool { return w.TakeN(now, 1) }
+
+// TakeN is whether n events at now all fit the quota, counting them all if
+// they do, as n Takes at now would one after another; a refused TakeN
+// changes nothing. An n <= 0 counts nothing and is true.
+func (w *Window) TakeN(now int64, n int) bool {
+	if n <= 0 {
+		return true
+	}
 	if w.allow <= 0 {
 		return false
 	}
@@ -109,7 +117,7 @@ func (w *Window) Take(now int64) bool {
 	}
 	t := w.clock(now)
 	k := w.gone(t)
-	if w.n-k >= w.allow {
+	if n > w.allow-(w.n-k) {
 		return false
 	}
 	w.head += k
@@ -117,15 +125,17 @@ func (w *Window) Take(now int64) bool {
 		w.head -= len(w.ring)
 	}
 	w.n -= k
-	if w.n == len(w.ring) {
+	for w.n+n > len(w.ring) {
 		w.grow()
 	}
-	j := w.head + w.n
-	if j >= len(w.ring) {
-		j -= len(w.ring)
+	for range n {
+		j := w.head + w.n
+		if j >= len(w.ring) {
+			j -= len(w.ring)
+		}
+		w.ring[j] = t
+		w.n++
 	}
-	w.ring[j] = t
-	w.n++
 	w.last = t
 	return true
 }

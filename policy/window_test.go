@@ -348,3 +348,37 @@ func TestWindowMatchesModel(t *testing.T) {
 		checkStretches(t, m)
 	}
 }
+
+// TestWindowTakeNIsNTakes: TakeN(now, n) answers and counts as n Takes at
+// now would, all or nothing, under a seeded random stream of instants
+// (some before the last, which the window reads as standing still) and
+// sizes (some above the room left, some above allow, some <= 0).
+func TestWindowTakeNIsNTakes(t *testing.T) {
+	for _, allow := range []int{1, 7, 64} {
+		bulk := NewWindow(allow, 100)
+		single := NewWindow(allow, 100)
+		rng := rand.New(rand.NewPCG(uint64(allow), 9))
+		now := int64(0)
+		for step := range 5000 {
+			now += rng.Int64N(30) - 5
+			n := rng.IntN(allow+3) - 1
+			want := n <= 0 || single.Left(now) >= n
+			if want {
+				for range max(n, 0) {
+					if !single.Take(now) {
+						t.Fatalf("allow %d step %d: Take refused with room left", allow, step)
+					}
+				}
+			}
+			if got := bulk.TakeN(now, n); got != want {
+				t.Fatalf("allow %d step %d: TakeN(%d, %d) = %v, %d Takes say %v", allow, step, now, n, got, n, want)
+			}
+			if a, b := bulk.Left(now), single.Left(now); a != b {
+				t.Fatalf("allow %d step %d: Left %d after TakeN, %d after Takes", allow, step, a, b)
+			}
+			if a, b := bulk.Next(now), single.Next(now); a != b {
+				t.Fatalf("allow %d step %d: Next %v after TakeN, %v after Takes", allow, step, a, b)
+			}
+		}
+	}
+}
