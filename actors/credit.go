@@ -4,6 +4,7 @@ import (
 	"math"
 	"runtime"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/moonpool-go/moonpool/engine"
@@ -27,19 +28,33 @@ import (
 // during a quiet spell holds up to one lease fewer than the exact one
 // would (see SpawnBucketCredit for the figure measured).
 //
+// A window's credit is also bounded in time (see SpawnWindowCredit): it
+// is drawn with DrawAt, which says no outside a short span after the
+// lease was lent, so that the actor knows when every draw happened to
+// within that span.
+//
 // A nil *Credit draws nothing. The zero Credit is dry.
 //
 // The one word Draw changes also counts the draws, so Drawn costs a caller
 // nothing: no second atomic operation on the fast path.
 type Credit struct {
-	w     atomic.Uint64 // draws since the last lend << 32 | tokens lent and not drawn
+	// w is the lease's number << 32 | draws since it was lent << 16 |
+	// tokens lent and not drawn. The number changes with every lease, so
+	// a draw that read one lease's from cannot land in the next.
+	w     atomic.Uint64
+	from  atomic.Int64  // the instant the lease was lent; DrawAt's draws are at or after it
+	span  int64         // how long after from DrawAt may draw; set once, before the first lease
 	drawn atomic.Int64  // draws the actor has taken back
 	seq   atomic.Uint64 // odd while the actor takes the credit back
 }
 
-// creditMask is the tokens in Credit.w; a lease is at most 1,024 tokens,
-// so the draws of one lease fit in the high half.
-const creditMask = 1<<32 - 1
+// The fields of Credit.w; a lease is at most 1,024 tokens, so tokens and
+// draws each fit in 16 bits.
+const (
+	creditMask = 1<<16 - 1
+	drawOne    = 1 << 16
+	leaseOne   = 1 << 32
+)
 
 // Draw takes n whole tokens if the credit holds them. It never blocks.
 func (c *Credit) Draw(n int64) bool {
@@ -47,7 +62,27 @@ func (c *Credit) Draw(n int64) bool {
 		return false
 	}
 	for w := c.w.Load(); int64(w&creditMask) >= n; w = c.w.Load() {
-		if c.w.CompareAndSwap(w, w-uint64(n)+1<<32) {
+		if c.w.CompareAndSwap(w, w-uint64(n)+drawOne) {
+			return true
+		}
+	}
+	return false
+}
+
+// DrawAt is Draw for a caller whose clock reads now: it says no, and the
+// caller asks the actor, unless now is within the span after the lease
+// was lent. It never blocks.
+func (c *Credit) DrawAt(now, n int64) bool {
+	if c == nil || n < 1 {
+		return false
+	}
+	for w := c.w.Load(); int64(w&creditMask) >= n; w = c.w.Load() {
+		// from is read after w and stored before the lease's w, so a CAS
+		// on this w proves it is this lease's from.
+		if from := c.from.Load(); now < from || now-from > c.span {
+			return false
+		}
+		if c.w.CompareAndSwap(w, w-uint64(n)+drawOne) {
 			return true
 		}
 	}
@@ -65,7 +100,7 @@ func (c *Credit) Drawn() int64 {
 		if s&1 == 0 {
 			d, w := c.drawn.Load(), c.w.Load()
 			if c.seq.Load() == s {
-				return d + int64(w>>32)
+				return d + int64(w>>16&creditMask)
 			}
 		}
 		runtime.Gosched()
@@ -73,13 +108,20 @@ func (c *Credit) Drawn() int64 {
 }
 
 // takeBack empties the credit and returns the tokens that were still in
-// it, counting the draws made since the last lend.
+// it, counting the draws made since the last lend. The lease's number
+// stays, for the next lease to count on from.
 func (c *Credit) takeBack() int64 {
 	c.seq.Add(1)
-	w := c.w.Swap(0)
-	c.drawn.Add(int64(w >> 32))
+	w := c.w.And(^uint64(leaseOne - 1))
+	c.drawn.Add(int64(w >> 16 & creditMask))
 	c.seq.Add(1)
 	return int64(w & creditMask)
+}
+
+// lendAt lends n tokens from the instant from.
+func (c *Credit) lendAt(from, n int64) {
+	c.from.Store(from)
+	c.w.Store(c.w.Load()&^(leaseOne-1) + leaseOne + uint64(n))
 }
 
 // leaseOf is how many tokens a bucket of burst lends at a time: a
@@ -114,13 +156,55 @@ func SpawnBucketCredit(e *engine.Engine, name string, rate, burst float64) (*eng
 		return nil, nil, errNoEngine
 	}
 	r := newBucketRule(rate, burst)
-	lease := leaseOf(r.burst)
 	l := newLimiter(e, r, *policy.NewBucket(r.rate, r.burst, e.Now()))
+	return spawnLender(e, name, l, func(r bucketRule) int64 { return leaseOf(r.burst) }, 0)
+}
+
+// SpawnWindowCredit is SpawnWindow with credit, as SpawnBucketCredit is
+// SpawnBucket with it, for a window of at least 1,024 events: it lends a
+// sixteenth of the allowance at a time (at most 1,024) and Allow draws
+// from it with DrawAt, one atomic operation. A smaller window lends
+// nothing and returns a nil Credit: its quota is counted exactly.
+//
+// A lease can be drawn from only during a window's 256th after it was
+// lent, and the actor counts what was drawn as happening at the end of
+// that span, or when it takes the lease back if that is sooner: never
+// before the draws happened. So each event leaves the window no sooner
+// than the exact window would let it go, and over any stretch of time no
+// more get through than the exact window allows. The price is that an
+// event drawn from a lease may stay counted up to a 256th of the window
+// longer than it should, so Left, Delay and Wait read the window as if
+// some events came that much later; TestWindowCreditNeverOverAdmits
+// measures the events let through short of the exact window.
+func SpawnWindowCredit(e *engine.Engine, name string, allow int, window time.Duration) (*engine.Ref, *Credit, error) {
+	if e == nil {
+		return nil, nil, errNoEngine
+	}
+	r := windowRule{allow: allow, window: window}
+	l := newLimiter(e, r, r.fresh(e.Now()))
+	span := int64(window / windowSpans)
+	leaseFor := func(r windowRule) int64 {
+		if r.allow < 1024 || span < 1 { // small quotas are counted exactly
+			return 0
+		}
+		return leaseOf(float64(r.allow))
+	}
+	return spawnLender(e, name, l, leaseFor, span)
+}
+
+// windowSpans is how many of a lease's spans make a window.
+const windowSpans = 256
+
+// spawnLender spawns l as a lender of leases of leaseFor(its rule), or as a
+// plain limiter with a nil Credit when the lease is under a token. A span
+// above zero bounds each lease in time (see SpawnWindowCredit).
+func spawnLender[S any, R rule[S]](e *engine.Engine, name string, l *limiter[S, R], leaseFor func(R) int64, span int64) (*engine.Ref, *Credit, error) {
+	lease := leaseFor(l.rule)
 	if lease < 1 {
 		ref, err := e.Spawn(name, l, nil)
 		return ref, nil, err
 	}
-	b := &lender{limiter: l, credit: new(Credit), lease: lease}
+	b := &lender[S, R]{limiter: l, credit: &Credit{span: span}, lease: lease, leaseFor: leaseFor}
 	ref, err := e.Spawn(name, b, nil)
 	if err != nil {
 		return nil, nil, err
@@ -128,29 +212,31 @@ func SpawnBucketCredit(e *engine.Engine, name string, rate, burst float64) (*eng
 	return ref, b.credit, nil
 }
 
-// lender is a bucket actor that lends tokens to its Credit.
-type lender struct {
-	*limiter[policy.Bucket, bucketRule]
-	credit  *Credit
-	lease   int64
-	lent    int64 // tokens lent and not yet taken back: reserved in the bucket
-	stopped bool
+// lender is a bucket or window actor that lends to its Credit.
+type lender[S any, R rule[S]] struct {
+	*limiter[S, R]
+	credit   *Credit
+	leaseFor func(R) int64
+	lease    int64
+	lent     int64 // lent and not yet taken back: reserved in the books
+	from     int64 // when the lease was lent
+	stopped  bool
 }
 
-// Receive takes back the credit, so the bucket is exact while the message
+// Receive takes back the credit, so the books are exact while the message
 // is handled, and lends afresh afterwards if nobody waits.
-func (b *lender) Receive(c actor.Context) { lending(c, b.limiter, b, &b.stopped) }
+func (b *lender[S, R]) Receive(c actor.Context) { lending(c, b.limiter, b, &b.stopped) }
 
 // Handle is Receive for a user message, which the engine hands over
 // straight; it must not fall through to the limiter's own Handle, which
 // knows nothing of the credit.
-func (b *lender) Handle(msg any) {
+func (b *lender[S, R]) Handle(msg any) {
 	b.reclaim()
 	b.limiter.Handle(msg)
 	if _, ok := msg.(*Retune); ok {
-		// A lease follows the burst; lending nothing stays so, since
+		// A lease follows the numbers; lending nothing stays so, since
 		// callers hold no Credit to draw from.
-		b.lease = max(leaseOf(b.rule.burst), 1)
+		b.lease = max(b.leaseFor(b.rule), 1)
 	}
 	if !b.stopped {
 		b.lend()
@@ -179,33 +265,47 @@ func lending(c actor.Context, inner actor.Actor, l interface {
 // the bucket at the clock's time now, no earlier than any draw: taken at
 // an earlier instant, the tokens would free room in a full bucket that it
 // then refills, which is letting through more than the bucket allows.
-func (b *lender) reclaim() {
+//
+// A window's events are counted the same way, at now: an event counted
+// later than it happened leaves the window later, which only ever refuses
+// more. Its room is reserved as the bucket's tokens are: nothing else takes
+// from the window while a lease is out, and room only grows with time.
+func (b *lender[S, R]) reclaim() {
 	b.watch() // lent tokens are still inside: the most it held
 	if b.lent == 0 {
 		return
 	}
 	drawn := b.lent - b.credit.takeBack()
 	b.lent = 0
-	if drawn > 0 {
-		b.seen(b.alarm.clock.Now())
-		// The reserve covers it: the bucket held lent tokens when they were
-		// lent, and has only earned since.
-		b.rule.take(&b.state, b.now, float64(drawn))
+	if drawn <= 0 {
+		return
 	}
+	now := b.alarm.clock.Now()
+	if b.credit.span > 0 { // every draw was in the lease's span
+		now = min(now, b.from+b.credit.span)
+	}
+	b.seen(now)
+	// The reserve covers it: the books held the lent room when it was
+	// lent, and have only gained since.
+	if w, ok := any(&b.state).(*policy.Window); ok {
+		w.TakeN(b.now, int(drawn)) // a window's take counts one event, whatever n
+		return
+	}
+	b.rule.take(&b.state, b.now, float64(drawn))
 }
 
-// lend lends up to a lease of what the bucket holds, unless somebody is
+// lend lends up to a lease of what the books hold, unless somebody is
 // parked: they come first, and credit would let Allows overtake them.
-func (b *lender) lend() {
+func (b *lender[S, R]) lend() {
 	if b.q.parked > 0 {
 		return
 	}
-	n := min(b.lease, int64(b.state.Tokens(b.now)))
+	n := min(b.lease, int64(b.rule.left(&b.state, b.now)))
 	if n < 1 {
 		return
 	}
-	b.lent = n
-	b.credit.w.Store(uint64(n))
+	b.lent, b.from = n, b.now
+	b.credit.lendAt(b.now, n)
 }
 
 // Room is room in a gate that its actor has lent its callers ahead of

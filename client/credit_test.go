@@ -172,3 +172,99 @@ func TestGateRoomExact(t *testing.T) {
 		t.Fatalf("Held %d once everyone left", h)
 	}
 }
+
+// TestWindowCreditNeverOverAdmits is TestCreditNeverOverAdmits for a
+// client.Window big enough to lend: what it lets through must pass an
+// exact policy.Window fed only those calls, at the instants they were
+// made; and against an exact window fed every call it may fall short only
+// by what counting a lease's events up to a 256th of the window late
+// costs, which the test bounds at 2% of the calls the exact window let
+// through (and logs).
+func TestWindowCreditNeverOverAdmits(t *testing.T) {
+	for _, allow := range []int{1024, 10000} {
+		const window = time.Second
+		for name, pattern := range creditPatterns(float64(allow), float64(allow)) {
+			t.Run(fmt.Sprintf("allow=%d/%s", allow, name), func(t *testing.T) {
+				clock := vclock.NewVirtual()
+				eng := engine.New(engine.WithClock(clock))
+				defer eng.Shutdown(context.Background())
+				start := clock.Now()
+				w, err := client.NewWindow(eng, allow, window)
+				if err != nil {
+					t.Fatal(err)
+				}
+				shadow := policy.NewWindow(allow, window) // fed what w let through
+				exact := policy.NewWindow(allow, window)  // fed every call
+				var ours, theirs int
+				for i, a := range pattern {
+					clock.Advance(time.Duration(start + int64(a.at) - clock.Now()))
+					now := clock.Now()
+					for range a.calls {
+						if w.Allow() {
+							ours++
+							if !shadow.Take(now) {
+								t.Fatalf("arrival %d at +%v: let through more than the window allows (%d so far)", i, a.at, ours)
+							}
+						}
+						if exact.Take(now) {
+							theirs++
+						}
+					}
+				}
+				if got := w.Stats().Allowed(); got != int64(ours) {
+					t.Fatalf("Stats().Allowed() = %d, let through %d", got, ours)
+				}
+				if short := theirs - ours; float64(short) > 0.02*float64(theirs) {
+					t.Fatalf("let %d through against the exact window's %d: %d short, more than 2%%", ours, theirs, short)
+				}
+				t.Logf("allow %d %s: %d against the exact %d (%.2f%% under)",
+					allow, name, ours, theirs, 100*float64(theirs-ours)/float64(theirs))
+			})
+		}
+	}
+}
+
+// TestWindowCreditConcurrent: eight callers Allow at once on a window that
+// lends, in rounds; the clock stands still within a round and moves between
+// rounds by random steps, some inside a lease's span and some past it, so
+// leases are lent, drawn, outlived and taken back while callers draw. What
+// each round let through, fed to an exact window at the round's instant,
+// must fit it.
+func TestWindowCreditConcurrent(t *testing.T) {
+	const allow, window = 2048, time.Second
+	clock := vclock.NewVirtual()
+	eng := engine.New(engine.WithClock(clock))
+	defer eng.Shutdown(context.Background())
+	w, err := client.NewWindow(eng, allow, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shadow := policy.NewWindow(allow, window)
+	rng := rand.New(rand.NewPCG(3, 4))
+	total := 0
+	for round := range 200 {
+		var got atomic.Int64
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range 64 {
+					if w.Allow() {
+						got.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		now := clock.Now()
+		for range got.Load() {
+			if !shadow.Take(now) {
+				t.Fatalf("round %d: let %d through, more than the window allows", round, got.Load())
+			}
+		}
+		total += int(got.Load())
+		clock.Advance(time.Duration(rng.Int64N(int64(window / 64))))
+	}
+	if got := w.Stats().Allowed(); got != int64(total) {
+		t.Fatalf("Stats().Allowed() = %d, let through %d", got, total)
+	}
+}

@@ -318,7 +318,11 @@ func (b *Bucket) Stats() LimiterStats {
 }
 
 // Stats is a snapshot of the window's counts, as Bucket.Stats.
-func (w *Window) Stats() LimiterStats { return w.l.counts.snapshot() }
+func (w *Window) Stats() LimiterStats {
+	s := w.l.counts.snapshot()
+	s.allowed += w.credit.Drawn()
+	return s
+}
 
 // Stats is a snapshot of the counts over all keys, as Bucket.Stats.
 func (k *KeyedBucket) Stats() LimiterStats { return k.l.counts.snapshot() }
