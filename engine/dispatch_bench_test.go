@@ -28,17 +28,17 @@ func (echo) Receive(c actor.Context) {
 // dispatch at 1, 8, 64 and 512 callers, with the p99 of a single call.
 func BenchmarkDispatch(b *testing.B) {
 	type setting struct {
-		d      Dispatch
+		d      scheduling
 		budget int
 	}
-	for _, s := range []setting{{Hybrid, 1}, {Hybrid, 4}, {Hybrid, 16}, {Dedicated, 1}, {Stock, 1}, {Synchronized, 1}} {
+	for _, s := range []setting{{hybrid, 1}, {hybrid, 4}, {hybrid, 16}, {dedicated, 1}, {stock, 1}, {synchronized, 1}} {
 		for _, callers := range []int{1, 8, 64, 512} {
 			name := s.d.String()
-			if s.d == Hybrid {
+			if s.d == hybrid {
 				name = fmt.Sprintf("%s%d", name, s.budget)
 			}
 			b.Run(fmt.Sprintf("%s/callers=%d", name, callers), func(b *testing.B) {
-				e := New(WithDispatch(s.d, s.budget))
+				e := New(withDispatch(s.d, s.budget))
 				defer e.Shutdown(context.Background())
 				ref, err := e.Spawn("", echo{}, nil)
 				if err != nil {
@@ -66,13 +66,13 @@ func (direct) Handle(msg any) {
 }
 
 // BenchmarkDirect is the round trip of BenchmarkDispatch for a Handler
-// answering on a Reply, under Hybrid with the default budget and with a
+// answering on a Reply, under hybrid with the default budget and with a
 // budget of 1.
 func BenchmarkDirect(b *testing.B) {
 	for _, budget := range []int{defaultBudget, 1} {
 		for _, callers := range []int{1, 8, 64, 512} {
 			b.Run(fmt.Sprintf("hybrid%d/callers=%d", budget, callers), func(b *testing.B) {
-				e := New(WithDispatch(Hybrid, budget))
+				e := New(withDispatch(hybrid, budget))
 				defer e.Shutdown(context.Background())
 				ref, err := e.Spawn("", direct{}, nil)
 				if err != nil {

@@ -25,7 +25,7 @@
 // What does not go through protoactor is the path of one user message:
 // how it is queued, who runs it, how it reaches the actor, and how its
 // answer comes back. The engine gives every actor its own protoactor
-// Mailbox (see Dispatch): one atomic status word for "somebody runs it"
+// Mailbox: one atomic status word for "somebody runs it"
 // and the count of messages queued, and a lock-free ring for the queue.
 // An actor that implements Handler gets its user messages straight from
 // the mailbox instead of through protoactor's invoker and actor.Context
@@ -63,50 +63,28 @@
 // one Send run every message other callers keep adding, on the caller's
 // stack, for as long as they keep coming.
 //
-// The engine schedules every mailbox by one of four Dispatch values. Hybrid
-// is the default: a sender that finds the status word at zero (nobody
-// running the actor, nothing queued, nobody half way through queueing, since
-// senders count before they queue) runs its own message at once, on its own
-// goroutine, without queueing it; it then runs what other senders queued
-// meanwhile, up to a budget of 16 messages in all (combining: on two
-// processors, the other one's callers are answered by whoever holds the
-// actor, without a goroutine switch), and hands the rest to the actor's
-// long-lived goroutine; until that goroutine starts on them, any sender or
-// waiting caller passing by may take the mailbox over and run the next
-// budget's worth itself, so on a busy machine callers do not wait for the
-// scheduler to get round to the actor's goroutine. So one caller alone pays
-// a function call and a few atomic operations, and no caller runs others'
-// work for more than the budget at a time.
+// The engine runs every mailbox the same way: a sender that finds the
+// status word at zero (nobody running the actor, nothing queued, nobody half
+// way through queueing, since senders count before they queue) runs its own
+// message at once, on its own goroutine, without queueing it; it then runs
+// what other senders queued meanwhile, up to a budget of 16 messages in all
+// (combining: on two processors, the other one's callers are answered by
+// whoever holds the actor, without a goroutine switch), and hands the rest
+// to the actor's long-lived goroutine; until that goroutine starts on them,
+// any sender or waiting caller passing by may take the mailbox over and run
+// the next budget's worth itself. So one caller alone pays a function call
+// and a few atomic operations, and no caller runs others' work for more than
+// the budget at a time.
 //
 // A sender that finds the actor busy queues its message and waits on its
 // Reply (Reply.Ask). It spins while its message is still in line and the
-// line moves, since then the actor is running on the other processor and
-// will get to it; it takes the mailbox over when the line stands still
-// because it waits for the actor's goroutine; and it parks once the line has
-// stood still for a while (the holder was preempted: how long a while
-// adapts, doubling with each spin answered and halving with each stall), or
-// soon after the actor has taken its message without answering it (the actor
-// parked the request itself, as a pool does a Take that waits for a
-// resource). With one processor nobody spins: the holder cannot run while
-// anyone does.
+// line moves, since then the actor is running on another processor and will
+// get to it; it takes the mailbox over when the line stands still because
+// it waits for the actor's goroutine; and it parks once the line has stood
+// still for a while (how long adapts, doubling with each spin answered and
+// halving with each stall), or soon after the actor has taken its message
+// without answering it (the actor parked the request itself, as a pool does
+// a Take that waits for a resource). With one processor nobody spins.
 //
-// Measured with BenchmarkDirect, BenchmarkDispatch and
-// BenchmarkProtoactorStock (a send and its reply; ns per round trip across
-// all callers, each including two readings of the clock, about 50 ns, to
-// time the call), go test -bench 'Direct|Dispatch|Stock' -benchtime
-// 200000x on the project's 2-core machine, Go 1.26, shared with other
-// work at the time; p50 and p99 are of a single call:
-//
-//	round trip                            1 caller  8 callers  64 callers  512 callers  p50 / p99 of a call
-//	Handler + Reply, hybrid 16 (default)  106 ns    119 ns     112 ns      109 ns       50 / 61 ns (261 ns at 512)
-//	Handler + Reply, hybrid 1             106 ns    114 ns     106 ns      129 ns       50 / 61-390 ns
-//	Receive + channel, hybrid 16          136 ns    130 ns     128 ns      257 ns       70 / 81 ns (83 / 341 µs at 512)
-//	Receive + channel, hybrid 1           137 ns    143 ns     184 ns      154 ns       70 ns / 0.09-33 µs
-//	protoactor stock                      459 ns    530 ns     434 ns      337 ns       0.34 / 0.45-4 µs (0.13 / 0.6 ms at 512)
-//
-// An echo is answered too fast for callers to meet each other often; where
-// they do (the pool benchmark of cmd bench, 8 callers and more on two
-// cores), the budget of 16 answered 8 callers' Get+Put at 110-120 ns
-// against 340-450 ns for a budget of 1, which hands every second message
-// to the actor's goroutine and so wakes a parked caller per message.
+// DESIGN.md has the measurements behind these choices.
 package engine

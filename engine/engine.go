@@ -68,13 +68,14 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithDispatch chooses how actors' messages are run (see Dispatch); budget is
-// how many messages a sender may run inline under Hybrid (values below 1 are
-// read as 1). The default is Hybrid with a budget of 16 (see the package
+// withDispatch chooses how actors' messages are run, for the engine's tests
+// and benchmarks (see scheduling); budget is
+// how many messages a sender may run inline under hybrid (values below 1 are
+// read as 1). The default is hybrid with a budget of 16 (see the package
 // documentation).
-func WithDispatch(d Dispatch, budget int) Option {
+func withDispatch(d scheduling, budget int) Option {
 	return func(e *Engine) {
-		if d <= Synchronized {
+		if d <= synchronized {
 			e.dispatch = d
 		}
 		e.budget = max(budget, 1)
@@ -95,7 +96,7 @@ type Engine struct {
 	system    *actor.ActorSystem
 	clock     Clock
 	logger    *slog.Logger
-	dispatch  Dispatch
+	dispatch  scheduling
 	budget    int
 	heatEvery time.Duration
 	names     *names
@@ -113,7 +114,7 @@ func New(opts ...Option) *Engine {
 	e := &Engine{
 		clock:     vclock.Real(),
 		logger:    slog.New(slog.DiscardHandler),
-		dispatch:  Hybrid,
+		dispatch:  hybrid,
 		budget:    defaultBudget,
 		heatEvery: 250 * time.Millisecond,
 		downDone:  make(chan struct{}),
@@ -195,7 +196,7 @@ func (e *Engine) Spawn(name string, a actor.Actor, shutdown func(context.Context
 }
 
 func (e *Engine) dispatcher() actor.Dispatcher {
-	if e.dispatch == Synchronized {
+	if e.dispatch == synchronized {
 		return actor.NewSynchronizedDispatcher(throughput)
 	}
 	return actor.NewDefaultDispatcher(throughput)

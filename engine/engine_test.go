@@ -31,9 +31,9 @@ func (c counter) Receive(ctx actor.Context) {
 }
 
 func TestSpawnLookupStop(t *testing.T) {
-	for _, d := range []Dispatch{Hybrid, Dedicated, Stock, Synchronized} {
+	for _, d := range []scheduling{hybrid, dedicated, stock, synchronized} {
 		t.Run(d.String(), func(t *testing.T) {
-			e := New(WithDispatch(d, 2))
+			e := New(withDispatch(d, 2))
 			defer e.Shutdown(context.Background())
 			var n atomic.Int64
 			ref, err := e.Spawn("a", counter{&n}, nil)

@@ -7,43 +7,44 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// Dispatch names how an actor's messages get a goroutine to run on. The
-// choice and the numbers behind it are in the package documentation.
-type Dispatch uint8
+// scheduling is how an actor's messages get a goroutine to run on. hybrid
+// is what every engine uses; the other three are kept for the engine's own
+// tests and benchmarks, which measure hybrid against them (see DESIGN.md).
+type scheduling uint8
 
 const (
-	// Hybrid, the default: a sender that finds the actor idle runs the actor
+	// hybrid, the default: a sender that finds the actor idle runs the actor
 	// on its own goroutine for at most a few messages (the inline budget),
 	// which makes an uncontended call cost a function call rather than two
 	// goroutine switches; past the budget the actor's own long-lived
 	// goroutine takes over, so no sender ever runs more than the budget of
 	// other callers' messages.
-	Hybrid Dispatch = iota
-	// Dedicated gives every actor one long-lived goroutine that runs all of
+	hybrid scheduling = iota
+	// dedicated gives every actor one long-lived goroutine that runs all of
 	// its messages; senders only enqueue.
-	Dedicated
-	// Stock is protoactor's default dispatcher: a new goroutine whenever the
+	dedicated
+	// stock is protoactor's default dispatcher: a new goroutine whenever the
 	// mailbox goes from idle to busy.
-	Stock
-	// Synchronized is protoactor's synchronized dispatcher: the sender that
+	stock
+	// synchronized is protoactor's synchronized dispatcher: the sender that
 	// finds the actor idle runs every message queued until the mailbox is
 	// empty, however many other callers keep adding.
-	Synchronized
+	synchronized
 )
 
 // String names the dispatch.
-func (d Dispatch) String() string {
+func (d scheduling) String() string {
 	switch d {
-	case Hybrid:
+	case hybrid:
 		return "hybrid"
-	case Dedicated:
+	case dedicated:
 		return "dedicated"
-	case Stock:
+	case stock:
 		return "stock"
-	case Synchronized:
+	case synchronized:
 		return "synchronized"
 	}
-	return "Dispatch(?)"
+	return "scheduling(?)"
 }
 
 // Refusable is a request that can be answered without its actor: a message
@@ -83,7 +84,7 @@ const (
 	defaultBudget = 16
 )
 
-// mailbox is a protoactor Mailbox whose scheduling follows a Dispatch. It
+// mailbox is a protoactor Mailbox run by one of the schedulings. It
 // exists for three reasons: protoactor's default mailbox cannot bound how
 // many messages one sender runs inline, it drops messages that reach a
 // stopped actor (which would leave a blocking caller waiting for ever), and
@@ -106,11 +107,11 @@ type mailbox struct {
 	closed    atomic.Bool
 	// handed says the mailbox is held for the dedicated goroutine, which
 	// has not started on it yet. Whoever clears it holds the mailbox: that
-	// goroutine when it wakes, or under Hybrid a sender or a waiting caller
+	// goroutine when it wakes, or under hybrid a sender or a waiting caller
 	// passing by (see help), so queued callers are not kept waiting for a
 	// goroutine the scheduler may not run for a while.
 	handed   atomic.Bool
-	mode     Dispatch
+	mode     scheduling
 	budget   int
 	spin     spinner
 	direct   Handler // the actor, if it takes user messages straight
@@ -122,7 +123,7 @@ type mailbox struct {
 	done     chan struct{} // closed when the dedicated goroutine, if any, has returned
 }
 
-func newMailbox(mode Dispatch, budget int) *mailbox {
+func newMailbox(mode scheduling, budget int) *mailbox {
 	if budget < 1 {
 		budget = 1
 	}
@@ -136,7 +137,7 @@ func newMailbox(mode Dispatch, budget int) *mailbox {
 	}
 	m.spin.init()
 	switch mode {
-	case Hybrid, Dedicated:
+	case hybrid, dedicated:
 		m.kick = make(chan struct{}, 1)
 	default:
 		close(m.done)
@@ -147,7 +148,7 @@ func newMailbox(mode Dispatch, budget int) *mailbox {
 // PostUserMessage queues a message and makes sure something will run it.
 // It blocks only while the mailbox holds mailboxSize messages.
 //
-// Under Hybrid, a sender that finds the mailbox idle with nothing counted
+// Under hybrid, a sender that finds the mailbox idle with nothing counted
 // runs its message at once without passing it through the queue: nobody
 // can be ahead of it, not even a sender half way through queueing, since
 // senders count first. It then runs what others queued meanwhile, up to the
@@ -157,7 +158,7 @@ func (m *mailbox) PostUserMessage(msg any) { m.post(msg) }
 // post is PostUserMessage, reporting where msg was queued: its place in
 // the ring plus one, or 0 if its sender ran it at once.
 func (m *mailbox) post(msg any) uint64 {
-	if m.mode == Hybrid && m.state.Load() == 0 && m.state.CompareAndSwap(0, running) {
+	if m.mode == hybrid && m.state.Load() == 0 && m.state.CompareAndSwap(0, running) {
 		if !m.suspended.Load() && !m.closed.Load() {
 			m.inline = msg
 			m.invoke(msg)
@@ -201,11 +202,11 @@ func (m *mailbox) claim() {
 }
 
 // help takes over a mailbox handed to the dedicated goroutine that has not
-// started on it, under Hybrid, and runs up to the budget of its messages:
+// started on it, under hybrid, and runs up to the budget of its messages:
 // a caller passing by does the work instead of waiting for a goroutine to
 // be scheduled, which on a busy machine can take a whole time slice.
 func (m *mailbox) help() {
-	if m.mode == Hybrid && m.handed.Load() && m.handed.CompareAndSwap(true, false) {
+	if m.mode == hybrid && m.handed.Load() && m.handed.CompareAndSwap(true, false) {
 		if m.drain(0, m.budget) {
 			m.handoff()
 		}
@@ -263,11 +264,11 @@ func (m *mailbox) run() {
 	switch {
 	case m.closed.Load():
 		m.drain(0, 0)
-	case m.mode == Hybrid:
+	case m.mode == hybrid:
 		if m.drain(0, m.budget) {
 			m.handoff()
 		}
-	case m.mode == Dedicated:
+	case m.mode == dedicated:
 		m.handoff()
 	default:
 		m.dispatch.Schedule(m.process)

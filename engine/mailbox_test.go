@@ -53,13 +53,13 @@ func (o *orderly) Handle(msg any) {
 // time, in its sender's order, and every answer arrives (none is stranded
 // by a holder letting go just as a sender queues).
 func TestMailboxStress(t *testing.T) {
-	for _, d := range []Dispatch{Hybrid, Dedicated, Stock, Synchronized} {
+	for _, d := range []scheduling{hybrid, dedicated, stock, synchronized} {
 		for _, budget := range []int{1, 16} {
-			if d != Hybrid && budget != 1 {
+			if d != hybrid && budget != 1 {
 				continue
 			}
 			t.Run(fmt.Sprintf("%s%d", d, budget), func(t *testing.T) {
-				e := New(WithDispatch(d, budget))
+				e := New(withDispatch(d, budget))
 				defer e.Shutdown(context.Background())
 				const senders, each, burst = 16, 400, 8
 				o := &orderly{next: make([]int, senders)}

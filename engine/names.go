@@ -142,7 +142,7 @@ func (d *directory) arm() {
 }
 
 func newNames(e *Engine) *names {
-	mb := newMailbox(Dedicated, 1)
+	mb := newMailbox(dedicated, 1)
 	ref := &Ref{name: "$names", mb: mb, engine: e}
 	d := &directory{e: e, refs: make(map[string]*Ref), held: make(map[string]*Ref), subs: make(map[uint64]func(int64, float64))}
 	props := actor.PropsFromProducer(

@@ -152,8 +152,8 @@ func (s *spinner) init() {
 // not a stall: the caller takes the mailbox over (help) and spins on.
 func (m *mailbox) await(state *uint32, at uint64) bool {
 	s := &m.spin
-	if s.off || at == 0 || m.mode != Hybrid {
-		return false // only under Hybrid do callers run the actor; else its goroutine needs the processor a spinner would take
+	if s.off || at == 0 || m.mode != hybrid {
+		return false // only under hybrid do callers run the actor; else its goroutine needs the processor a spinner would take
 	}
 	n := s.limit.Load()
 	if n == 0 {
