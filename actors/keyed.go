@@ -82,10 +82,10 @@ type keyed[S any, R rule[S]] struct {
 	rule           R
 	index          map[string]int32
 	keys           []entry[S]
-	free           int32   // first free entry, chained through next; -1 when none
-	oldest, newest int32   // ends of the taking order; -1 when no keys
-	q              queue   // the lines of keys with parked callers
-	wakes          []int32 // lines by the instant their head can be granted: a min-heap
+	free           int32         // first free entry, chained through next; -1 when none
+	oldest, newest int32         // ends of the taking order; -1 when no keys
+	q              queue[*Allow] // the lines of keys with parked callers
+	wakes          []int32       // lines by the instant their head can be granted: a min-heap
 	alarm          alarm
 	slack          time.Duration // how late forgetting may be, to batch Ticks
 	now            int64         // latest Now seen, for a Withdraw, which carries none
@@ -145,7 +145,7 @@ func (k *keyed[S, R]) Handle(msg any) {
 		m.reply <- [2]int{len(k.index), len(k.keys)}
 	case *actor.Stopped:
 		k.alarm.stop()
-		k.q.refuseAll()
+		k.q.drain((*Allow).Refuse)
 	default:
 		refuseOther(m)
 	}

@@ -283,6 +283,12 @@ func (m *Unreserve) Refuse() { reply(m.Reply, Permit{Err: ErrStopped}) }
 // Refuse answers an Enter that reached a stopped actor.
 func (m *Enter) Refuse() { m.Reply <- Permit{Err: ErrStopped} }
 
+// handle is where a queue keeps the parking of a Take.
+func (m *Take[T]) handle() *uint64 { return &m.gen }
+
+// handle is where a queue keeps the parking of an Allow.
+func (m *Allow) handle() *uint64 { return &m.gen }
+
 // answer sends a Take's one answer where the caller waits for it.
 func (m *Take[T]) answer(a Answer[T]) {
 	if m.Slot != nil {
