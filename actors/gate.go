@@ -30,13 +30,26 @@ func SpawnGate(e *engine.Engine, name string, limit int) (*engine.Ref, error) {
 type gateActor struct {
 	gate  policy.Gate
 	limit int
+	inFlight
 }
 
-func (g *gateActor) Receive(c actor.Context) {
-	switch m := c.Message().(type) {
+func (g *gateActor) Receive(c actor.Context) { g.Handle(c.Message()) }
+
+// Handle runs one message; the engine calls it straight for user messages
+// (see engine.Handler), and Receive for the rest. A request it does not
+// serve, or whose handling panics, is refused (see inFlight).
+func (g *gateActor) Handle(msg any) {
+	defer g.unanswered()
+	g.hold(msg)
+	g.handle(msg)
+}
+
+func (g *gateActor) handle(msg any) {
+	switch m := msg.(type) {
 	case *Enter:
 		ok := g.gate.Enter()
 		reply(m.Reply, Permit{OK: ok, Left: float64(g.gate.Held())})
+		g.answered()
 	case *Leave:
 		g.gate.Leave()
 	case Leave:
@@ -47,8 +60,6 @@ func (g *gateActor) Receive(c actor.Context) {
 			room = float64(max(g.limit-g.gate.Held(), 0))
 		}
 		reply(m.Reply, Permit{Left: room})
-	case *actor.Started, *actor.Stopping, *actor.Stopped:
-	default:
-		refuseOther(m)
+		g.answered()
 	}
 }

@@ -90,6 +90,7 @@ type keyed[S any, R rule[S]] struct {
 	slack          time.Duration // how late forgetting may be, to batch Ticks
 	now            int64         // latest Now seen, for a Withdraw, which carries none
 	spare          S             // a new key's state before it is kept: a local would escape
+	inFlight
 }
 
 // entry is one key's limit.
@@ -110,8 +111,11 @@ func (k *keyed[S, R]) Receive(c actor.Context) {
 }
 
 // Handle runs one message; the engine calls it straight for user messages
-// (see engine.Handler), and Receive for the rest.
+// (see engine.Handler), and Receive for the rest. A request it does not
+// serve, or whose handling panics, is refused (see inFlight).
 func (k *keyed[S, R]) Handle(msg any) {
+	defer k.unanswered()
+	k.hold(msg)
 	switch m := msg.(type) {
 	case *Allow:
 		k.allow(m)
@@ -139,15 +143,16 @@ func (k *keyed[S, R]) Handle(msg any) {
 			p = Permit{Left: k.rule.left(&k.spare, m.Now), After: k.rule.wait(&k.spare, m.Now, 0, 1)}
 		}
 		reply(m.Reply, p)
+		k.answered()
 	case *Retune:
 		k.retune(m)
+		k.answered()
 	case *keyCount:
 		m.reply <- [2]int{len(k.index), len(k.keys)}
+		k.answered()
 	case *actor.Stopped:
 		k.alarm.stop()
 		k.q.drain((*Allow).Refuse)
-	default:
-		refuseOther(m)
 	}
 }
 
@@ -195,11 +200,13 @@ func (k *keyed[S, R]) allow(m *Allow) {
 		k.spare = k.rule.fresh(now)
 		v := decide(k.rule, &k.spare, 0, 0, m)
 		if v == answered {
+			k.answered()
 			k.sweep(now, sweepPerCall)
 			return
 		}
 		i = k.add(key, k.spare, now)
 		if v == granted {
+			k.answered()
 			k.touch(i, now)
 		} else {
 			k.park(i, m)
@@ -216,9 +223,12 @@ func (k *keyed[S, R]) allow(m *Allow) {
 		}
 		switch decide(k.rule, &e.state, waiting, ahead, m) {
 		case granted:
+			k.answered()
 			k.touch(i, now)
 		case parks:
 			k.park(i, m)
+		default:
+			k.answered()
 		}
 	}
 	k.sweep(now, sweepPerCall)
@@ -376,6 +386,7 @@ func (k *keyed[S, R]) park(i int32, m *Allow) {
 		k.keys[i].line = li
 	}
 	k.q.park(li, m, k.rule.cost(m.N))
+	k.answered()              // in the line's custody: it is answered from there
 	if k.q.lines[li].n == 1 { // a new head: schedule it
 		k.serve(li)
 	}

@@ -93,6 +93,7 @@ type limiter[S any, R rule[S]] struct {
 	alarm alarm
 	now   int64 // latest Now seen, for a Withdraw, which carries none
 	resv  reservations
+	inFlight
 }
 
 func (l *limiter[S, R]) Receive(c actor.Context) {
@@ -104,8 +105,15 @@ func (l *limiter[S, R]) Receive(c actor.Context) {
 }
 
 // Handle runs one message; the engine calls it straight for user messages
-// (see engine.Handler), and Receive for the rest.
+// (see engine.Handler), and Receive for the rest. A request it does not
+// serve, or whose handling panics, is refused (see inFlight).
 func (l *limiter[S, R]) Handle(msg any) {
+	defer l.unanswered()
+	l.hold(msg)
+	l.handle(msg)
+}
+
+func (l *limiter[S, R]) handle(msg any) {
 	l.watch()
 	switch m := msg.(type) {
 	case *Allow:
@@ -117,11 +125,13 @@ func (l *limiter[S, R]) Handle(msg any) {
 			// really ahead, never 0.
 			l.serve()
 		}
-		if decide(l.rule, &l.state, ln.n, ln.ahead, m) == parks {
+		v := decide(l.rule, &l.state, ln.n, ln.ahead, m)
+		if v == parks {
 			l.q.park(0, m, l.rule.cost(m.N))
-			if l.q.lines[0].n == 1 { // a new head: ask for its wake-up
-				l.serve()
-			}
+		}
+		l.answered()
+		if v == parks && l.q.lines[0].n == 1 { // a new head: ask for its wake-up
+			l.serve()
 		}
 	case *Withdraw:
 		l.withdraw(m.Allow)
@@ -139,17 +149,19 @@ func (l *limiter[S, R]) Handle(msg any) {
 			After:  l.rule.wait(&l.state, m.Now, ln.ahead, 1),
 			Parked: int(ln.n),
 		})
+		l.answered()
 	case *Retune:
 		l.retune(m)
+		l.answered()
 	case *Reserve:
 		l.reserve(m)
+		l.answered()
 	case *Unreserve:
 		l.cancel(m)
+		l.answered()
 	case *actor.Stopped:
 		l.alarm.stop()
 		l.q.drain((*Allow).Refuse)
-	default:
-		refuseOther(m)
 	}
 }
 
@@ -281,14 +293,6 @@ func reply(ch chan Permit, p Permit) {
 	select {
 	case ch <- p:
 	default:
-	}
-}
-
-// refuseOther answers a request this actor does not serve as if the actor
-// had stopped, so its caller does not wait for ever.
-func refuseOther(m any) {
-	if r, ok := m.(engine.Refusable); ok {
-		r.Refuse()
 	}
 }
 

@@ -81,26 +81,7 @@ type books[T comparable] struct {
 
 	stats Stats
 
-	// current is the request being handled until it is answered or parked;
-	// a panic refuses it if it is still here.
-	current engine.Refusable
-}
-
-// answered notes that the request being handled has had its answer.
-func (b *books[T]) answered() { b.current = nil }
-
-// unanswered runs as Receive returns: a request still unanswered (one this
-// actor does not serve, or one whose handling panicked) is refused, so its
-// caller is not left waiting; then a panic goes on to the supervisor.
-func (b *books[T]) unanswered() {
-	r := recover()
-	if b.current != nil {
-		b.current.Refuse()
-		b.current = nil
-	}
-	if r != nil {
-		panic(r)
-	}
+	inFlight // the request being handled, until it is answered or parked
 }
 
 func newBooks[T comparable](e *engine.Engine, cfg PoolConfig) *books[T] {
@@ -136,10 +117,8 @@ func (a *poolActor[T]) Receive(c actor.Context) { a.Handle(c.Message()) }
 // (see engine.Handler), and Receive for the rest.
 func (a *poolActor[T]) Handle(msg any) {
 	b := a.b
-	if r, ok := msg.(engine.Refusable); ok {
-		b.current = r
-		defer b.unanswered()
-	}
+	defer b.unanswered()
+	b.hold(msg)
 	switch m := msg.(type) {
 	case *Take[T]:
 		b.take(m)
