@@ -67,7 +67,7 @@ type fault struct {
 }
 
 // errFault is what an armed fault panics with.
-var errFault = errors.New("moonpool/actors: injected fault")
+var errFault = errors.New("moonpool: injected fault")
 
 func (f *inFlight) trip() {
 	f.fault = nil

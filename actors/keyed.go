@@ -386,7 +386,8 @@ func (k *keyed[S, R]) park(i int32, m *Allow) {
 		k.keys[i].line = li
 	}
 	k.q.park(li, m, k.rule.cost(m.N))
-	k.answered()              // in the line's custody: it is answered from there
+	// In the line's custody: it is answered from there.
+	k.answered()
 	if k.q.lines[li].n == 1 { // a new head: schedule it
 		k.serve(li)
 	}

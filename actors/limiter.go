@@ -11,7 +11,7 @@ import (
 )
 
 // errNoEngine answers a Spawn given no engine to run on.
-var errNoEngine = errors.New("moonpool/actors: no engine")
+var errNoEngine = errors.New("moonpool: no engine")
 
 // SpawnBucket starts a token-bucket actor on e under name (a fresh name when
 // empty): rate tokens a second accrue up to burst, and the bucket is full at

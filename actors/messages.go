@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"errors"
 	"time"
 
 	"github.com/moonpool-go/moonpool/engine"
@@ -18,29 +17,6 @@ import (
 // a slow reader; the caller must not touch a request it has sent until its
 // answer has arrived. A request that reaches a stopped actor is answered
 // with ErrStopped.
-
-// Errors found in answers.
-var (
-	// ErrStopped answers a request that reached a stopped actor.
-	ErrStopped = errors.New("moonpool/actors: actor stopped")
-	// ErrClosed answers a Take on a closed pool, and every waiter a Close finds.
-	ErrClosed = errors.New("moonpool/actors: pool closed")
-	// ErrNotLent answers a strict Give of a resource the pool has not lent.
-	ErrNotLent = errors.New("moonpool/actors: resource is not lent out")
-	// ErrCancelled answers a parked request withdrawn by Cancel or Withdraw.
-	ErrCancelled = errors.New("moonpool/actors: request withdrawn")
-	// ErrDeadline answers a limiter wait that would end after its Deadline.
-	ErrDeadline = errors.New("moonpool/actors: wait would pass the deadline")
-	// ErrShed answers a waiter turned away because the waiter queue is full.
-	ErrShed = errors.New("moonpool/actors: too many waiting")
-	// ErrHeld answers a waiting Take whose Deadline the ward's hold on makes
-	// would pass while nothing is lent that could come back sooner; After
-	// carries the rest of the hold.
-	ErrHeld = errors.New("moonpool/actors: makes held back past the deadline")
-	// ErrDuplicate answers a Made of a resource the pool already holds (idle
-	// or lent): taking it on would lend one resource to two holders.
-	ErrDuplicate = errors.New("moonpool/actors: made a resource the pool already holds")
-)
 
 // Pool requests.
 type (
@@ -133,7 +109,7 @@ type Answer[T comparable] struct {
 	After   time.Duration // for Later
 	Kept    bool          // for Give and Made
 	Why     policy.Reason // for Shed and Later (and ErrHeld): which part said no
-	Err     error         // ErrStopped, ErrClosed, ErrNotLent, ErrCancelled, ErrShed, ErrHeld, ErrDuplicate
+	Err     error         // ErrStopped, ErrClosed, ErrNotLent, ErrCancelled, ErrTooManyWaiting, ErrHeld, ErrDuplicate
 }
 
 // Tick is the engine's timer firing: a pool evicts and wakes callers parked

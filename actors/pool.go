@@ -20,7 +20,7 @@ type PoolConfig struct {
 	// same binary do not back off in lockstep; a test sets its own.
 	Seed uint64
 	// MaxWaiting caps the callers parked in the FIFO; past it a waiting Take
-	// is answered Shed with ErrShed. Zero or less is no cap.
+	// is answered Shed with ErrTooManyWaiting. Zero or less is no cap.
 	MaxWaiting int
 	// Retired, if not nil, is signalled (without blocking) whenever the pool
 	// has retired resources waiting to be collected with Collect.
@@ -283,7 +283,7 @@ func (b *books[T]) park(m *Take[T]) {
 	if b.max > 0 && b.q.parked >= b.max {
 		b.stats.Shed++
 		b.stats.ShedWaiting++
-		m.answer(Answer[T]{Verdict: policy.Shed, Err: ErrShed})
+		m.answer(Answer[T]{Verdict: policy.Shed, Err: ErrTooManyWaiting})
 		b.answered()
 		return
 	}

@@ -115,7 +115,7 @@ func (m *actorModel) wait(now int64, w *fuzzTake) {
 
 func (m *actorModel) park(w *fuzzTake) {
 	if m.max > 0 && len(m.fifo) >= m.max {
-		w.want = &Answer[int64]{Verdict: policy.Shed, Err: ErrShed}
+		w.want = &Answer[int64]{Verdict: policy.Shed, Err: ErrTooManyWaiting}
 		return
 	}
 	m.fifo = append(m.fifo, w)

@@ -297,12 +297,10 @@ func (p *Pool[T]) giveBack(a actors.Answer[T]) {
 	}
 }
 
-// refusal turns an actor's error into the client's sentinel.
+// refusal is an actor's error as the client returns it: a stopped actor is
+// a closed pool; every other sentinel is the client's already.
 func refusal(err error) error {
-	switch {
-	case errors.Is(err, actors.ErrShed):
-		return ErrTooManyWaiting
-	case errors.Is(err, actors.ErrClosed), errors.Is(err, actors.ErrStopped):
+	if errors.Is(err, ErrClosed) {
 		return ErrClosed
 	}
 	return err
