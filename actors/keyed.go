@@ -125,8 +125,6 @@ func (k *keyed[S, R]) Handle(msg any) {
 		k.withdraw(m.Allow)
 	case *Tick:
 		k.tick(m)
-	case Tick:
-		k.tick(&m)
 	case *Left:
 		k.seen(m.Now)
 		var p Permit

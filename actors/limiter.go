@@ -139,8 +139,6 @@ func (l *limiter[S, R]) handle(msg any) {
 		l.withdraw(m.Allow)
 	case *Tick:
 		l.tick(m)
-	case Tick:
-		l.tick(&m)
 	case *Left:
 		l.seen(m.Now)
 		ln := &l.q.lines[0]

@@ -112,8 +112,9 @@ type Answer[T comparable] struct {
 	Err     error         // ErrStopped, ErrClosed, ErrNotLent, ErrCancelled, ErrTooManyWaiting, ErrHeld, ErrDuplicate
 }
 
-// Tick is the engine's timer firing: a pool evicts and wakes callers parked
-// on Later; a limiter wakes its waiters. Now is the clock's reading when the
+// Tick is the engine's timer firing, which an actor asks of the engine's
+// clock and sends itself: a pool evicts and wakes callers parked on Later;
+// a limiter wakes its waiters. Now is the clock's reading when the
 // timer fired, which is later than the instant it was asked for (real timers
 // always are): stamped with the earlier instant, an actor would grant and
 // schedule from a time already past and lose the lateness for good.
@@ -171,10 +172,10 @@ type (
 		Reply       chan Permit
 	}
 	// Reserve asks a bucket for N tokens at once, as an Allow without Wait,
-	// and on a grant names the reservation in Permit.Ticket, which a Cancel
+	// and on a grant names the reservation in Permit.Ticket, which an
 	// Unreserve can give back while it is outstanding. A bucket keeps at most
 	// MaxReservations outstanding: beyond that the oldest is forgotten, and
-	// its Cancel gives back nothing. A window answers it as an Allow, with
+	// its Unreserve gives back nothing. A window answers it as an Allow, with
 	// no Ticket.
 	Reserve struct {
 		Now   int64
@@ -203,7 +204,9 @@ type (
 type Permit struct {
 	OK    bool          // granted
 	After time.Duration // refused: how long until it could be granted, never 0 for an Allow refused without Err (policy.Never: never); for Left: the wait a newcomer wanting one would face now
-	Left  float64       // for Allow: what a caller that does not wait could still have now (0 while callers are parked); for Left: tokens or events left; for Enter: how many are inside
+	Left  float64       // for Allow: what a caller that does not wait could still have now (0 while callers are parked); for Left: tokens or events left, or a gate's room (+Inf with no limit); for Enter: the room left
+	// Held, for a gate's Enter and Left, is how many are inside.
+	Held int
 	// Parked, for Left: how many callers are parked (for Key), so a caller
 	// can tell that a Wait it started is in line.
 	Parked int
@@ -212,7 +215,7 @@ type Permit struct {
 	// its tokens were there. 0 for one granted at once.
 	Waited time.Duration
 	// Ticket, for a granted Reserve of a bucket, names the reservation for
-	// a Cancel; 0 otherwise.
+	// an Unreserve; 0 otherwise.
 	Ticket uint64
 	Err    error
 }
