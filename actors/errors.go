@@ -1,6 +1,10 @@
 package actors
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/moonpool-go/moonpool/engine"
+)
 
 // The refusals, one sentinel each, shared by every layer: package client
 // returns these same values (client.ErrClosed is ErrClosed), so errors.Is
@@ -25,8 +29,8 @@ var (
 	// ErrClosed answers a Take on a closed pool, and every waiter a Close
 	// finds; the client returns it for any pool or limiter closed.
 	ErrClosed = errors.New("moonpool: closed")
-	// ErrStopped answers a request that reached a stopped actor. An actor
-	// stops for good, so it matches ErrClosed.
+	// ErrStopped answers a request that reached a stopped actor. It matches
+	// engine.ErrStopped, and ErrClosed, since an actor stops for good.
 	ErrStopped error = &stopped{}
 	// ErrNotLent answers a strict Give or Drop of a resource the pool has
 	// not lent: never taken from it, or returned twice.
@@ -50,8 +54,11 @@ type shed struct{ msg string }
 func (e *shed) Error() string        { return e.msg }
 func (e *shed) Is(target error) bool { return target == ErrShed }
 
-// stopped is ErrStopped, which matches ErrClosed.
+// stopped is ErrStopped, which matches ErrClosed, and engine.ErrStopped:
+// it is the engine's condition, seen by a request.
 type stopped struct{}
 
-func (*stopped) Error() string        { return "moonpool: closed: actor stopped" }
-func (*stopped) Is(target error) bool { return target == ErrClosed }
+func (*stopped) Error() string { return "moonpool: closed: actor stopped" }
+func (*stopped) Is(target error) bool {
+	return target == ErrClosed || target == engine.ErrStopped
+}

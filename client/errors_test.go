@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/moonpool-go/moonpool/actors"
+	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/moontest"
 	"github.com/moonpool-go/moonpool/policy"
 )
@@ -24,7 +25,7 @@ func TestErrorsMatchAcrossLayers(t *testing.T) {
 		{"too many waiting", actors.ErrTooManyWaiting, []error{ErrTooManyWaiting, ErrShed}, []error{ErrClosed, ErrBreaker}},
 		{"breaker", actors.ErrBreaker, []error{ErrBreaker, ErrShed}, []error{ErrTooManyWaiting}},
 		{"overloaded", actors.ErrOverloaded, []error{ErrOverloaded, ErrShed}, []error{ErrBreaker}},
-		{"stopped actor", actors.ErrStopped, []error{ErrClosed}, []error{ErrShed}},
+		{"stopped actor", actors.ErrStopped, []error{ErrClosed, engine.ErrStopped}, []error{ErrShed}},
 		{"closed", actors.ErrClosed, []error{ErrClosed}, []error{ErrShed, actors.ErrStopped}},
 		{"not lent", actors.ErrNotLent, []error{ErrNotLent}, []error{ErrClosed}},
 		{"duplicate", actors.ErrDuplicate, []error{ErrDuplicate}, []error{ErrNotLent}},

@@ -376,7 +376,7 @@ func whole(x float64) int {
 
 func (l *limiter) wait(ctx context.Context, key string, n float64) error {
 	if ctx.Err() != nil {
-		return waitCtxErr(ctx)
+		return ctxError(ctx, "wait")
 	}
 	if l.closed.Load() {
 		return ErrClosed
@@ -403,7 +403,7 @@ func (l *limiter) wait(ctx context.Context, key string, n float64) error {
 			return nil
 		}
 		if errors.Is(p.Err, actors.ErrCancelled) {
-			return waitCtxErr(ctx)
+			return ctxError(ctx, "wait")
 		}
 		return permitErr(p)
 	}
@@ -451,13 +451,4 @@ func permitErr(p actors.Permit) error {
 		return fmt.Errorf("moonpool: wait: %w", p.Err)
 	}
 	return errors.New("moonpool: wait: refused without a reason")
-}
-
-// waitCtxErr is ctx's error for a Wait, with its cause when that says more.
-func waitCtxErr(ctx context.Context) error {
-	err := ctx.Err()
-	if cause := context.Cause(ctx); cause != nil && cause != err {
-		return fmt.Errorf("moonpool: wait: %w (%w)", err, cause)
-	}
-	return fmt.Errorf("moonpool: wait: %w", err)
 }
