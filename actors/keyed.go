@@ -271,13 +271,7 @@ func (k *keyed[S, R]) arm(now int64) {
 
 // add makes a key holding s, newest in the taking order, and returns it.
 func (k *keyed[S, R]) add(name string, s S, now int64) int32 {
-	i := k.free
-	if i >= 0 {
-		k.free = k.keys[i].next
-	} else {
-		i = int32(len(k.keys))
-		k.keys = append(k.keys, entry[S]{})
-	}
+	i := reuse(&k.keys, &k.free, func(e *entry[S]) int32 { return e.next })
 	k.keys[i] = entry[S]{name: name, state: s, due: now, prev: -1, next: -1, line: -1}
 	k.link(i)
 	k.index[name] = i

@@ -57,13 +57,7 @@ func (q *queue[R]) init() { q.free, q.freeLine = -1, -1 }
 
 // newLine makes an empty line for key and returns its index.
 func (q *queue[R]) newLine(key int32) int32 {
-	li := q.freeLine
-	if li >= 0 {
-		q.freeLine = q.lines[li].next
-	} else {
-		li = int32(len(q.lines))
-		q.lines = append(q.lines, line{})
-	}
+	li := reuse(&q.lines, &q.freeLine, func(l *line) int32 { return l.next })
 	q.lines[li] = line{head: -1, tail: -1, key: key, at: math.MaxInt64, heap: -1, next: -1}
 	return li
 }
@@ -78,13 +72,7 @@ func (q *queue[R]) dropLine(li int32) {
 // handle into it: the one time the queue touches the request's memory
 // while the caller waits for its answer.
 func (q *queue[R]) park(li int32, req R, cost float64) {
-	i := q.free
-	if i >= 0 {
-		q.free = q.slots[i].next
-	} else {
-		i = int32(len(q.slots))
-		q.slots = append(q.slots, slot[R]{})
-	}
+	i := reuse(&q.slots, &q.free, func(s *slot[R]) int32 { return s.next })
 	q.seq++
 	if q.seq == 0 {
 		q.seq = 1 // handle 0 names no parking, as in a fresh request
@@ -198,6 +186,20 @@ func (q *queue[R]) compact() {
 		ln.tail = prev
 	}
 	q.slots, q.free = slots, -1
+}
+
+// reuse returns the index of a free entry of *s: the first on the chain
+// that starts at *free and runs through each entry's next, or else a new
+// one at the end. A queue's slots and lines and a keyed actor's keys are
+// slices reused this way, so that steady traffic allocates nothing.
+func reuse[T any](s *[]T, free *int32, next func(*T) int32) int32 {
+	if i := *free; i >= 0 {
+		*free = next(&(*s)[i])
+		return i
+	}
+	var fresh T
+	*s = append(*s, fresh)
+	return int32(len(*s) - 1)
 }
 
 // drain takes every parked caller out, line by line and oldest first in
