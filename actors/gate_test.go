@@ -17,7 +17,7 @@ func enter(ref *engine.Ref) Permit {
 }
 
 func TestGateSteps(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	ref, err := SpawnGate(r.e, "", 2)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestGateSteps(t *testing.T) {
 }
 
 func TestGateNoLimit(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	ref, err := SpawnGate(r.e, "", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func TestGateNoLimit(t *testing.T) {
 // own, and when they are done the gate is empty.
 func TestGateHammer(t *testing.T) {
 	const limit, callers, rounds = 5, 64, 300
-	r := newLimRig(t)
+	r := newHarness(t)
 	ref, err := SpawnGate(r.e, "", limit)
 	if err != nil {
 		t.Fatal(err)

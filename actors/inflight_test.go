@@ -95,7 +95,7 @@ func TestPanicAnswersOnceEveryActor(t *testing.T) {
 		}, func(ref *engine.Ref, _ int64) asked { return askEnter(ref) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newLimRig(t)
+			r := newHarness(t)
 			ref, err := tc.spawn(r.e)
 			if err != nil {
 				t.Fatal(err)
@@ -123,7 +123,7 @@ func TestPanicAnswersOnceEveryActor(t *testing.T) {
 // leaves a caller parked before it in line, answered once when its turn
 // comes.
 func TestPanicLeavesParkedWaiting(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	ref, err := SpawnBucket(r.e, "", 1, 1)
 	if err != nil {
 		t.Fatal(err)
