@@ -44,8 +44,8 @@ var (
 	ErrDeadline = errors.New("moonpool: wait would pass the deadline")
 	// ErrHeld answers a waiting Take whose Deadline the ward's hold on makes
 	// would pass while nothing is lent that could come back sooner; After
-	// carries the rest of the hold.
-	ErrHeld = errors.New("moonpool: makes held back past the deadline")
+	// carries the rest of the hold. It matches ErrDeadline.
+	ErrHeld error = &held{}
 )
 
 // shed is a refusal with its own cause that also matches ErrShed.
@@ -53,6 +53,12 @@ type shed struct{ msg string }
 
 func (e *shed) Error() string        { return e.msg }
 func (e *shed) Is(target error) bool { return target == ErrShed }
+
+// held is ErrHeld, a wait past the deadline for a reason of its own.
+type held struct{}
+
+func (*held) Error() string        { return "moonpool: makes held back past the deadline" }
+func (*held) Is(target error) bool { return target == ErrDeadline }
 
 // stopped is ErrStopped, which matches ErrClosed, and engine.ErrStopped:
 // it is the engine's condition, seen by a request.

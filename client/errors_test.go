@@ -29,6 +29,8 @@ func TestErrorsMatchAcrossLayers(t *testing.T) {
 		{"closed", actors.ErrClosed, []error{ErrClosed}, []error{ErrShed, actors.ErrStopped}},
 		{"not lent", actors.ErrNotLent, []error{ErrNotLent}, []error{ErrClosed}},
 		{"duplicate", actors.ErrDuplicate, []error{ErrDuplicate}, []error{ErrNotLent}},
+		{"deadline", actors.ErrDeadline, []error{ErrExceedsDeadline}, []error{ErrClosed}},
+		{"held", actors.ErrHeld, []error{ErrExceedsDeadline, actors.ErrDeadline}, []error{ErrShed}},
 	} {
 		for _, want := range tc.is {
 			if !errors.Is(tc.err, want) {

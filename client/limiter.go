@@ -17,7 +17,7 @@ import (
 // ErrExceedsDeadline says a limiter's Wait would end after ctx's deadline,
 // so it returned at once instead of sleeping towards a certain failure. The
 // *WaitError that carries it says how long the wait would have been.
-var ErrExceedsDeadline = errors.New("moonpool: wait would pass the deadline")
+var ErrExceedsDeadline = actors.ErrDeadline
 
 // WaitError is returned by a limiter's Wait that refused at once: the wait
 // it faced would end after ctx's deadline, or would never end (a bucket
