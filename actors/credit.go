@@ -229,10 +229,13 @@ func (b *lender[S, R]) Receive(c actor.Context) { lending(c, b.limiter, b, &b.st
 
 // Handle is Receive for a user message, which the engine hands over
 // straight; it must not fall through to the limiter's own Handle, which
-// knows nothing of the credit.
+// knows nothing of the credit. The request is in hand (see inFlight) from
+// before the credit is taken back.
 func (b *lender[S, R]) Handle(msg any) {
+	defer b.unanswered()
+	b.hold(msg)
 	b.reclaim()
-	b.limiter.Handle(msg)
+	b.limiter.handle(msg)
 	if _, ok := msg.(*Retune); ok {
 		// A lease follows the numbers; lending nothing stays so, since
 		// callers hold no Credit to draw from.
@@ -388,6 +391,17 @@ type roomLender struct {
 // Receive takes the lease back, so the gate is exact while the message is
 // handled, and lends afresh afterwards.
 func (r *roomLender) Receive(c actor.Context) { lending(c, r.gateActor, r, &r.stopped) }
+
+// Handle is Receive for a user message, as lender's Handle is.
+func (r *roomLender) Handle(msg any) {
+	defer r.unanswered()
+	r.hold(msg)
+	r.reclaim()
+	r.gateActor.handle(msg)
+	if !r.stopped {
+		r.lend()
+	}
+}
 
 // reclaim takes the lease back: the room still free leaves the gate's
 // count, and what was taken stays counted, as held by those inside.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/engine"
-	"github.com/moonpool-go/moonpool/internal/vclock"
+	"github.com/moonpool-go/moonpool/moontest"
 )
 
 // fuzzRig is one engine shared by every execution of a fuzz target, with a
@@ -26,19 +26,14 @@ type fuzzRig struct {
 // finds nothing left behind.
 func newFuzzRig(f *testing.F) *fuzzRig {
 	r := &fuzzRig{}
-	r.clock.v.Store(vclock.NewVirtual())
-	r.e = engine.New(engine.WithClock(&r.clock), engine.WithHeatEvery(0))
-	f.Cleanup(func() {
-		if err := r.e.Shutdown(context.Background()); err != nil {
-			f.Error(err)
-		}
-	})
+	r.clock.v.Store(moontest.NewClock(nil))
+	r.e = newEngine(f, &r.clock)
 	return r
 }
 
-// begin starts an execution on a fresh clock reading vclock.Epoch.
-func (r *fuzzRig) begin() *vclock.Virtual {
-	v := vclock.NewVirtual()
+// begin starts an execution on a fresh clock reading moontest.Epoch.
+func (r *fuzzRig) begin() *moontest.Clock {
+	v := moontest.NewClock(nil)
 	r.clock.v.Store(v)
 	return v
 }
@@ -62,11 +57,11 @@ func (r *fuzzRig) spawned(t *testing.T, ref *engine.Ref, err error) *engine.Ref 
 // instant's timers have run. fired settles the actor, so the timer it asks
 // for in answer to a Tick is registered before time moves on and cannot be
 // skipped; then nothing runs but this goroutine, and the clock can go on.
-func stepClock(t *testing.T, v *vclock.Virtual, end int64, fired func()) {
+func stepClock(t *testing.T, v *moontest.Clock, end int64, fired func()) {
 	t.Helper()
 	for i := 0; ; i++ {
 		if i > 10_000 {
-			t.Fatalf("the actor keeps asking for timers, at +%v", time.Duration(v.Now()-vclock.Epoch))
+			t.Fatalf("the actor keeps asking for timers, at +%v", time.Duration(v.Now()-moontest.Epoch))
 		}
 		d, ok := v.Next()
 		if !ok || v.Now()+int64(d) > end {
@@ -81,7 +76,7 @@ func stepClock(t *testing.T, v *vclock.Virtual, end int64, fired func()) {
 // swapClock is the engine's clock: whichever virtual clock the current
 // execution runs on.
 type swapClock struct {
-	v atomic.Pointer[vclock.Virtual]
+	v atomic.Pointer[moontest.Clock]
 }
 
 func (c *swapClock) Now() int64 { return c.v.Load().Now() }

@@ -13,12 +13,12 @@ import (
 // policy.NewGate reads it (limit <= 0 is no limit).
 //
 // Enter is answered at once and never queued — a server past its limit
-// answers rather than waits, which is the point of a gate: OK with Left set
-// to how many are inside now, itself included; or not OK, with Left how many
-// are inside and After 0, since a gate cannot know when someone will leave.
-// Leave gives room back; a Leave with nobody inside changes nothing, so an
-// unmatched Leave never lets an extra caller in later. Left is answered with
-// the room left (+Inf with no limit).
+// answers rather than waits, which is the point of a gate: OK, or not OK
+// with After 0, since a gate cannot know when someone will leave; either way
+// with Held, how many are inside now (itself included if OK), and Left, the
+// room left (+Inf with no limit). Leave gives room back; a Leave with nobody
+// inside changes nothing, so an unmatched Leave never lets an extra caller
+// in later. Left is answered with Held and Left as of now.
 func SpawnGate(e *engine.Engine, name string, limit int) (*engine.Ref, error) {
 	if e == nil {
 		return nil, errNoEngine
@@ -30,25 +30,40 @@ func SpawnGate(e *engine.Engine, name string, limit int) (*engine.Ref, error) {
 type gateActor struct {
 	gate  policy.Gate
 	limit int
+	inFlight
 }
 
-func (g *gateActor) Receive(c actor.Context) {
-	switch m := c.Message().(type) {
+func (g *gateActor) Receive(c actor.Context) { g.Handle(c.Message()) }
+
+// Handle runs one message; the engine calls it straight for user messages
+// (see engine.Handler), and Receive for the rest. A request it does not
+// serve, or whose handling panics, is refused (see inFlight).
+func (g *gateActor) Handle(msg any) {
+	defer g.unanswered()
+	g.hold(msg)
+	g.handle(msg)
+}
+
+func (g *gateActor) handle(msg any) {
+	switch m := msg.(type) {
 	case *Enter:
 		ok := g.gate.Enter()
-		reply(m.Reply, Permit{OK: ok, Left: float64(g.gate.Held())})
+		reply(m.Reply, Permit{OK: ok, Left: g.room(), Held: g.gate.Held()})
+		g.answered()
 	case *Leave:
 		g.gate.Leave()
 	case Leave:
 		g.gate.Leave()
 	case *Left:
-		room := math.Inf(1)
-		if g.limit > 0 {
-			room = float64(max(g.limit-g.gate.Held(), 0))
-		}
-		reply(m.Reply, Permit{Left: room})
-	case *actor.Started, *actor.Stopping, *actor.Stopped:
-	default:
-		refuseOther(m)
+		reply(m.Reply, Permit{Left: g.room(), Held: g.gate.Held()})
+		g.answered()
 	}
+}
+
+// room is how many more could enter now: +Inf with no limit.
+func (g *gateActor) room() float64 {
+	if g.limit <= 0 {
+		return math.Inf(1)
+	}
+	return float64(max(g.limit-g.gate.Held(), 0))
 }

@@ -17,7 +17,7 @@ func enter(ref *engine.Ref) Permit {
 }
 
 func TestGateSteps(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	ref, err := SpawnGate(r.e, "", 2)
 	if err != nil {
 		t.Fatal(err)
@@ -25,8 +25,8 @@ func TestGateSteps(t *testing.T) {
 	steps := []struct {
 		leaves int     // Leaves sent first
 		ok     bool    // then an Enter
-		inside float64 // its Left
-		room   float64 // then Left
+		inside int     // its Held
+		room   float64 // its Left, and then Left's
 	}{
 		{0, true, 1, 1},
 		{0, true, 2, 0},
@@ -41,8 +41,8 @@ func TestGateSteps(t *testing.T) {
 			ref.Send(&Leave{})
 		}
 		p := enter(ref)
-		if p.OK != s.ok || p.Left != s.inside || p.After != 0 || p.Err != nil {
-			t.Fatalf("step %d: Enter = %+v, want OK %v with %v inside", i, p, s.ok, s.inside)
+		if p.OK != s.ok || p.Held != s.inside || p.Left != s.room || p.After != 0 || p.Err != nil {
+			t.Fatalf("step %d: Enter = %+v, want OK %v with %v inside and room for %v", i, p, s.ok, s.inside, s.room)
 		}
 		if got := left(ref, "", 0); got != s.room {
 			t.Fatalf("step %d: Left = %v, want %v", i, got, s.room)
@@ -51,13 +51,13 @@ func TestGateSteps(t *testing.T) {
 }
 
 func TestGateNoLimit(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	ref, err := SpawnGate(r.e, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 1000 {
-		if p := enter(ref); !p.OK || p.Left != float64(i+1) {
+		if p := enter(ref); !p.OK || p.Held != i+1 || !math.IsInf(p.Left, 1) {
 			t.Fatalf("enter %d: %+v", i, p)
 		}
 	}
@@ -81,7 +81,7 @@ func TestGateNoLimit(t *testing.T) {
 // own, and when they are done the gate is empty.
 func TestGateHammer(t *testing.T) {
 	const limit, callers, rounds = 5, 64, 300
-	r := newLimRig(t)
+	r := newHarness(t)
 	ref, err := SpawnGate(r.e, "", limit)
 	if err != nil {
 		t.Fatal(err)
@@ -97,8 +97,8 @@ func TestGateHammer(t *testing.T) {
 				if !p.OK {
 					continue
 				}
-				if p.Left > limit {
-					t.Errorf("gate says %v inside, limit %d", p.Left, limit)
+				if p.Held > limit {
+					t.Errorf("gate says %v inside, limit %d", p.Held, limit)
 				}
 				n := inside.Add(1)
 				for {

@@ -82,14 +82,15 @@ type keyed[S any, R rule[S]] struct {
 	rule           R
 	index          map[string]int32
 	keys           []entry[S]
-	free           int32   // first free entry, chained through next; -1 when none
-	oldest, newest int32   // ends of the taking order; -1 when no keys
-	q              queue   // the lines of keys with parked callers
-	wakes          []int32 // lines by the instant their head can be granted: a min-heap
+	free           int32         // first free entry, chained through next; -1 when none
+	oldest, newest int32         // ends of the taking order; -1 when no keys
+	q              queue[*Allow] // the lines of keys with parked callers
+	wakes          []int32       // lines by the instant their head can be granted: a min-heap
 	alarm          alarm
 	slack          time.Duration // how late forgetting may be, to batch Ticks
 	now            int64         // latest Now seen, for a Withdraw, which carries none
 	spare          S             // a new key's state before it is kept: a local would escape
+	inFlight
 }
 
 // entry is one key's limit.
@@ -110,8 +111,11 @@ func (k *keyed[S, R]) Receive(c actor.Context) {
 }
 
 // Handle runs one message; the engine calls it straight for user messages
-// (see engine.Handler), and Receive for the rest.
+// (see engine.Handler), and Receive for the rest. A request it does not
+// serve, or whose handling panics, is refused (see inFlight).
 func (k *keyed[S, R]) Handle(msg any) {
+	defer k.unanswered()
+	k.hold(msg)
 	switch m := msg.(type) {
 	case *Allow:
 		k.allow(m)
@@ -121,8 +125,6 @@ func (k *keyed[S, R]) Handle(msg any) {
 		k.withdraw(m.Allow)
 	case *Tick:
 		k.tick(m)
-	case Tick:
-		k.tick(&m)
 	case *Left:
 		k.seen(m.Now)
 		var p Permit
@@ -139,15 +141,16 @@ func (k *keyed[S, R]) Handle(msg any) {
 			p = Permit{Left: k.rule.left(&k.spare, m.Now), After: k.rule.wait(&k.spare, m.Now, 0, 1)}
 		}
 		reply(m.Reply, p)
+		k.answered()
 	case *Retune:
 		k.retune(m)
+		k.answered()
 	case *keyCount:
 		m.reply <- [2]int{len(k.index), len(k.keys)}
+		k.answered()
 	case *actor.Stopped:
 		k.alarm.stop()
-		k.q.refuseAll()
-	default:
-		refuseOther(m)
+		k.q.drain((*Allow).Refuse)
 	}
 }
 
@@ -195,11 +198,13 @@ func (k *keyed[S, R]) allow(m *Allow) {
 		k.spare = k.rule.fresh(now)
 		v := decide(k.rule, &k.spare, 0, 0, m)
 		if v == answered {
+			k.answered()
 			k.sweep(now, sweepPerCall)
 			return
 		}
 		i = k.add(key, k.spare, now)
 		if v == granted {
+			k.answered()
 			k.touch(i, now)
 		} else {
 			k.park(i, m)
@@ -216,9 +221,12 @@ func (k *keyed[S, R]) allow(m *Allow) {
 		}
 		switch decide(k.rule, &e.state, waiting, ahead, m) {
 		case granted:
+			k.answered()
 			k.touch(i, now)
 		case parks:
 			k.park(i, m)
+		default:
+			k.answered()
 		}
 	}
 	k.sweep(now, sweepPerCall)
@@ -263,13 +271,7 @@ func (k *keyed[S, R]) arm(now int64) {
 
 // add makes a key holding s, newest in the taking order, and returns it.
 func (k *keyed[S, R]) add(name string, s S, now int64) int32 {
-	i := k.free
-	if i >= 0 {
-		k.free = k.keys[i].next
-	} else {
-		i = int32(len(k.keys))
-		k.keys = append(k.keys, entry[S]{})
-	}
+	i := reuse(&k.keys, &k.free, func(e *entry[S]) int32 { return e.next })
 	k.keys[i] = entry[S]{name: name, state: s, due: now, prev: -1, next: -1, line: -1}
 	k.link(i)
 	k.index[name] = i
@@ -376,6 +378,8 @@ func (k *keyed[S, R]) park(i int32, m *Allow) {
 		k.keys[i].line = li
 	}
 	k.q.park(li, m, k.rule.cost(m.N))
+	// In the line's custody: it is answered from there.
+	k.answered()
 	if k.q.lines[li].n == 1 { // a new head: schedule it
 		k.serve(li)
 	}

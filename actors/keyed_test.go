@@ -22,7 +22,7 @@ func keyRoom(ref *engine.Ref) [2]int {
 }
 
 func TestKeyedIndependent(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	ref, err := SpawnKeyedBucket(r.e, "", 1, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +64,7 @@ func TestKeyedIndependent(t *testing.T) {
 // their buckets are full again, by the actor's own Ticks, with no more
 // calls; a key that keeps coming stays.
 func TestKeyedForgets(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	ref, err := SpawnKeyedBucket(r.e, "", 1, 1) // full a second after a take
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +88,7 @@ func TestKeyedForgets(t *testing.T) {
 	}
 
 	// Under traffic: a hot key stays, cold ones go as calls go by.
-	now := r.v.Now()
+	now := r.clock.Now()
 	for i := range 1000 {
 		ask(ref, fmt.Sprint("cold", i), now, 1)
 	}
@@ -107,7 +107,7 @@ func TestKeyedForgets(t *testing.T) {
 // TestKeyedWindowForgets: a window key goes once its window is empty, not
 // before: forgetting early would let its events count again.
 func TestKeyedWindowForgets(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	ref, err := SpawnKeyedWindow(r.e, "", 2, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func TestKeyedWindowForgets(t *testing.T) {
 // TestKeyedWaiters: each key's parked callers are woken at that key's own
 // instant, earliest first, and a key is not forgotten while one waits.
 func TestKeyedWaiters(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	ref, err := SpawnKeyedBucket(r.e, "", 1, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -148,20 +148,20 @@ func TestKeyedWaiters(t *testing.T) {
 		t.Fatalf("third in b's line: %+v, want ErrDeadline After 3s", p)
 	}
 	left(ref, "", r.t0)
-	if d, ok := r.v.Next(); !ok || d != s {
+	if d, ok := r.clock.Next(); !ok || d != s {
 		t.Fatalf("timer in %v, want 1s (b's head)", d)
 	}
 	r.advance(ref, s)
 	if p := answer(b); !p.OK {
 		t.Fatalf("b: %+v", p)
 	}
-	left(ref, "", r.v.Now())
+	left(ref, "", r.clock.Now())
 	unanswered(t, "a at +1s", a)
 	r.advance(ref, s)
 	if p := answer(b2); !p.OK {
 		t.Fatalf("b2: %+v", p)
 	}
-	left(ref, "", r.v.Now())
+	left(ref, "", r.clock.Now())
 	unanswered(t, "a at +2s", a)
 	r.advance(ref, 30*time.Second) // a granted at +3s, everything full by +6s
 	if p := answer(a); !p.OK {
@@ -172,7 +172,7 @@ func TestKeyedWaiters(t *testing.T) {
 	}
 
 	// A waiter keeps its key; withdrawing it lets the key go.
-	now := r.v.Now()
+	now := r.clock.Now()
 	ask(ref, "c", now, 3)
 	c := park(ref, "c", now, 3, 0)
 	left(ref, "", now)
@@ -191,13 +191,13 @@ func TestKeyedWaiters(t *testing.T) {
 // TestKeyedStingy: a bucket that earns nothing keeps a key that has taken,
 // since forgetting it would hand its burst back.
 func TestKeyedStingy(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	ref, err := SpawnKeyedBucket(r.e, "", 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ask(ref, "k", r.t0, 1)
-	r.v.Advance(time.Hour)
+	r.clock.Advance(time.Hour)
 	if p := ask(ref, "k", r.at(time.Hour), 1); p.OK {
 		t.Fatal("a stingy key got its token back")
 	}
@@ -213,7 +213,7 @@ func TestKeyedStingy(t *testing.T) {
 }
 
 func TestKeyedAllocs(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	ref, _ := SpawnKeyedBucket(r.e, "", 1e9, 1)
 	a := &Allow{Now: r.t0, Key: "hot", N: 1, Reply: make(chan Permit, 1)}
 	got := testing.AllocsPerRun(1000, func() {

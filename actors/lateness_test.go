@@ -1,38 +1,21 @@
 package actors
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/moonpool-go/moonpool/engine"
-	"github.com/moonpool-go/moonpool/internal/vclock"
+	"github.com/moonpool-go/moonpool/moontest"
 )
-
-// lateness is how late the virtual clock fires timers in the limiter timer
-// tests: on time, as the clock does by default, a fixed lateness, and a
-// seeded random one. Real timers are always late; a limiter that stamps a
-// wake-up with the instant it was due instead of the instant it woke loses
-// each timer's lateness for good, and only the late rows show it.
-var lateness = []struct {
-	name string
-	opts []vclock.Option
-	most time.Duration // the latest any timer fires
-}{
-	{"on time", nil, 0},
-	{"2ms late", []vclock.Option{vclock.WithLateness(2 * time.Millisecond)}, 2 * time.Millisecond},
-	{"8ms late", []vclock.Option{vclock.WithLateness(8 * time.Millisecond)}, 8 * time.Millisecond},
-	{"up to 5ms late", []vclock.Option{vclock.WithRandomLateness(5*time.Millisecond, 9)}, 5 * time.Millisecond},
-}
 
 // waitLoop is 16 callers that each ask again, stamped with the clock's
 // reading, as soon as they are granted: a limiter kept busy, as by 16
 // callers looping on Wait. It drives the clock one timer at a time for
 // span and returns the grants and the time from start to the last moment
 // it looked.
-func waitLoop(t *testing.T, v *vclock.Virtual, ref *engine.Ref, key string, span time.Duration) (grants int, elapsed time.Duration) {
+func waitLoop(t *testing.T, v *moontest.Clock, ref *engine.Ref, key string, span time.Duration) (grants int, elapsed time.Duration) {
 	t.Helper()
 	const callers = 16
 	start := v.Now()
@@ -105,12 +88,11 @@ func TestLimiterTimersLate(t *testing.T) {
 		{"keyed window", "k", false, func(e *engine.Engine) (*engine.Ref, error) { return SpawnKeyedWindow(e, "", allow, window) }},
 	}
 	for _, k := range kinds {
-		for _, late := range lateness {
+		for _, late := range lateClocks {
 			t.Run(fmt.Sprintf("%s %s", k.name, late.name), func(t *testing.T) {
-				v := vclock.NewVirtual(late.opts...)
-				e := engine.New(engine.WithClock(v), engine.WithHeatEvery(0))
-				defer e.Shutdown(context.Background())
-				ref, err := k.spawn(e)
+				h := newHarness(t, late.opts...)
+				v := h.clock
+				ref, err := k.spawn(h.e)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -159,7 +141,7 @@ func TestNoZeroWaitRefusal(t *testing.T) {
 	}
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
-			r := newLimRig(t)
+			r := newHarness(t)
 			ref, err := k.spawn(r.e)
 			if err != nil {
 				t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 )
 
 // errNoEngine answers a Spawn given no engine to run on.
-var errNoEngine = errors.New("moonpool/actors: no engine")
+var errNoEngine = errors.New("moonpool: no engine")
 
 // SpawnBucket starts a token-bucket actor on e under name (a fresh name when
 // empty): rate tokens a second accrue up to burst, and the bucket is full at
@@ -89,10 +89,11 @@ func newLimiter[S any, R rule[S]](e *engine.Engine, r R, s S) *limiter[S, R] {
 type limiter[S any, R rule[S]] struct {
 	rule  R
 	state S
-	q     queue // one line, number 0
+	q     queue[*Allow] // one line, number 0
 	alarm alarm
 	now   int64 // latest Now seen, for a Withdraw, which carries none
 	resv  reservations
+	inFlight
 }
 
 func (l *limiter[S, R]) Receive(c actor.Context) {
@@ -104,8 +105,15 @@ func (l *limiter[S, R]) Receive(c actor.Context) {
 }
 
 // Handle runs one message; the engine calls it straight for user messages
-// (see engine.Handler), and Receive for the rest.
+// (see engine.Handler), and Receive for the rest. A request it does not
+// serve, or whose handling panics, is refused (see inFlight).
 func (l *limiter[S, R]) Handle(msg any) {
+	defer l.unanswered()
+	l.hold(msg)
+	l.handle(msg)
+}
+
+func (l *limiter[S, R]) handle(msg any) {
 	l.watch()
 	switch m := msg.(type) {
 	case *Allow:
@@ -117,11 +125,13 @@ func (l *limiter[S, R]) Handle(msg any) {
 			// really ahead, never 0.
 			l.serve()
 		}
-		if decide(l.rule, &l.state, ln.n, ln.ahead, m) == parks {
+		v := decide(l.rule, &l.state, ln.n, ln.ahead, m)
+		if v == parks {
 			l.q.park(0, m, l.rule.cost(m.N))
-			if l.q.lines[0].n == 1 { // a new head: ask for its wake-up
-				l.serve()
-			}
+		}
+		l.answered()
+		if v == parks && l.q.lines[0].n == 1 { // a new head: ask for its wake-up
+			l.serve()
 		}
 	case *Withdraw:
 		l.withdraw(m.Allow)
@@ -129,8 +139,6 @@ func (l *limiter[S, R]) Handle(msg any) {
 		l.withdraw(m.Allow)
 	case *Tick:
 		l.tick(m)
-	case Tick:
-		l.tick(&m)
 	case *Left:
 		l.seen(m.Now)
 		ln := &l.q.lines[0]
@@ -139,17 +147,19 @@ func (l *limiter[S, R]) Handle(msg any) {
 			After:  l.rule.wait(&l.state, m.Now, ln.ahead, 1),
 			Parked: int(ln.n),
 		})
+		l.answered()
 	case *Retune:
 		l.retune(m)
+		l.answered()
 	case *Reserve:
 		l.reserve(m)
+		l.answered()
 	case *Unreserve:
 		l.cancel(m)
+		l.answered()
 	case *actor.Stopped:
 		l.alarm.stop()
-		l.q.refuseAll()
-	default:
-		refuseOther(m)
+		l.q.drain((*Allow).Refuse)
 	}
 }
 
@@ -235,12 +245,12 @@ func spare[S any, R rule[S]](r R, s *S, now int64, waiting int32) float64 {
 // burst's cap, and a window's slots reopen on schedule rather than a
 // lateness later each round. Only the answer is late, as a sleeper woken
 // late by x/time/rate's Wait is.
-func serve[S any, R rule[S]](r R, s *S, q *queue, li int32, now int64) (int, time.Duration) {
+func serve[S any, R rule[S]](r R, s *S, q *queue[*Allow], li int32, now int64) (int, time.Duration) {
 	n := 0
 	t := min(q.lines[li].at, now) // the head's instant, if it has passed
 	for {
-		req := q.front(li)
-		if req == nil {
+		req, ok := q.front(li)
+		if !ok {
 			return n, policy.Never
 		}
 		if req.Deadline != 0 && now > req.Deadline {
@@ -281,14 +291,6 @@ func reply(ch chan Permit, p Permit) {
 	select {
 	case ch <- p:
 	default:
-	}
-}
-
-// refuseOther answers a request this actor does not serve as if the actor
-// had stopped, so its caller does not wait for ever.
-func refuseOther(m any) {
-	if r, ok := m.(engine.Refusable); ok {
-		r.Refuse()
 	}
 }
 
@@ -457,163 +459,6 @@ func (r windowRule) retune(w *policy.Window, _ int64, m *Retune) any {
 	w.SetAllow(m.Allow)
 	r.allow = m.Allow
 	return r
-}
-
-// queue holds an actor's parked Allows, each in the FIFO line of its limit
-// (one line for a Bucket or Window, one per waiting key for a keyed one).
-// Slots and lines live in slices reused through free lists, so parking does
-// not allocate once the slices have grown, and a Withdraw finds its slot in
-// O(1): the Allow's gen names the slot and the parking, and a slot whose gen
-// or request differs is a parking long over.
-type queue struct {
-	slots    []slot
-	lines    []line
-	free     int32  // first free slot, chained through next; -1 when none
-	freeLine int32  // first free line, chained through next; -1 when none
-	seq      uint32 // parkings so far, the high half of gen
-	parked   int    // in all lines
-}
-
-// slot is one parked Allow, linked into its line.
-type slot struct {
-	req        *Allow // nil while free
-	gen        uint64
-	cost       float64
-	line       int32
-	prev, next int32
-}
-
-// line is the FIFO of one limit's parked callers.
-type line struct {
-	head, tail int32   // oldest and newest slot; -1 when empty
-	n          int32   // parked
-	ahead      float64 // their cost in all: what they take before a newcomer
-	key        int32   // keyed: whose line; -1 otherwise
-	at         int64   // when the head can be granted, as serve found; MaxInt64 when not known
-	heap       int32   // keyed: position in the wake heap, -1 outside it
-	next       int32   // chains free lines
-}
-
-func (q *queue) init() { q.free, q.freeLine = -1, -1 }
-
-// newLine makes an empty line for key and returns its index.
-func (q *queue) newLine(key int32) int32 {
-	li := q.freeLine
-	if li >= 0 {
-		q.freeLine = q.lines[li].next
-	} else {
-		li = int32(len(q.lines))
-		q.lines = append(q.lines, line{})
-	}
-	q.lines[li] = line{head: -1, tail: -1, key: key, at: math.MaxInt64, heap: -1, next: -1}
-	return li
-}
-
-// dropLine frees an empty line.
-func (q *queue) dropLine(li int32) {
-	q.lines[li] = line{head: -1, tail: -1, key: -1, heap: -1, next: q.freeLine}
-	q.freeLine = li
-	if q.parked == 0 && len(q.slots) > 1024 {
-		// A spike of waiters has passed: give its slots back. No gen can
-		// name them any more, since nothing is parked.
-		q.slots, q.free = nil, -1
-	}
-}
-
-// park puts req at the back of line li. gen is written while the caller
-// waits for its answer, the one time the actor may touch the request.
-func (q *queue) park(li int32, req *Allow, cost float64) {
-	i := q.free
-	if i >= 0 {
-		q.free = q.slots[i].next
-	} else {
-		i = int32(len(q.slots))
-		q.slots = append(q.slots, slot{})
-	}
-	q.seq++
-	if q.seq == 0 {
-		q.seq = 1 // gen 0 names no parking, as in a fresh Allow
-	}
-	ln := &q.lines[li]
-	gen := uint64(q.seq)<<32 | uint64(uint32(i))
-	req.gen = gen
-	q.slots[i] = slot{req: req, gen: gen, cost: cost, line: li, prev: ln.tail, next: -1}
-	if ln.tail >= 0 {
-		q.slots[ln.tail].next = i
-	} else {
-		ln.head = i
-	}
-	ln.tail = i
-	ln.n++
-	ln.ahead += cost
-	q.parked++
-}
-
-// front is the oldest caller in line li, or nil.
-func (q *queue) front(li int32) *Allow {
-	if h := q.lines[li].head; h >= 0 {
-		return q.slots[h].req
-	}
-	return nil
-}
-
-// pop takes the oldest caller out of line li, which must not be empty.
-func (q *queue) pop(li int32) { q.unlink(q.lines[li].head) }
-
-// withdraw takes req out of its line if it is parked, and says which line.
-// A request answered already (or never parked) is not found: its slot is
-// free or holds another parking. Reading gen is the one read of a request
-// that may be answered already; a caller reusing its Allow sets the exported
-// fields and leaves gen alone, so the two never touch the same word (one
-// that overwrites the whole struct while its Withdraw is in flight races
-// here, though the answer would still be right).
-func (q *queue) withdraw(req *Allow) (int32, bool) {
-	if req == nil {
-		return -1, false
-	}
-	gen := req.gen
-	i := int(uint32(gen))
-	if gen == 0 || i >= len(q.slots) || q.slots[i].req != req || q.slots[i].gen != gen {
-		return -1, false
-	}
-	li := q.slots[i].line
-	q.unlink(int32(i))
-	return li, true
-}
-
-func (q *queue) unlink(i int32) {
-	s := &q.slots[i]
-	ln := &q.lines[s.line]
-	if s.prev >= 0 {
-		q.slots[s.prev].next = s.next
-	} else {
-		ln.head = s.next
-		ln.at = math.MaxInt64 // a new head: its instant is serve's to find
-	}
-	if s.next >= 0 {
-		q.slots[s.next].prev = s.prev
-	} else {
-		ln.tail = s.prev
-	}
-	ln.n--
-	ln.ahead -= s.cost
-	if ln.n == 0 {
-		ln.ahead = 0 // no rounding left behind by the sums
-	}
-	q.parked--
-	*s = slot{next: q.free}
-	q.free = i
-}
-
-// refuseAll answers every parked caller ErrStopped, as the engine refuses
-// requests that reach a stopped actor.
-func (q *queue) refuseAll() {
-	for i := range q.slots {
-		if req := q.slots[i].req; req != nil {
-			q.unlink(int32(i))
-			req.answer(Permit{After: policy.Never, Err: ErrStopped})
-		}
-	}
 }
 
 // alarm is an actor's one timer on the engine's clock. It sends the actor a

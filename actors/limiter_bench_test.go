@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/engine"
-	"github.com/moonpool-go/moonpool/internal/vclock"
+	"github.com/moonpool-go/moonpool/moontest"
 )
 
 // BenchmarkAllow measures one request's round trip — send, decide, answer
@@ -104,7 +104,7 @@ func BenchmarkKeyedMemory(b *testing.B) {
 		b.Run(kind, func(b *testing.B) {
 			var perKey float64
 			for range b.N {
-				v := vclock.NewVirtual()
+				v := moontest.NewClock(b)
 				e := engine.New(engine.WithClock(v), engine.WithHeatEvery(0))
 				var ref *engine.Ref
 				var err error

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/engine"
-	"github.com/moonpool-go/moonpool/internal/vclock"
+	"github.com/moonpool-go/moonpool/moontest"
 	"github.com/moonpool-go/moonpool/policy"
 )
 
@@ -65,7 +65,7 @@ func (r bucketRef) fits(gs []grant) error {
 			earned := r.rate * float64(gs[j].at-gs[i].at) / 1e9
 			if bound := r.burst + earned; sum > bound*(1+1e-9)+1e-9 {
 				return fmt.Errorf("granted %v from +%v to +%v, more than the burst %v and the %v earned",
-					sum, time.Duration(gs[i].at-vclock.Epoch), time.Duration(gs[j].at-vclock.Epoch), r.burst, earned)
+					sum, time.Duration(gs[i].at-moontest.Epoch), time.Duration(gs[j].at-moontest.Epoch), r.burst, earned)
 			}
 		}
 	}
@@ -97,7 +97,7 @@ func (r windowRef) fits(gs []grant) error {
 			k++
 		}
 		if k > r.allow {
-			return fmt.Errorf("%d granted in the %v from +%v, allow %d", k, r.window, time.Duration(gs[i].at-vclock.Epoch), r.allow)
+			return fmt.Errorf("%d granted in the %v from +%v, allow %d", k, r.window, time.Duration(gs[i].at-moontest.Epoch), r.allow)
 		}
 	}
 	return nil
@@ -115,7 +115,7 @@ type fuzzAllow struct {
 // limFuzz is one execution of FuzzLimiterActor.
 type limFuzz struct {
 	t   *testing.T
-	v   *vclock.Virtual
+	v   *moontest.Clock
 	ref *engine.Ref
 	pol limiterRef
 	n   []float64 // what an Allow may ask for, picked by its arg
@@ -136,7 +136,7 @@ type limFuzz struct {
 
 func (f *limFuzz) fatalf(format string, args ...any) {
 	f.t.Helper()
-	f.t.Fatalf("step %d at +%v: "+format, append([]any{f.step, time.Duration(f.v.Now() - vclock.Epoch)}, args...)...)
+	f.t.Fatalf("step %d at +%v: "+format, append([]any{f.step, time.Duration(f.v.Now() - moontest.Epoch)}, args...)...)
 }
 
 func (f *limFuzz) send(arg byte, wait bool) *fuzzAllow {

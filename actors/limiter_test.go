@@ -10,97 +10,12 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/engine"
-	"github.com/moonpool-go/moonpool/internal/vclock"
+	"github.com/moonpool-go/moonpool/moontest"
 	"github.com/moonpool-go/moonpool/policy"
 )
 
-// limRig is an engine on a virtual clock for the limiter, keyed and gate
-// tests. t0 is the clock's start; requests are stamped with fixed instants
-// after it.
-type limRig struct {
-	t   testing.TB
-	v   *vclock.Virtual
-	e   *engine.Engine
-	t0  int64
-	ctx context.Context
-}
-
-func newLimRig(t testing.TB) *limRig {
-	t.Helper()
-	v := vclock.NewVirtual()
-	e := engine.New(engine.WithClock(v), engine.WithHeatEvery(0))
-	t.Cleanup(func() {
-		if err := e.Shutdown(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
-	return &limRig{t: t, v: v, e: e, t0: v.Now(), ctx: context.Background()}
-}
-
-// at is the instant d after t0.
-func (r *limRig) at(d time.Duration) int64 { return r.t0 + int64(d) }
-
-// ask sends an Allow without Wait and returns its answer.
-func ask(ref *engine.Ref, key string, now int64, n float64) Permit {
-	a := &Allow{Now: now, Key: key, N: n, Reply: make(chan Permit, 1)}
-	ref.Send(a)
-	return <-a.Reply
-}
-
-// park sends an Allow with Wait and does not wait for its answer.
-func park(ref *engine.Ref, key string, now int64, n float64, deadline int64) *Allow {
-	a := &Allow{Now: now, Key: key, N: n, Wait: true, Deadline: deadline, Reply: make(chan Permit, 1)}
-	ref.Send(a)
-	return a
-}
-
-// left asks what is left for key. Its answer also means that every message
-// sent before it has been handled: the tests use it as a barrier.
-func left(ref *engine.Ref, key string, now int64) float64 {
-	m := &Left{Now: now, Key: key, Reply: make(chan Permit, 1)}
-	ref.Send(m)
-	return (<-m.Reply).Left
-}
-
-// unanswered fails unless a has had no answer yet; call it after a barrier.
-func unanswered(t testing.TB, step string, a *Allow) {
-	t.Helper()
-	select {
-	case p := <-a.Reply:
-		t.Fatalf("%s: answered %+v, want still parked", step, p)
-	default:
-	}
-}
-
-// answer waits for a's answer.
-func answer(a *Allow) Permit { return <-a.Reply }
-
-// advance moves the virtual clock by d, one timer at a time, with a
-// barrier before each step: every Tick sent so far has then been handled
-// and the timer it asked for in turn is registered, so no Advance can race
-// past a timer the actor is about to ask for, and each Tick carries exactly
-// its instant.
-func (r *limRig) advance(ref *engine.Ref, d time.Duration) {
-	r.t.Helper()
-	end := r.v.Now() + int64(d)
-	for range 100_000 {
-		left(ref, "", r.v.Now())
-		now := r.v.Now()
-		if next, ok := r.v.Next(); ok && now+int64(next) <= end {
-			r.v.AdvanceNext()
-			continue
-		}
-		if now < end {
-			r.v.AdvanceTo(end)
-			continue
-		}
-		return
-	}
-	r.t.Fatal("the actor keeps asking for timers")
-}
-
 func TestBucketAllowSteps(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	ref, err := SpawnBucket(r.e, "", 10, 3) // a token every 100ms, three at most
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +54,7 @@ func TestBucketAllowSteps(t *testing.T) {
 }
 
 func TestWindowAllowSteps(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	ref, err := SpawnWindow(r.e, "", 2, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +89,7 @@ func TestWindowAllowSteps(t *testing.T) {
 // TestWaitersFIFO: parked callers are granted in the order they came, each
 // at its own instant, and nobody overtakes them, with Wait or without.
 func TestWaitersFIFO(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	ref, err := SpawnBucket(r.e, "", 1, 2) // a token a second, two at most
 	if err != nil {
 		t.Fatal(err)
@@ -185,8 +100,8 @@ func TestWaitersFIFO(t *testing.T) {
 	a := park(ref, "", r.t0, 2, 0) // its turn at +2s
 	b := park(ref, "", r.t0, 1, 0) // behind it, at +3s
 	left(ref, "", r.t0)
-	if d, ok := r.v.Next(); !ok || d != 2*time.Second || r.v.Pending() != 1 {
-		t.Fatalf("step 0: timer in %v (%v), %d pending; want one, in 2s", d, ok, r.v.Pending())
+	if d, ok := r.clock.Next(); !ok || d != 2*time.Second || r.clock.Pending() != 1 {
+		t.Fatalf("step 0: timer in %v (%v), %d pending; want one, in 2s", d, ok, r.clock.Pending())
 	}
 
 	// At +1s one token is there, which would do for b, but a is first.
@@ -199,7 +114,7 @@ func TestWaitersFIFO(t *testing.T) {
 		t.Fatalf("step 1: Allow without Wait behind parked callers = %+v, want refused After 4s", p)
 	}
 	r.advance(ref, time.Second) // to +1s: nothing is due
-	left(ref, "", r.v.Now())
+	left(ref, "", r.clock.Now())
 	unanswered(t, "step 1", a)
 	unanswered(t, "step 1", b)
 	unanswered(t, "step 1", c)
@@ -208,10 +123,10 @@ func TestWaitersFIFO(t *testing.T) {
 	if p := answer(a); !p.OK || p.Err != nil {
 		t.Fatalf("step 2: a = %+v", p)
 	}
-	left(ref, "", r.v.Now())
+	left(ref, "", r.clock.Now())
 	unanswered(t, "step 2", b)
 	unanswered(t, "step 2", c)
-	if d, _ := r.v.Next(); d != time.Second {
+	if d, _ := r.clock.Next(); d != time.Second {
 		t.Fatalf("step 2: next timer in %v, want 1s", d)
 	}
 
@@ -219,15 +134,15 @@ func TestWaitersFIFO(t *testing.T) {
 	if p := answer(b); !p.OK {
 		t.Fatalf("step 3: b = %+v", p)
 	}
-	left(ref, "", r.v.Now())
+	left(ref, "", r.clock.Now())
 	unanswered(t, "step 3", c)
 
 	r.advance(ref, time.Second) // +4s: c
 	if p := answer(c); !p.OK {
 		t.Fatalf("step 4: c = %+v", p)
 	}
-	left(ref, "", r.v.Now())
-	if n := r.v.Pending(); n != 0 {
+	left(ref, "", r.clock.Now())
+	if n := r.clock.Pending(); n != 0 {
 		t.Fatalf("step 4: %d timers pending with nobody parked", n)
 	}
 }
@@ -236,7 +151,7 @@ func TestWaitersFIFO(t *testing.T) {
 // head can be granted, to the nanosecond, even when the rate does not divide
 // a second; a nanosecond early grants nothing.
 func TestTickAtHeadInstant(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	ref, err := SpawnBucket(r.e, "", 3, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -249,34 +164,34 @@ func TestTickAtHeadInstant(t *testing.T) {
 	a := park(ref, "", r.t0, 1, 0)
 	b := park(ref, "", r.t0, 1, 0)
 	left(ref, "", r.t0)
-	if err := r.v.WaitPending(r.ctx, 1); err != nil {
+	if err := r.clock.WaitPending(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
-	if d, ok := r.v.Next(); !ok || d != want || r.v.Pending() != 1 {
-		t.Fatalf("timer in %v, %d pending; want one in %v", d, r.v.Pending(), want)
+	if d, ok := r.clock.Next(); !ok || d != want || r.clock.Pending() != 1 {
+		t.Fatalf("timer in %v, %d pending; want one in %v", d, r.clock.Pending(), want)
 	}
-	r.v.Advance(want - 1)
-	left(ref, "", r.v.Now())
+	r.clock.Advance(want - 1)
+	left(ref, "", r.clock.Now())
 	unanswered(t, "a nanosecond early", a)
-	r.v.Advance(1)
+	r.clock.Advance(1)
 	if p := answer(a); !p.OK {
 		t.Fatalf("at the instant: %+v", p)
 	}
 	model.Take(r.t0+int64(want), 1)
 	want2 := model.Next(r.t0+int64(want), 1)
-	left(ref, "", r.v.Now())
-	if d, ok := r.v.Next(); !ok || d != want2 || r.v.Pending() != 1 {
-		t.Fatalf("second timer in %v, %d pending; want one in %v", d, r.v.Pending(), want2)
+	left(ref, "", r.clock.Now())
+	if d, ok := r.clock.Next(); !ok || d != want2 || r.clock.Pending() != 1 {
+		t.Fatalf("second timer in %v, %d pending; want one in %v", d, r.clock.Pending(), want2)
 	}
 	unanswered(t, "b before its instant", b)
-	r.v.Advance(want2)
+	r.clock.Advance(want2)
 	if p := answer(b); !p.OK {
 		t.Fatalf("b at its instant: %+v", p)
 	}
 }
 
 func TestDeadline(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	ms := time.Millisecond
 	bucket, err := SpawnBucket(r.e, "bucket", 10, 1)
 	if err != nil {
@@ -333,7 +248,7 @@ func TestDeadline(t *testing.T) {
 			t.Fatalf("step %d: parked, want refused at once", i)
 		}
 	}
-	r.v.Advance(time.Minute)
+	r.clock.Advance(time.Minute)
 	for i, a := range parked {
 		if p := answer(a); !p.OK {
 			t.Fatalf("parked %d: %+v", i, p)
@@ -345,15 +260,15 @@ func TestDeadline(t *testing.T) {
 // below, so a caller can park and find its turn comes after its deadline;
 // then it is refused with ErrDeadline, and the slot goes to whoever is next.
 func TestNoGrantPastDeadline(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	w, err := SpawnWindow(r.e, "window", 2, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := time.Second
 	ask(w, "", r.at(0), 1)
-	r.v.AdvanceTo(r.at(5 * s)) // the clock reads what the requests say
-	ask(w, "", r.at(5*s), 1)   // full: slots open at +10s and +15s
+	r.clock.AdvanceTo(r.at(5 * s)) // the clock reads what the requests say
+	ask(w, "", r.at(5*s), 1)       // full: slots open at +10s and +15s
 	first := park(w, "", r.at(5*s), 1, 0)
 	// Behind first, the estimate is +10s (the oldest slot), within a
 	// deadline of +12s; the truth is +15s.
@@ -380,7 +295,7 @@ func TestNoGrantPastDeadline(t *testing.T) {
 // comes before its grant or after, and a reused Allow is not withdrawn by a
 // Withdraw meant for its earlier use.
 func TestWithdraw(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	ref, err := SpawnBucket(r.e, "", 1, 5)
 	if err != nil {
 		t.Fatal(err)
@@ -398,44 +313,44 @@ func TestWithdraw(t *testing.T) {
 	left(ref, "", r.t0)
 	unanswered(t, "second withdraw", big)
 	// The head changed: the timer follows it, from +5s to +1s.
-	if d, ok := r.v.Next(); !ok || d != time.Second || r.v.Pending() != 1 {
-		t.Fatalf("timer in %v, %d pending; want one in 1s", d, r.v.Pending())
+	if d, ok := r.clock.Next(); !ok || d != time.Second || r.clock.Pending() != 1 {
+		t.Fatalf("timer in %v, %d pending; want one in 1s", d, r.clock.Pending())
 	}
 
 	// After the grant: nothing more.
-	r.v.Advance(time.Second)
+	r.clock.Advance(time.Second)
 	if p := answer(small); !p.OK {
 		t.Fatalf("small: %+v", p)
 	}
 	ref.Send(Withdraw{Allow: small})
-	left(ref, "", r.v.Now())
+	left(ref, "", r.clock.Now())
 	unanswered(t, "withdraw after grant", small)
 
 	// The same Allow used again, parked again: a stale Withdraw sent
 	// before this use does not touch it... (the engine keeps order, so the
 	// stale one is handled first and finds nothing).
-	now := r.v.Now()
+	now := r.clock.Now()
 	small.Now, small.Wait = now, true
 	ref.Send(&Withdraw{Allow: small})
 	ref.Send(small)
 	left(ref, "", now)
 	unanswered(t, "reused", small)
-	r.v.Advance(time.Second)
+	r.clock.Advance(time.Second)
 	if p := answer(small); !p.OK {
 		t.Fatalf("reused: %+v", p)
 	}
 
 	// Withdrawing the only waiter stops the timer; a nil Withdraw is
 	// ignored.
-	last := park(ref, "", r.v.Now(), 1, 0)
-	left(ref, "", r.v.Now())
+	last := park(ref, "", r.clock.Now(), 1, 0)
+	left(ref, "", r.clock.Now())
 	ref.Send(&Withdraw{Allow: last})
 	ref.Send(&Withdraw{})
 	if p := answer(last); !errors.Is(p.Err, ErrCancelled) {
 		t.Fatalf("last: %+v", p)
 	}
-	left(ref, "", r.v.Now())
-	if n := r.v.Pending(); n != 0 {
+	left(ref, "", r.clock.Now())
+	if n := r.clock.Pending(); n != 0 {
 		t.Fatalf("%d timers pending with nobody parked", n)
 	}
 }
@@ -443,7 +358,7 @@ func TestWithdraw(t *testing.T) {
 // TestStopAnswersParked: stopping the actor answers its parked callers, and
 // requests sent afterwards are refused, so nobody waits for ever.
 func TestStopAnswersParked(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	ref, err := SpawnWindow(r.e, "w", 1, time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -451,7 +366,7 @@ func TestStopAnswersParked(t *testing.T) {
 	ask(ref, "", r.t0, 1)
 	a := park(ref, "", r.t0, 1, 0)
 	left(ref, "", r.t0)
-	if err := r.e.Stop(r.ctx, "w"); err != nil {
+	if err := r.e.Stop(context.Background(), "w"); err != nil {
 		t.Fatal(err)
 	}
 	if p := answer(a); !errors.Is(p.Err, ErrStopped) {
@@ -460,7 +375,7 @@ func TestStopAnswersParked(t *testing.T) {
 	if p := ask(ref, "", r.t0, 1); !errors.Is(p.Err, ErrStopped) || p.After != policy.Never {
 		t.Fatalf("after stop: %+v", p)
 	}
-	if n := r.v.Pending(); n != 0 {
+	if n := r.clock.Pending(); n != 0 {
 		t.Fatalf("%d timers left behind", n)
 	}
 }
@@ -468,7 +383,7 @@ func TestStopAnswersParked(t *testing.T) {
 // TestLimiterBadInput: odd input gets a documented answer, and a caller's
 // misuse of its reply channel cannot stall the actor.
 func TestLimiterBadInput(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	if _, err := SpawnBucket(nil, "", 1, 1); err == nil {
 		t.Fatal("SpawnBucket(nil engine): no error")
 	}
@@ -506,7 +421,7 @@ func TestLimiterBadInput(t *testing.T) {
 // so no hour ever holds more than N and none is refused short of N.
 func TestWindowQuotaModel(t *testing.T) {
 	const n = 7
-	r := newLimRig(t)
+	r := newHarness(t)
 	ref, err := SpawnWindow(r.e, "", n, time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -563,7 +478,7 @@ func TestWindowQuotaModel(t *testing.T) {
 // TestAllowAllocs: the answer to an Allow costs no allocation in the actor,
 // with its request and channel reused as a client would.
 func TestAllowAllocs(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	bucket, _ := SpawnBucket(r.e, "", math.Inf(1), 1)
 	window, _ := SpawnWindow(r.e, "", 1, 0)
 	for name, ref := range map[string]*engine.Ref{"bucket": bucket, "window": window} {
@@ -595,7 +510,7 @@ func FuzzBucketWaiters(f *testing.F) {
 			ops = ops[:64]
 		}
 		const rate, burst = 10, 3
-		r := newLimRig(t)
+		r := newHarness(t)
 		ref, err := SpawnBucket(r.e, "", rate, burst)
 		if err != nil {
 			t.Fatal(err)
@@ -609,14 +524,14 @@ func FuzzBucketWaiters(f *testing.F) {
 		var ws []*waiter
 		granted := 0.0
 		collect := func() {
-			left(ref, "", r.v.Now())
+			left(ref, "", r.clock.Now())
 			for _, w := range ws {
 				if w.done {
 					continue
 				}
 				select {
 				case p := <-w.a.Reply:
-					w.done, w.ok, w.at = true, p.OK, r.v.Now()
+					w.done, w.ok, w.at = true, p.OK, r.clock.Now()
 					if p.OK {
 						granted += w.a.N
 					} else if !errors.Is(p.Err, ErrCancelled) {
@@ -630,20 +545,20 @@ func FuzzBucketWaiters(f *testing.F) {
 			arg := int(op >> 2)
 			switch op % 4 {
 			case 0:
-				ws = append(ws, &waiter{a: park(ref, "", r.v.Now(), float64(arg%burst+1), 0)})
+				ws = append(ws, &waiter{a: park(ref, "", r.clock.Now(), float64(arg%burst+1), 0)})
 			case 1:
 				if len(ws) > 0 {
 					ref.Send(&Withdraw{Allow: ws[arg%len(ws)].a})
 				}
 			case 2:
-				if p := ask(ref, "", r.v.Now(), 1); p.OK {
+				if p := ask(ref, "", r.clock.Now(), 1); p.OK {
 					granted++
 				}
 			case 3:
 				r.advance(ref, time.Duration(arg)*7*time.Millisecond)
 			}
 			collect()
-			if limit := burst + rate*float64(r.v.Now()-r.t0)/1e9; granted > limit+1e-9 {
+			if limit := burst + rate*float64(r.clock.Now()-r.t0)/1e9; granted > limit+1e-9 {
 				t.Fatalf("step %d: %v tokens granted, only %v earned", step, granted, limit)
 			}
 		}
@@ -670,7 +585,7 @@ func FuzzBucketWaiters(f *testing.F) {
 }
 
 func ExampleSpawnBucket() {
-	clock := vclock.NewVirtual()
+	clock := moontest.NewClock(nil)
 	e := engine.New(engine.WithClock(clock))
 	defer e.Shutdown(context.Background())
 
@@ -697,7 +612,7 @@ func ExampleSpawnBucket() {
 }
 
 func ExampleSpawnKeyedWindow() {
-	clock := vclock.NewVirtual()
+	clock := moontest.NewClock(nil)
 	e := engine.New(engine.WithClock(clock))
 	defer e.Shutdown(context.Background())
 
@@ -721,7 +636,7 @@ func ExampleSpawnKeyedWindow() {
 // N, so for a window N = 0 is an event like any other. (Issue 9, defect
 // 10: with a caller parked, an Allow of 0 was refused.)
 func TestAllowNothing(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	b, err := SpawnBucket(r.e, "", 1, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -759,7 +674,7 @@ func TestAllowNothing(t *testing.T) {
 // decision: what is left after a grant, what is there at a refusal, and
 // nothing while callers are parked, since they come first.
 func TestAnswersCarryLeft(t *testing.T) {
-	r := newLimRig(t)
+	r := newHarness(t)
 	b, _ := SpawnBucket(r.e, "", 10, 3)
 	w, _ := SpawnWindow(r.e, "", 2, time.Minute)
 	kb, _ := SpawnKeyedBucket(r.e, "", 10, 3)

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"errors"
 	"time"
 
 	"github.com/moonpool-go/moonpool/engine"
@@ -18,29 +17,6 @@ import (
 // a slow reader; the caller must not touch a request it has sent until its
 // answer has arrived. A request that reaches a stopped actor is answered
 // with ErrStopped.
-
-// Errors found in answers.
-var (
-	// ErrStopped answers a request that reached a stopped actor.
-	ErrStopped = errors.New("moonpool/actors: actor stopped")
-	// ErrClosed answers a Take on a closed pool, and every waiter a Close finds.
-	ErrClosed = errors.New("moonpool/actors: pool closed")
-	// ErrNotLent answers a strict Give of a resource the pool has not lent.
-	ErrNotLent = errors.New("moonpool/actors: resource is not lent out")
-	// ErrCancelled answers a parked request withdrawn by Cancel or Withdraw.
-	ErrCancelled = errors.New("moonpool/actors: request withdrawn")
-	// ErrDeadline answers a limiter wait that would end after its Deadline.
-	ErrDeadline = errors.New("moonpool/actors: wait would pass the deadline")
-	// ErrShed answers a waiter turned away because the waiter queue is full.
-	ErrShed = errors.New("moonpool/actors: too many waiting")
-	// ErrHeld answers a waiting Take whose Deadline the ward's hold on makes
-	// would pass while nothing is lent that could come back sooner; After
-	// carries the rest of the hold.
-	ErrHeld = errors.New("moonpool/actors: makes held back past the deadline")
-	// ErrDuplicate answers a Made of a resource the pool already holds (idle
-	// or lent): taking it on would lend one resource to two holders.
-	ErrDuplicate = errors.New("moonpool/actors: made a resource the pool already holds")
-)
 
 // Pool requests.
 type (
@@ -133,11 +109,12 @@ type Answer[T comparable] struct {
 	After   time.Duration // for Later
 	Kept    bool          // for Give and Made
 	Why     policy.Reason // for Shed and Later (and ErrHeld): which part said no
-	Err     error         // ErrStopped, ErrClosed, ErrNotLent, ErrCancelled, ErrShed, ErrHeld, ErrDuplicate
+	Err     error         // ErrStopped, ErrClosed, ErrNotLent, ErrCancelled, ErrTooManyWaiting, ErrHeld, ErrDuplicate
 }
 
-// Tick is the engine's timer firing: a pool evicts and wakes callers parked
-// on Later; a limiter wakes its waiters. Now is the clock's reading when the
+// Tick is the engine's timer firing, which an actor asks of the engine's
+// clock and sends itself: a pool evicts and wakes callers parked on Later;
+// a limiter wakes its waiters. Now is the clock's reading when the
 // timer fired, which is later than the instant it was asked for (real timers
 // always are): stamped with the earlier instant, an actor would grant and
 // schedule from a time already past and lose the lateness for good.
@@ -195,10 +172,10 @@ type (
 		Reply       chan Permit
 	}
 	// Reserve asks a bucket for N tokens at once, as an Allow without Wait,
-	// and on a grant names the reservation in Permit.Ticket, which a Cancel
+	// and on a grant names the reservation in Permit.Ticket, which an
 	// Unreserve can give back while it is outstanding. A bucket keeps at most
 	// MaxReservations outstanding: beyond that the oldest is forgotten, and
-	// its Cancel gives back nothing. A window answers it as an Allow, with
+	// its Unreserve gives back nothing. A window answers it as an Allow, with
 	// no Ticket.
 	Reserve struct {
 		Now   int64
@@ -227,7 +204,9 @@ type (
 type Permit struct {
 	OK    bool          // granted
 	After time.Duration // refused: how long until it could be granted, never 0 for an Allow refused without Err (policy.Never: never); for Left: the wait a newcomer wanting one would face now
-	Left  float64       // for Allow: what a caller that does not wait could still have now (0 while callers are parked); for Left: tokens or events left; for Enter: how many are inside
+	Left  float64       // for Allow: what a caller that does not wait could still have now (0 while callers are parked); for Left: tokens or events left, or a gate's room (+Inf with no limit); for Enter: the room left
+	// Held, for a gate's Enter and Left, is how many are inside.
+	Held int
 	// Parked, for Left: how many callers are parked (for Key), so a caller
 	// can tell that a Wait it started is in line.
 	Parked int
@@ -236,7 +215,7 @@ type Permit struct {
 	// its tokens were there. 0 for one granted at once.
 	Waited time.Duration
 	// Ticket, for a granted Reserve of a bucket, names the reservation for
-	// a Cancel; 0 otherwise.
+	// an Unreserve; 0 otherwise.
 	Ticket uint64
 	Err    error
 }
@@ -282,6 +261,12 @@ func (m *Unreserve) Refuse() { reply(m.Reply, Permit{Err: ErrStopped}) }
 
 // Refuse answers an Enter that reached a stopped actor.
 func (m *Enter) Refuse() { m.Reply <- Permit{Err: ErrStopped} }
+
+// handle is where a queue keeps the parking of a Take.
+func (m *Take[T]) handle() *uint64 { return &m.gen }
+
+// handle is where a queue keeps the parking of an Allow.
+func (m *Allow) handle() *uint64 { return &m.gen }
 
 // answer sends a Take's one answer where the caller waits for it.
 func (m *Take[T]) answer(a Answer[T]) {

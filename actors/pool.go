@@ -20,7 +20,7 @@ type PoolConfig struct {
 	// same binary do not back off in lockstep; a test sets its own.
 	Seed uint64
 	// MaxWaiting caps the callers parked in the FIFO; past it a waiting Take
-	// is answered Shed with ErrShed. Zero or less is no cap.
+	// is answered Shed with ErrTooManyWaiting. Zero or less is no cap.
 	MaxWaiting int
 	// Retired, if not nil, is signalled (without blocking) whenever the pool
 	// has retired resources waiting to be collected with Collect.
@@ -68,10 +68,7 @@ type books[T comparable] struct {
 	leftovers chan []T // what stop hands over, if the owner asked
 	rng       *rand.Rand
 
-	queue   []parked[T] // FIFO of parked Takes; head at front, stale entries skipped
-	head    int
-	waiting int // parked Takes still waiting
-	gen     uint64
+	q queue[*Take[T]] // parked Takes, in one line
 
 	ageless bool // neither Keep nor Life: no resource ever has a deadline
 
@@ -84,37 +81,14 @@ type books[T comparable] struct {
 
 	stats Stats
 
-	// current is the request being handled until it is answered or parked;
-	// a panic refuses it if it is still here.
-	current engine.Refusable
-}
-
-// answered notes that the request being handled has had its answer.
-func (b *books[T]) answered() { b.current = nil }
-
-// unanswered runs as Receive returns: a request still unanswered (one this
-// actor does not serve, or one whose handling panicked) is refused, so its
-// caller is not left waiting; then a panic goes on to the supervisor.
-func (b *books[T]) unanswered() {
-	r := recover()
-	if b.current != nil {
-		b.current.Refuse()
-		b.current = nil
-	}
-	if r != nil {
-		panic(r)
-	}
-}
-
-type parked[T comparable] struct {
-	take *Take[T]
-	gen  uint64
-	at   int64
+	inFlight // the request being handled, until it is answered or parked
 }
 
 func newBooks[T comparable](e *engine.Engine, cfg PoolConfig) *books[T] {
 	b := &books[T]{engine: e, max: cfg.MaxWaiting, retired: cfg.Retired}
 	b.leftovers, _ = cfg.Leftovers.(chan []T)
+	b.q.init()
+	b.q.newLine(-1)
 	seed := cfg.Seed
 	for seed == 0 {
 		seed = rand.Uint64() // the package source is seeded at random per process
@@ -143,10 +117,8 @@ func (a *poolActor[T]) Receive(c actor.Context) { a.Handle(c.Message()) }
 // (see engine.Handler), and Receive for the rest.
 func (a *poolActor[T]) Handle(msg any) {
 	b := a.b
-	if r, ok := msg.(engine.Refusable); ok {
-		b.current = r
-		defer b.unanswered()
-	}
+	defer b.unanswered()
+	b.hold(msg)
 	switch m := msg.(type) {
 	case *Take[T]:
 		b.take(m)
@@ -203,7 +175,7 @@ type inspect[T comparable] struct{ fn func(*books[T]) }
 
 func (b *books[T]) take(m *Take[T]) {
 	now := m.Now // m is the caller's again once answered
-	if m.Wait && b.waiting > 0 {
+	if m.Wait && b.q.parked > 0 {
 		now = b.stamped(now)
 		m.Now = now
 		// Parked callers are ahead: no overtaking.
@@ -308,18 +280,15 @@ func (b *books[T]) answer(m *Take[T], t policy.Taken[T]) {
 }
 
 func (b *books[T]) park(m *Take[T]) {
-	if b.max > 0 && b.waiting >= b.max {
+	if b.max > 0 && b.q.parked >= b.max {
 		b.stats.Shed++
 		b.stats.ShedWaiting++
-		m.answer(Answer[T]{Verdict: policy.Shed, Err: ErrShed})
+		m.answer(Answer[T]{Verdict: policy.Shed, Err: ErrTooManyWaiting})
 		b.answered()
 		return
 	}
 	m.Now = b.stamped(m.Now) // its wait is timed from here
-	b.gen++
-	m.gen = b.gen
-	b.queue = append(b.queue, parked[T]{take: m, gen: b.gen, at: m.Now})
-	b.waiting++
+	b.q.park(0, m, 1)
 	b.answered() // in the FIFO's custody: it is answered from there
 }
 
@@ -333,46 +302,19 @@ func (b *books[T]) stamped(now int64) int64 {
 	return now
 }
 
-// front is the oldest parked Take still waiting, skipping withdrawn ones.
-func (b *books[T]) front() (parked[T], bool) {
-	for b.head < len(b.queue) {
-		p := b.queue[b.head]
-		if p.take.gen == p.gen {
-			return p, true
-		}
-		b.pop()
-	}
-	return parked[T]{}, false
-}
-
-func (b *books[T]) pop() {
-	b.queue[b.head] = parked[T]{}
-	b.head++
-	if b.head == len(b.queue) {
-		b.queue, b.head = b.queue[:0], 0
-	} else if b.head > 1024 && b.head*2 > len(b.queue) {
-		n := copy(b.queue, b.queue[b.head:])
-		clear(b.queue[n:])
-		b.queue, b.head = b.queue[:n], 0
-	}
-}
-
 // serve answers parked callers, oldest first, for as long as the pool has a
 // resource or room for them. A returned resource therefore goes to the
 // oldest waiter before anything new is made.
 func (b *books[T]) serve(now int64) {
-	for b.waiting > 0 {
-		p, ok := b.front()
+	for {
+		m, ok := b.q.front(0)
 		if !ok {
-			b.waiting = 0
 			return
 		}
 		t := b.decide(now)
-		if b.held(p.take, now, t) {
-			b.pop()
-			b.waiting--
-			p.take.gen = 0
-			b.refuseHeld(p.take, t)
+		if b.held(m, now, t) {
+			b.q.pop(0)
+			b.refuseHeld(m, t)
 			continue
 		}
 		if t.Verdict == policy.Later && t.Why != policy.ReasonProbe { // a probe's outcome re-serves the line itself
@@ -381,56 +323,24 @@ func (b *books[T]) serve(now int64) {
 		if t.Verdict == policy.Wait || t.Verdict == policy.Later {
 			return
 		}
-		b.pop()
-		b.waiting--
-		p.take.gen = 0
+		b.q.pop(0)
 		b.stats.Waited++
-		b.stats.WaitTime += time.Duration(max(now-p.at, 0))
-		b.answer(p.take, t)
+		b.stats.WaitTime += time.Duration(max(now-m.Now, 0)) // m.Now is when it parked
+		b.answer(m, t)
 	}
 }
 
 func (b *books[T]) cancel(m *Take[T]) {
-	if m.gen == 0 {
+	if _, ok := b.q.withdraw(m); !ok {
 		return // answered already: the caller gives back what it got
 	}
-	m.gen = 0 // its queue entry is now stale and will be skipped
-	b.waiting--
 	b.stats.Cancelled++
 	m.answer(Answer[T]{Verdict: policy.Wait, Err: ErrCancelled})
-	b.compact()
 }
-
-// compact drops withdrawn entries once they are most of the queue, so that
-// callers who gave up while nobody else came leave nothing behind: each
-// entry pins its caller's request. Compacting only when at least half the
-// queue is withdrawn keeps the cost at O(1) a Cancel, amortised; a queue
-// that shrank a long way gets a smaller array, so the memory goes too.
-func (b *books[T]) compact() {
-	n := len(b.queue) - b.head
-	if n < compactAt || n <= 2*b.waiting {
-		return
-	}
-	live := b.queue[b.head:]
-	kept := b.queue[:0]
-	for _, p := range live {
-		if p.take.gen == p.gen {
-			kept = append(kept, p)
-		}
-	}
-	clear(b.queue[len(kept):])
-	if cap(kept) > 4*compactAt && 4*len(kept) < cap(kept) {
-		kept = append(make([]parked[T], 0, 2*len(kept)), kept...)
-	}
-	b.queue, b.head = kept, 0
-}
-
-// compactAt is the shortest queue worth compacting.
-const compactAt = 64
 
 func (b *books[T]) give(m *Give[T]) {
 	now := m.Now // m is the caller's again once answered
-	if b.waiting > 0 {
+	if b.q.parked > 0 {
 		now = b.stamped(now) // a parked caller may be served: its wait is timed
 	}
 	item := m.Item
@@ -576,28 +486,12 @@ func (b *books[T]) close(now int64) {
 	b.stats.Shutdown += int64(len(idle))
 	b.retire = append(b.retire, idle...)
 	b.signal()
-	b.dismiss(func(m *Take[T]) {
+	b.q.drain(func(m *Take[T]) {
 		b.stats.Shed++
 		b.stats.ShedBy[policy.ReasonClosed]++
 		m.answer(Answer[T]{Verdict: policy.Shed, Why: policy.ReasonClosed, Err: ErrClosed})
 	})
 	b.settle(now)
-}
-
-// dismiss answers every parked Take with answer, oldest first, and empties
-// the FIFO.
-func (b *books[T]) dismiss(answer func(*Take[T])) {
-	for b.waiting > 0 {
-		p, ok := b.front()
-		if !ok {
-			break
-		}
-		b.pop()
-		b.waiting--
-		p.take.gen = 0
-		answer(p.take)
-	}
-	b.waiting = 0
 }
 
 // stop runs as the actor stops: the timer goes, and whoever still waits is
@@ -619,7 +513,7 @@ func (b *books[T]) stop() {
 		default:
 		}
 	}
-	b.dismiss((*Take[T]).Refuse)
+	b.q.drain((*Take[T]).Refuse)
 	for _, r := range b.drained {
 		r <- b.snapshot()
 	}
@@ -644,7 +538,7 @@ func (b *books[T]) snapshot() Stats {
 	s := b.stats
 	s.Live, s.Idle, s.Busy = b.pool.Live(), b.pool.Idle(), b.pool.Busy()
 	s.Opening = b.pool.Reserved()
-	s.Waiting = b.waiting
+	s.Waiting = b.q.parked
 	s.Closed = b.pool.Closed()
 	return s
 }

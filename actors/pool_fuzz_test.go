@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/engine"
-	"github.com/moonpool-go/moonpool/internal/vclock"
+	"github.com/moonpool-go/moonpool/moontest"
 	"github.com/moonpool-go/moonpool/policy"
 )
 
@@ -115,7 +115,7 @@ func (m *actorModel) wait(now int64, w *fuzzTake) {
 
 func (m *actorModel) park(w *fuzzTake) {
 	if m.max > 0 && len(m.fifo) >= m.max {
-		w.want = &Answer[int64]{Verdict: policy.Shed, Err: ErrShed}
+		w.want = &Answer[int64]{Verdict: policy.Shed, Err: ErrTooManyWaiting}
 		return
 	}
 	m.fifo = append(m.fifo, w)
@@ -245,7 +245,7 @@ func (m *actorModel) advance(t *testing.T, end int64) {
 // books of every resource, kept from the answers alone.
 type poolFuzz struct {
 	t   *testing.T
-	v   *vclock.Virtual
+	v   *moontest.Clock
 	ref *engine.Ref
 	m   *actorModel
 	lim policy.Limits

@@ -11,16 +11,14 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/engine"
-	"github.com/moonpool-go/moonpool/internal/vclock"
+	"github.com/moonpool-go/moonpool/moontest"
 	"github.com/moonpool-go/moonpool/policy"
 )
 
-// rig is a pool actor on a virtual clock, with resources that are plain
-// numbers and a ledger of every one made and closed.
+// rig is a pool actor on a harness, with resources that are plain numbers
+// and a ledger of every one made and closed.
 type rig struct {
-	t       testing.TB
-	clock   *vclock.Virtual
-	eng     *engine.Engine
+	*harness
 	ref     *engine.Ref
 	retired chan struct{}
 
@@ -29,28 +27,15 @@ type rig struct {
 	closes atomic.Int64
 }
 
-func newRig(t testing.TB, cfg PoolConfig, opts ...engine.Option) *rig {
+func newRig(t testing.TB, cfg PoolConfig, opts ...moontest.Option) *rig {
 	t.Helper()
-	return newRigOn(t, vclock.NewVirtual(), cfg, opts...)
-}
-
-// newRigOn is newRig on a clock of the test's, such as one whose timers
-// fire late.
-func newRigOn(t testing.TB, clock *vclock.Virtual, cfg PoolConfig, opts ...engine.Option) *rig {
-	t.Helper()
-	r := &rig{t: t, clock: clock, retired: make(chan struct{}, 1)}
-	r.eng = engine.New(append([]engine.Option{engine.WithClock(r.clock), engine.WithHeatEvery(0)}, opts...)...)
+	r := &rig{harness: newHarness(t, opts...), retired: make(chan struct{}, 1)}
 	cfg.Retired = r.retired
-	ref, err := SpawnPool[int64](r.eng, "pool", cfg, nil)
+	ref, err := SpawnPool[int64](r.e, "pool", cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.ref = ref
-	t.Cleanup(func() {
-		if err := r.eng.Shutdown(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
 	return r
 }
 
@@ -158,31 +143,13 @@ func (r *rig) balance() {
 // fires, never earlier and never lost.
 func TestHourOfTraffic(t *testing.T) {
 	for _, c := range lateClocks {
-		t.Run(c.name, func(t *testing.T) { hourOfTraffic(t, c) })
+		t.Run(c.name, func(t *testing.T) { hourOfTraffic(t, c.opts, c.most) })
 	}
 }
 
-// lateClocks are the ways a timer fires in these tests: on time as the
-// virtual clock does by default, or late by up to most, as a busy
-// machine's do.
-var lateClocks = []lateClock{
-	{"on time", 0, func() *vclock.Virtual { return vclock.NewVirtual() }},
-	{"2ms late", 2 * time.Millisecond, func() *vclock.Virtual { return vclock.NewVirtual(vclock.WithLateness(2 * time.Millisecond)) }},
-	{"up to 5ms late", 5 * time.Millisecond, func() *vclock.Virtual {
-		return vclock.NewVirtual(vclock.WithRandomLateness(5*time.Millisecond, 7))
-	}},
-}
-
-// lateClock names a clock, says how late its timers may fire, and makes it.
-type lateClock struct {
-	name string
-	most time.Duration
-	make func() *vclock.Virtual
-}
-
-func hourOfTraffic(t *testing.T, c lateClock) {
+func hourOfTraffic(t *testing.T, opts []moontest.Option, most time.Duration) {
 	keep := 10 * time.Minute
-	r := newRigOn(t, c.make(), PoolConfig{Limits: policy.Limits{Size: 8, Idle: 8, Keep: keep}})
+	r := newRig(t, PoolConfig{Limits: policy.Limits{Size: 8, Idle: 8, Keep: keep}}, opts...)
 	start := r.now()
 	returned := map[int64]int64{} // resource → when it was last given back
 
@@ -214,8 +181,8 @@ func hourOfTraffic(t *testing.T, c lateClock) {
 			}
 			r.clock.AdvanceNext()
 			for _, it := range r.collect() {
-				if due := returned[it] + int64(keep); r.now() < due || r.now() > due+int64(c.most) {
-					t.Errorf("resource %d evicted at +%v, want +%v (late by at most %v)", it, time.Duration(r.now()-start), time.Duration(due-start), c.most)
+				if due := returned[it] + int64(keep); r.now() < due || r.now() > due+int64(most) {
+					t.Errorf("resource %d evicted at +%v, want +%v (late by at most %v)", it, time.Duration(r.now()-start), time.Duration(due-start), most)
 				}
 				delete(returned, it)
 			}
@@ -381,13 +348,13 @@ func TestWaiterGetsReturnedBeforeMake(t *testing.T) {
 // ends, not by polling.
 func TestLaterWakesParkedCaller(t *testing.T) {
 	for _, c := range lateClocks {
-		t.Run(c.name, func(t *testing.T) { laterWakesParkedCaller(t, c.make(), c.most) })
+		t.Run(c.name, func(t *testing.T) { laterWakesParkedCaller(t, c.opts, c.most) })
 	}
 }
 
-func laterWakesParkedCaller(t *testing.T, clock *vclock.Virtual, most time.Duration) {
+func laterWakesParkedCaller(t *testing.T, opts []moontest.Option, most time.Duration) {
 	bo := policy.Backoff{Base: time.Second, Factor: 2, Cap: time.Minute, Attempts: 3, Jitter: policy.Rigid}
-	r := newRigOn(t, clock, PoolConfig{Limits: policy.Limits{Size: 2}, Ward: policy.Ward{Backoff: bo}})
+	r := newRig(t, PoolConfig{Limits: policy.Limits{Size: 2}, Ward: policy.Ward{Backoff: bo}}, opts...)
 	if a := r.take(false); a.Verdict != policy.Make {
 		t.Fatalf("first take: %v", a.Verdict)
 	}
@@ -424,11 +391,12 @@ func laterWakesParkedCaller(t *testing.T, clock *vclock.Virtual, most time.Durat
 // waits for lent ones within its ctx, and a lent one that comes home after
 // the pool closed is closed, not kept.
 func TestShutdownWithLent(t *testing.T) {
-	clock := vclock.NewVirtual()
+	// Not newRig: this test shuts the engine down itself, with a ctx ended.
+	clock := moontest.NewClock(t)
 	eng := engine.New(engine.WithClock(clock), engine.WithHeatEvery(0))
 	retired := make(chan struct{}, 1)
 	var ref *engine.Ref
-	r := &rig{t: t, clock: clock, eng: eng, retired: retired}
+	r := &rig{harness: &harness{t: t, clock: clock, e: eng, t0: clock.Now()}, retired: retired}
 	ref, err := SpawnPool[int64](eng, "pool", PoolConfig{Limits: policy.Limits{Size: 4, Idle: 4}, Retired: retired},
 		func(ctx context.Context) error {
 			c := &Close{Now: clock.Now(), Reply: make(chan Stats, 1)}

@@ -62,7 +62,7 @@ func TestWithdrawnWaitersLeaveNothing(t *testing.T) {
 func (r *rig) queue() (queued, capacity int) {
 	done := make(chan struct{})
 	r.ref.Send(&inspect[int64]{fn: func(b *books[int64]) {
-		queued, capacity = len(b.queue)-b.head, cap(b.queue)
+		queued, capacity = b.q.parked, cap(b.q.slots)
 		close(done)
 	}})
 	<-done

@@ -1,6 +1,6 @@
 package actors
 
-// MaxReservations is how many Reserves a bucket keeps outstanding for a
+// MaxReservations is how many Reserves a bucket keeps outstanding for an
 // Unreserve; past it the oldest is forgotten, so a caller that never cancels
 // costs a bounded amount of memory.
 const MaxReservations = 1024

@@ -29,7 +29,7 @@ type Stats struct {
 
 	Shed        int64          // Takes answered Shed, for any reason: the sum of ShedBy and ShedWaiting
 	ShedBy      [reasons]int64 // of Shed, by the policy's reason: ReasonClosed, ReasonShedder, ReasonBreaker
-	ShedWaiting int64          // of Shed, turned away by the waiter cap (ErrShed)
+	ShedWaiting int64          // of Shed, turned away by the waiter cap (ErrTooManyWaiting)
 	HeldBy      [reasons]int64 // makes the ward held back (Later), by reason: ReasonBackoff, ReasonProbe, ReasonBucket; a parked caller is counted again each time it is first in line and held
 	Held        int64          // waiting Takes answered ErrHeld: the ward's hold would outlast their deadline
 	Cancelled   int64          // parked Takes withdrawn

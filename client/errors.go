@@ -5,51 +5,47 @@ import (
 	"fmt"
 	"runtime/debug"
 
+	"github.com/moonpool-go/moonpool/actors"
 	"github.com/moonpool-go/moonpool/policy"
 )
 
 // Sentinel errors. Each is a refusal a caller may want to tell apart with
 // errors.Is; the details, when there are any, travel in a typed error that
-// unwraps to the sentinel or to the cause.
+// unwraps to the sentinel or to the cause. They are package actors' own
+// values, so one sentinel means one thing whichever layer answered.
 var (
 	// ErrShed says the call was turned away rather than queued. Each cause
 	// has a sentinel of its own that also matches ErrShed under errors.Is:
 	// ErrBreaker, ErrOverloaded, ErrTooManyWaiting. Retrying at once is
 	// unlikely to help.
-	ErrShed = errors.New("moonpool: shed")
+	ErrShed = actors.ErrShed
 	// ErrBreaker says the pool's ward breaker refused to open a resource: the
 	// backend has been failing. It matches ErrShed.
-	ErrBreaker error = &shed{"moonpool: shed: the breaker refuses opens to a failing backend"}
+	ErrBreaker = actors.ErrBreaker
 	// ErrOverloaded says the pool's ward shedder refused to lend: the process
 	// is too hot, with more in flight than it has shown it can finish. It
 	// matches ErrShed.
-	ErrOverloaded error = &shed{"moonpool: shed: the process is overloaded"}
+	ErrOverloaded = actors.ErrOverloaded
 	// ErrTooManyWaiting says PoolConfig.MaxWaiting callers were in line
 	// already. It matches ErrShed.
-	ErrTooManyWaiting error = &shed{"moonpool: shed: too many callers waiting"}
-	// ErrClosed says the pool or limiter has been closed; nothing more will
-	// be handed out.
-	ErrClosed = errors.New("moonpool: closed")
+	ErrTooManyWaiting = actors.ErrTooManyWaiting
+	// ErrClosed says the pool or limiter has been closed (or its engine
+	// shut down); nothing more will be handed out.
+	ErrClosed = actors.ErrClosed
 	// ErrExceedsBurst says a limiter was asked for more at once than its
 	// burst, so no amount of waiting would grant it.
 	ErrExceedsBurst = errors.New("moonpool: request exceeds burst")
 	// ErrNotLent says Put or Discard was given a resource the pool has not
 	// lent out: it was never taken from this pool, or it was returned twice.
 	// The pool leaves the resource alone; the caller still owns it.
-	ErrNotLent = errors.New("moonpool: resource is not lent out")
+	ErrNotLent = actors.ErrNotLent
 	// ErrDuplicate says a pool's Open returned a resource equal to one the
 	// pool already holds, idle or lent. The pool refused it and did not
 	// close it: by the pool's identity it is the resource on the books,
 	// which is closed once, when it leaves them. An Open that hands out a
 	// shared or cached value has a bug.
-	ErrDuplicate = errors.New("moonpool: open returned a resource the pool already holds")
+	ErrDuplicate = actors.ErrDuplicate
 )
-
-// shed is a refusal with its own cause that also matches ErrShed.
-type shed struct{ msg string }
-
-func (e *shed) Error() string        { return e.msg }
-func (e *shed) Is(target error) bool { return target == ErrShed }
 
 // shedError is the client's error for a Shed the policy gave for why.
 func shedError(why policy.Reason) error {

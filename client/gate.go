@@ -21,16 +21,9 @@ import (
 // usable.
 type Gate struct {
 	ref    *engine.Ref
-	limit  int          // as the actor holds it; gateNoLimit for none
 	room   *actors.Room // room the actor lent ahead of time; nil for a small limit
 	closed atomic.Bool
 }
-
-// gateNoLimit stands for "no limit": the actor reports room rather than
-// the count, and room under no limit would be +Inf, from which the count
-// cannot be read back. 2^52 is more than any process holds at once and
-// still exact in the float64 the answer travels in.
-const gateNoLimit = 1 << 52
 
 // NewGate starts a gate on eng letting at most limit callers in at once.
 // A limit <= 0 is no limit, as for policy.NewGate: the gate only counts. It
@@ -39,14 +32,11 @@ func NewGate(eng *engine.Engine, limit int) (*Gate, error) {
 	if eng == nil {
 		return nil, errors.New("moonpool: NewGate: nil engine")
 	}
-	if limit <= 0 || limit > gateNoLimit {
-		limit = gateNoLimit
-	}
 	ref, room, err := actors.SpawnGateCredit(eng, "", limit)
 	if err != nil {
 		return nil, fmt.Errorf("moonpool: NewGate: %w", err)
 	}
-	return &Gate{ref: ref, limit: limit, room: room}, nil
+	return &Gate{ref: ref, room: room}, nil
 }
 
 // enterReqs holds Enter requests with their reply channels for reuse, so
@@ -100,7 +90,7 @@ func (g *Gate) Held() int {
 	if p.Err != nil {
 		return 0
 	}
-	return g.limit - int(p.Left)
+	return p.Held
 }
 
 // Close stops the gate's actor, waiting within ctx; afterwards Enter says

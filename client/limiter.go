@@ -17,7 +17,7 @@ import (
 // ErrExceedsDeadline says a limiter's Wait would end after ctx's deadline,
 // so it returned at once instead of sleeping towards a certain failure. The
 // *WaitError that carries it says how long the wait would have been.
-var ErrExceedsDeadline = errors.New("moonpool: wait would pass the deadline")
+var ErrExceedsDeadline = actors.ErrDeadline
 
 // WaitError is returned by a limiter's Wait that refused at once: the wait
 // it faced would end after ctx's deadline, or would never end (a bucket
@@ -392,7 +392,7 @@ func whole(x float64) int {
 
 func (l *limiter) wait(ctx context.Context, key string, n float64) error {
 	if ctx.Err() != nil {
-		return waitCtxErr(ctx)
+		return ctxError(ctx, "wait")
 	}
 	if l.closed.Load() {
 		return ErrClosed
@@ -419,7 +419,7 @@ func (l *limiter) wait(ctx context.Context, key string, n float64) error {
 			return nil
 		}
 		if errors.Is(p.Err, actors.ErrCancelled) {
-			return waitCtxErr(ctx)
+			return ctxError(ctx, "wait")
 		}
 		return permitErr(p)
 	}
@@ -467,13 +467,4 @@ func permitErr(p actors.Permit) error {
 		return fmt.Errorf("moonpool: wait: %w", p.Err)
 	}
 	return errors.New("moonpool: wait: refused without a reason")
-}
-
-// waitCtxErr is ctx's error for a Wait, with its cause when that says more.
-func waitCtxErr(ctx context.Context) error {
-	err := ctx.Err()
-	if cause := context.Cause(ctx); cause != nil && cause != err {
-		return fmt.Errorf("moonpool: wait: %w (%w)", err, cause)
-	}
-	return fmt.Errorf("moonpool: wait: %w", err)
 }

@@ -14,11 +14,6 @@ import (
 	"github.com/moonpool-go/moonpool/policy"
 )
 
-// limitNet is how long a limiter test may run before it is declared hung:
-// a net for a deadlock, never an assertion about speed. Time in these tests
-// is virtual and moves only when the test says.
-const limitNet = 60 * time.Second
-
 // limitRig is an engine on a virtual clock, shut down with the test.
 type limitRig struct {
 	t     *testing.T
@@ -32,7 +27,7 @@ func newLimitRig(t *testing.T) *limitRig {
 	t.Helper()
 	clock := vclock.NewVirtual()
 	eng := engine.New(engine.WithClock(clock))
-	ctx, cancel := context.WithTimeout(context.Background(), limitNet)
+	ctx, cancel := context.WithTimeout(context.Background(), safety)
 	t.Cleanup(func() {
 		cancel()
 		if err := eng.Shutdown(context.Background()); err != nil {

@@ -201,7 +201,7 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 		return zero, ErrClosed
 	}
 	if ctx.Err() != nil {
-		return zero, ctxError(ctx)
+		return zero, ctxError(ctx, "get")
 	}
 	t := p.tickets.Get().(*ticket[T])
 	tk := &t.take
@@ -218,7 +218,7 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 	} else {
 		a = p.await(ctx, t)
 		if a.Err == errWithdrawn {
-			return zero, ctxError(ctx)
+			return zero, ctxError(ctx, "get")
 		}
 	}
 	switch {
@@ -297,24 +297,23 @@ func (p *Pool[T]) giveBack(a actors.Answer[T]) {
 	}
 }
 
-// refusal turns an actor's error into the client's sentinel.
+// refusal is an actor's error as the client returns it: a stopped actor is
+// a closed pool; every other sentinel is the client's already.
 func refusal(err error) error {
-	switch {
-	case errors.Is(err, actors.ErrShed):
-		return ErrTooManyWaiting
-	case errors.Is(err, actors.ErrClosed), errors.Is(err, actors.ErrStopped):
+	if errors.Is(err, ErrClosed) {
 		return ErrClosed
 	}
 	return err
 }
 
-// ctxError is ctx's error, with its cause when the cause says more.
-func ctxError(ctx context.Context) error {
+// ctxError is ctx's error for the call op, with its cause when the cause
+// says more.
+func ctxError(ctx context.Context, op string) error {
 	err := ctx.Err()
 	if cause := context.Cause(ctx); cause != nil && cause != err {
-		return fmt.Errorf("moonpool: get: %w (%w)", err, cause)
+		return fmt.Errorf("moonpool: %s: %w (%w)", op, err, cause)
 	}
-	return fmt.Errorf("moonpool: get: %w", err)
+	return fmt.Errorf("moonpool: %s: %w", op, err)
 }
 
 // opening is one Open under way and the Get waiting for it. Whichever of
@@ -351,7 +350,7 @@ func (p *Pool[T]) make(ctx context.Context) (T, error) {
 		return r.item, r.err
 	case <-ctx.Done():
 		if o.state.CompareAndSwap(underway, abandoned) {
-			return zero, ctxError(ctx)
+			return zero, ctxError(ctx, "get")
 		}
 		r := <-o.done // handed over just now: take it
 		return r.item, r.err

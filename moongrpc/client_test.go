@@ -56,7 +56,7 @@ func TestClientWaitsOutThePushback(t *testing.T) {
 // not to retry; the error is the server's, as it sent it.
 func TestClientRetriesOnlyWhatItMay(t *testing.T) {
 	clock, eng := virtualEngine(t)
-	defer fastForward(clock)() // a wrong retry shows as a count, not a hang
+	defer clock.FastForward()() // a wrong retry shows as a count, not a hang
 	for _, c := range []struct {
 		name    string
 		answer  error
@@ -94,7 +94,7 @@ func TestClientRetriesOnlyWhatItMay(t *testing.T) {
 // out, and the last failure comes back as the server sent it.
 func TestClientGivesUpAfterItsAttempts(t *testing.T) {
 	clock, eng := virtualEngine(t)
-	defer fastForward(clock)()
+	defer clock.FastForward()()
 	e := &echo{answer: func(context.Context, int64) error { return status.Error(codes.Aborted, "conflict") }}
 	backoff := policy.DefaultBackoff
 	backoff.Attempts = 4

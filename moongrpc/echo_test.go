@@ -9,9 +9,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/moonpool-go/moonpool/engine"
-	"github.com/moonpool-go/moonpool/internal/vclock"
+	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/moongrpc"
+	"github.com/moonpool-go/moonpool/moontest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -82,11 +82,11 @@ func countHandler(srv any, ss grpc.ServerStream) error {
 	return nil
 }
 
-// virtualEngine is an engine on a virtual clock, shut down with the test.
-func virtualEngine(t *testing.T) (*vclock.Virtual, *engine.Engine) {
+// virtualEngine is an engine on a test clock, shut down with the test.
+func virtualEngine(t *testing.T) (*moontest.Clock, *client.Engine) {
 	t.Helper()
-	clock := vclock.NewVirtual()
-	eng := engine.New(engine.WithClock(clock))
+	clock := moontest.NewClock(t)
+	eng := client.NewEngine(client.WithClock(clock))
 	t.Cleanup(func() {
 		if err := eng.Shutdown(context.Background()); err != nil {
 			t.Errorf("shutdown: %v", err)
@@ -159,18 +159,4 @@ func (c *cell[T]) store(v T) {
 	c.mu.Lock()
 	c.v = v
 	c.mu.Unlock()
-}
-
-// fastForward fires each timer on clock as soon as it is set, so retries
-// on the engine sleep no real time; the returned func stops it.
-func fastForward(clock *vclock.Virtual) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for clock.WaitPending(ctx, 1) == nil {
-			clock.AdvanceNext()
-		}
-	}()
-	return func() { cancel(); <-done }
 }
