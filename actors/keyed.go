@@ -74,14 +74,14 @@ type keyCount struct{ reply chan [2]int }
 
 func (m *keyCount) Refuse() { m.reply <- [2]int{-1, -1} }
 
-// keyed is the actor of a keyed limiter. Its keys live by value in one
-// slice, reused through a free list and found through index, and are linked
+// keyed is the actor of a keyed limiter. Its keys live by value on a
+// shelf (chunks that never move), reused through a free list and found through index, and are linked
 // in the order they last took (oldest first), which is the order they are
 // forgotten in.
 type keyed[S any, R rule[S]] struct {
 	rule           R
 	index          map[string]int32
-	keys           []entry[S]
+	keys           shelf[entry[S]]
 	free           int32         // first free entry, chained through next; -1 when none
 	oldest, newest int32         // ends of the taking order; -1 when no keys
 	q              queue[*Allow] // the lines of keys with parked callers
@@ -129,7 +129,7 @@ func (k *keyed[S, R]) Handle(msg any) {
 		k.seen(m.Now)
 		var p Permit
 		if i, ok := k.index[m.Key]; ok {
-			e := &k.keys[i]
+			e := k.keys.at(i)
 			var ahead float64
 			var parked int
 			if e.line >= 0 {
@@ -146,7 +146,7 @@ func (k *keyed[S, R]) Handle(msg any) {
 		k.retune(m)
 		k.answered()
 	case *keyCount:
-		m.reply <- [2]int{len(k.index), len(k.keys)}
+		m.reply <- [2]int{len(k.index), int(k.keys.len())}
 		k.answered()
 	case *actor.Stopped:
 		k.alarm.stop()
@@ -169,8 +169,8 @@ func (k *keyed[S, R]) retune(m *Retune) {
 	}
 	k.spare = k.rule.fresh(now)
 	next := k.rule.retune(&k.spare, now, m).(R)
-	for i := k.oldest; i >= 0; i = k.keys[i].next {
-		e := &k.keys[i]
+	for i := k.oldest; i >= 0; i = k.keys.at(i).next {
+		e := k.keys.at(i)
 		k.rule.retune(&e.state, now, m)
 		// Not forgotten before it is full (empty) under the new numbers,
 		// nor before the old due: a window retuned to allow nothing says
@@ -210,10 +210,10 @@ func (k *keyed[S, R]) allow(m *Allow) {
 			k.park(i, m)
 		}
 	} else {
-		if li := k.keys[i].line; li >= 0 {
+		if li := k.keys.at(i).line; li >= 0 {
 			k.serve(li) // as the unkeyed limiter does: a Tick may be late
 		}
-		e := &k.keys[i]
+		e := k.keys.at(i)
 		var waiting int32
 		var ahead float64
 		if e.line >= 0 {
@@ -263,16 +263,21 @@ func (k *keyed[S, R]) arm(now int64) {
 	if len(k.wakes) > 0 {
 		at = k.q.lines[k.wakes[0]].at
 	}
-	if o := k.oldest; o >= 0 && k.keys[o].line < 0 {
-		at = min(at, later(k.keys[o].due, k.slack))
+	if o := k.oldest; o >= 0 && k.keys.at(o).line < 0 {
+		at = min(at, later(k.keys.at(o).due, k.slack))
 	}
 	k.alarm.set(now, at, false)
 }
 
 // add makes a key holding s, newest in the taking order, and returns it.
 func (k *keyed[S, R]) add(name string, s S, now int64) int32 {
-	i := reuse(&k.keys, &k.free, func(e *entry[S]) int32 { return e.next })
-	k.keys[i] = entry[S]{name: name, state: s, due: now, prev: -1, next: -1, line: -1}
+	i := k.free
+	if i >= 0 {
+		k.free = k.keys.at(i).next
+	} else {
+		i = k.keys.push()
+	}
+	*k.keys.at(i) = entry[S]{name: name, state: s, due: now, prev: -1, next: -1, line: -1}
 	k.link(i)
 	k.index[name] = i
 	return i
@@ -281,7 +286,7 @@ func (k *keyed[S, R]) add(name string, s S, now int64) int32 {
 // touch notes that key i took at now: it goes to the back of the order and
 // its due moves to when it will be full (empty) again.
 func (k *keyed[S, R]) touch(i int32, now int64) {
-	e := &k.keys[i]
+	e := k.keys.at(i)
 	e.due = max(e.due, later(now, k.rule.quiet(&e.state, now)))
 	if k.newest != i {
 		k.unlink(i)
@@ -290,10 +295,10 @@ func (k *keyed[S, R]) touch(i int32, now int64) {
 }
 
 func (k *keyed[S, R]) link(i int32) {
-	e := &k.keys[i]
+	e := k.keys.at(i)
 	e.prev, e.next = k.newest, -1
 	if k.newest >= 0 {
-		k.keys[k.newest].next = i
+		k.keys.at(k.newest).next = i
 	} else {
 		k.oldest = i
 	}
@@ -301,14 +306,14 @@ func (k *keyed[S, R]) link(i int32) {
 }
 
 func (k *keyed[S, R]) unlink(i int32) {
-	e := &k.keys[i]
+	e := k.keys.at(i)
 	if e.prev >= 0 {
-		k.keys[e.prev].next = e.next
+		k.keys.at(e.prev).next = e.next
 	} else {
 		k.oldest = e.next
 	}
 	if e.next >= 0 {
-		k.keys[e.next].prev = e.prev
+		k.keys.at(e.next).prev = e.prev
 	} else {
 		k.newest = e.prev
 	}
@@ -325,7 +330,7 @@ func (k *keyed[S, R]) sweep(now int64, limit int) bool {
 		}
 		k.forget(k.oldest)
 	}
-	if n := len(k.keys); n >= 1024 && len(k.index) < n/4 {
+	if n := int(k.keys.len()); n >= 1024 && len(k.index) < n/4 {
 		k.compact()
 	}
 	return k.idle(k.oldest, now)
@@ -334,13 +339,13 @@ func (k *keyed[S, R]) sweep(now int64, limit int) bool {
 // idle is whether key i exists, is full (empty) at now and has nobody
 // waiting: whether it may be forgotten.
 func (k *keyed[S, R]) idle(i int32, now int64) bool {
-	return i >= 0 && k.keys[i].line < 0 && k.keys[i].due <= now
+	return i >= 0 && k.keys.at(i).line < 0 && k.keys.at(i).due <= now
 }
 
 func (k *keyed[S, R]) forget(i int32) {
 	k.unlink(i)
-	delete(k.index, k.keys[i].name)
-	k.keys[i] = entry[S]{next: k.free, line: -1} // lets the name and state go
+	delete(k.index, k.keys.at(i).name)
+	*k.keys.at(i) = entry[S]{next: k.free, line: -1} // lets the name and state go
 	k.free = i
 }
 
@@ -350,21 +355,21 @@ func (k *keyed[S, R]) forget(i int32) {
 // the forgetting that made the room, so sweeping stays O(1) amortized.
 func (k *keyed[S, R]) compact() {
 	n := len(k.index)
-	keys := make([]entry[S], 0, n)
+	var keys shelf[entry[S]]
 	index := make(map[string]int32, n)
-	for i := k.oldest; i >= 0; i = k.keys[i].next {
-		e := k.keys[i]
-		j := int32(len(keys))
+	for i := k.oldest; i >= 0; i = k.keys.at(i).next {
+		e := *k.keys.at(i)
+		j := keys.push()
 		e.prev, e.next = j-1, j+1
 		if e.line >= 0 {
 			k.q.lines[e.line].key = j
 		}
-		keys = append(keys, e)
+		*keys.at(j) = e
 		index[e.name] = j
 	}
 	k.oldest, k.newest, k.free = -1, -1, -1
-	if n := int32(len(keys)); n > 0 {
-		keys[n-1].next = -1
+	if n := keys.len(); n > 0 {
+		keys.at(n - 1).next = -1
 		k.oldest, k.newest = 0, n-1
 	}
 	k.keys, k.index = keys, index
@@ -372,10 +377,10 @@ func (k *keyed[S, R]) compact() {
 
 // park puts m in key i's line, making the line if it is the first.
 func (k *keyed[S, R]) park(i int32, m *Allow) {
-	li := k.keys[i].line
+	li := k.keys.at(i).line
 	if li < 0 {
 		li = k.q.newLine(i)
-		k.keys[i].line = li
+		k.keys.at(i).line = li
 	}
 	k.q.park(li, m, k.rule.cost(m.N))
 	// In the line's custody: it is answered from there.
@@ -390,7 +395,7 @@ func (k *keyed[S, R]) park(i int32, m *Allow) {
 // files it in the wake heap at its head's instant.
 func (k *keyed[S, R]) serve(li int32) {
 	i := k.q.lines[li].key
-	n, _ := serve(k.rule, &k.keys[i].state, &k.q, li, k.now)
+	n, _ := serve(k.rule, &k.keys.at(i).state, &k.q, li, k.now)
 	if n > 0 {
 		k.touch(i, k.now)
 	}
@@ -400,7 +405,7 @@ func (k *keyed[S, R]) serve(li int32) {
 			k.wakeRemove(ln.heap)
 		}
 		k.q.dropLine(li)
-		k.keys[i].line = -1
+		k.keys.at(i).line = -1
 		return
 	}
 	if ln.heap < 0 { // serve kept the head's instant in ln.at
