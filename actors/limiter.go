@@ -370,11 +370,13 @@ func (r bucketRule) wait(b *policy.Bucket, now int64, ahead, n float64) time.Dur
 	}
 	// More than the bucket holds: those ahead take their tokens as they
 	// come, so the caller's turn is when the whole deficit has been earned.
+	// At least a nanosecond: a caller behind others is never told "now",
+	// even by a bucket of infinite rate, which earns any deficit at once.
 	w := math.Ceil((need - b.Tokens(now)) / r.rate * 1e9)
 	if !(w < float64(policy.Never)) {
 		return policy.Never
 	}
-	return time.Duration(w)
+	return max(time.Duration(w), 1)
 }
 
 func (bucketRule) cost(n float64) float64 { return max(n, 0) }

@@ -120,12 +120,6 @@ type limFuzz struct {
 	pol limiterRef
 	n   []float64 // what an Allow may ask for, picked by its arg
 
-	// instant is a bucket of infinite rate. Behind parked callers its
-	// actor counts the wait as 0 (the deficit over an infinite rate), where
-	// any wait is at least the nanosecond the policy says: a refusal that
-	// says "now". The checks of that wait let it pass until it is settled.
-	instant bool
-
 	step   int
 	allows []*fuzzAllow // every Allow, in the order sent
 	line   []*fuzzAllow // parked and not yet answered, oldest first
@@ -169,7 +163,7 @@ func (f *limFuzz) allow(arg byte) {
 			f.fatalf("Allow(%v) with %d parked = %+v, want granted", n, len(f.line), p)
 		}
 	case len(f.line) > 0:
-		if p.OK || p.After <= 0 && !f.instant {
+		if p.OK || p.After <= 0 {
 			f.fatalf("Allow(%v) with %d parked = %+v, want refused with a wait", n, len(f.line), p)
 		}
 	case p.OK:
@@ -259,7 +253,7 @@ func (f *limFuzz) settle() {
 	if got := f.pol.left(now); left.Left != got || left.Err != nil {
 		f.fatalf("Left = %+v, the policy holds %v", left, got)
 	}
-	if len(f.line) == 0 && left.After != want || len(f.line) > 0 && left.After < want && !f.instant {
+	if len(f.line) == 0 && left.After != want || len(f.line) > 0 && left.After < want {
 		f.fatalf("Left says a newcomer waits %v with %d parked; the policy alone says %v", left.After, len(f.line), want)
 	}
 }
@@ -376,7 +370,6 @@ func FuzzLimiterActor(f *testing.F) {
 			full := b.Tokens(v.Now())
 			ref, err = SpawnBucket(r.e, "", rate, burst)
 			lf.pol = bucketRef{b: b, rate: max(rate, 0), burst: full}
-			lf.instant = math.IsInf(rate, 1)
 			lf.n = []float64{1, 1, 1, 1, 2, 2, 0.5, 3, 0, -1, math.NaN(), math.Inf(1), full, full + 1, 0.25, 5}
 		}
 		lf.ref = r.spawned(t, ref, err)
