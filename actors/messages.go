@@ -44,7 +44,8 @@ var (
 
 // Pool requests.
 type (
-	// Take asks a pool for a resource. With Wait, a Wait or Later verdict
+	// Take asks a pool for a resource. Without Wait it is answered at once,
+	// Wait when callers are parked ahead of it. With Wait, a Wait or Later verdict
 	// parks the caller in the pool's FIFO instead of being answered, and the
 	// answer comes when a resource or room is there for it: Ready with the
 	// resource, or Make with room reserved. Stale never reaches a caller: the

@@ -203,10 +203,15 @@ type inspect[T comparable] struct{ fn func(*books[T]) }
 
 func (b *books[T]) take(m *Take[T]) {
 	now := m.Now // m is the caller's again once answered
-	if m.Wait && b.waiting > 0 {
+	if b.waiting > 0 {
+		// Parked callers are ahead: no overtaking, by a Take that waits or
+		// by one that does not.
+		if !m.Wait {
+			b.answer(m, policy.Taken[T]{Verdict: policy.Wait})
+			return
+		}
 		now = b.stamped(now)
 		m.Now = now
-		// Parked callers are ahead: no overtaking.
 		b.park(m)
 		b.serve(now)
 		return

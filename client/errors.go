@@ -43,6 +43,10 @@ var (
 	// which is closed once, when it leaves them. An Open that hands out a
 	// shared or cached value has a bug.
 	ErrDuplicate = errors.New("moonpool: open returned a resource the pool already holds")
+	// ErrNoneIdle says TryGet found no idle resource and no room to open
+	// one now: every resource is lent, the ward holds opens back, or
+	// callers of Get are in line ahead.
+	ErrNoneIdle = errors.New("moonpool: no idle resource")
 )
 
 // shed is a refusal with its own cause that also matches ErrShed.

@@ -137,3 +137,25 @@ func ExamplePool_Close() {
 	// closed conn-1
 	// moonpool: closed true
 }
+
+// TryGet takes what the pool can give now and never waits in line: a
+// handler that would rather shed work than queue it answers at once.
+func ExamplePool_TryGet() {
+	eng := engine.New()
+	defer eng.Shutdown(context.Background())
+	cfg := conns()
+	cfg.Limits = policy.Limits{Size: 1}
+	pool, _ := client.NewPool(eng, cfg)
+	ctx := context.Background()
+
+	c, err := pool.TryGet(ctx) // room for one: opened
+	fmt.Println(c, err)
+	_, err = pool.TryGet(ctx) // the one is lent
+	fmt.Println(err, errors.Is(err, client.ErrNoneIdle))
+	pool.Put(c)
+	pool.Close(ctx)
+	// Output:
+	// conn-1 <nil>
+	// moonpool: no idle resource true
+	// closed conn-1
+}

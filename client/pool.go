@@ -193,6 +193,20 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 // pool's eviction timer retires idle resources at their deadline, so Keep
 // and Life are exact up to that timer's lateness (see actors.SpawnPool).
 func (p *Pool[T]) Get(ctx context.Context) (T, error) {
+	return p.get(ctx, true)
+}
+
+// TryGet lends a resource if one can be had now: an idle one, or a new one
+// from Open if the limits and the ward allow one at this instant. Otherwise
+// it returns ErrNoneIdle at once: it never waits in line, and it does not
+// overtake callers of Get already waiting. It waits only for the Open it
+// runs, within ctx, as Get does; its other errors are Get's.
+func (p *Pool[T]) TryGet(ctx context.Context) (T, error) {
+	return p.get(ctx, false)
+}
+
+// get is Get, or with !wait TryGet.
+func (p *Pool[T]) get(ctx context.Context, wait bool) (T, error) {
 	var zero T
 	if ctx == nil {
 		return zero, errNilContext
@@ -205,7 +219,7 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 	}
 	t := p.tickets.Get().(*ticket[T])
 	tk := &t.take
-	tk.Now, tk.Wait, tk.Slot = p.stamp(p.stampTake), true, &t.slot
+	tk.Now, tk.Wait, tk.Slot = p.stamp(p.stampTake), wait, &t.slot
 	tk.Deadline = 0
 	if p.stampTake { // only the ward's holds look at the deadline
 		tk.Deadline = deadlineOf(ctx, tk.Now)
@@ -232,6 +246,8 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 		return p.make(ctx)
 	case a.Verdict == policy.Shed:
 		return zero, shedError(a.Why)
+	case !wait: // Wait or Later: nothing to be had now
+		return zero, ErrNoneIdle
 	}
 	// A waiting Take parks on Wait and Later; it is never answered either.
 	return zero, fmt.Errorf("moonpool: get: unexpected answer %v", a.Verdict)
