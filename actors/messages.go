@@ -94,6 +94,7 @@ type (
 		Now    int64
 		Item   T
 		Strict bool
+		Cause  Cause // why it leaves, for Stats; the zero Cause is Broken
 		Reply  chan Answer[T]
 		Slot   *engine.Reply[Answer[T]] // if not nil, the answer goes here rather than to Reply
 	}
@@ -125,6 +126,17 @@ type (
 		Now   int64
 		Value float64
 	}
+)
+
+// Cause says why a Drop takes a lent resource off the books, so that Stats
+// counts it under the right name.
+type Cause uint8
+
+// The causes.
+const (
+	Broken      Cause = iota // its holder found it broken (Stats.Broken)
+	Unwanted                 // its holder's Reuse said no (Stats.Unreused)
+	CheckFailed              // the pool's check of it failed (Stats.CheckFailures)
 )
 
 // Answer is a pool's reply.

@@ -479,7 +479,14 @@ func (b *books[T]) drop(m *Drop[T]) {
 		return
 	}
 	if lent {
-		b.stats.Broken++
+		switch m.Cause {
+		case Unwanted:
+			b.stats.Unreused++
+		case CheckFailed:
+			b.stats.CheckFailures++
+		default:
+			b.stats.Broken++
+		}
 	}
 	b.pool.Drop(m.Item)
 	m.answer(Answer[T]{})

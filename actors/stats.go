@@ -25,7 +25,11 @@ type Stats struct {
 	Evicted  int64 // retired by the eviction timer
 	Surplus  int64 // given back when the idle limit was full
 	Broken   int64 // dropped by their holder
-	Shutdown int64 // retired by Close, idle or coming home after it
+	Unreused int64 // dropped on their way back: the holder's Reuse said no
+	// CheckFailures are dropped because a check failed, before a loan or
+	// in the background.
+	CheckFailures int64
+	Shutdown      int64 // retired by Close, idle or coming home after it
 
 	Shed        int64          // Takes answered Shed, for any reason: the sum of ShedBy and ShedWaiting
 	ShedBy      [reasons]int64 // of Shed, by the policy's reason: ReasonClosed, ReasonShedder, ReasonBreaker

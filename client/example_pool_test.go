@@ -159,3 +159,29 @@ func ExamplePool_TryGet() {
 	// moonpool: no idle resource true
 	// closed conn-1
 }
+
+// Reuse is asked on every Put: a connection left in a state the next caller
+// must not inherit is closed rather than kept.
+func ExamplePoolConfig_reuse() {
+	eng := engine.New()
+	defer eng.Shutdown(context.Background())
+	inTx := map[string]bool{}
+	cfg := conns()
+	cfg.Reuse = func(c string) bool { return !inTx[c] }
+	pool, _ := client.NewPool(eng, cfg)
+	ctx := context.Background()
+
+	c, _ := pool.Get(ctx)
+	inTx[c] = true // the caller returned early, mid-transaction
+	pool.Put(c)
+	c, _ = pool.Get(ctx)
+	fmt.Println("using", c)
+	pool.Put(c)
+	fmt.Println("unreused", pool.Stats().Unreused())
+	pool.Close(ctx)
+	// Output:
+	// closed conn-1
+	// using conn-2
+	// unreused 1
+	// closed conn-2
+}

@@ -56,6 +56,13 @@ type PoolConfig[T comparable] struct {
 	// seed for each pool, so replicas of a service that failed together
 	// spread their retries apart; set one only to make a test reproducible.
 	Seed uint64
+	// Reuse, if not nil, is asked on each Put whether the resource may be
+	// lent again; false closes it instead, as Discard does, and counts it in
+	// Stats.Unreused (a connection left mid-transaction, say). It runs on
+	// the caller's goroutine, outside the pool, and must not block; a panic
+	// in it is recovered and read as false. nil keeps every resource Put
+	// hands back, as before.
+	Reuse func(T) bool
 	// Name is the pool's name on the engine; "" picks a fresh one. Names
 	// beginning with engine.ReservedPrefix ("$") are the engine's own and
 	// are refused.
@@ -75,6 +82,7 @@ type Pool[T comparable] struct {
 	ref   *engine.Ref
 	open  func(context.Context) (T, error)
 	close func(T) error
+	reuse func(T) bool
 
 	// tickets holds request structs with their answer slot, so a Get and a
 	// Put allocate nothing in the steady state. A ticket goes back only once
@@ -130,6 +138,7 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 		eng:       eng,
 		open:      cfg.Open,
 		close:     cfg.Close,
+		reuse:     cfg.Reuse,
 		retired:   make(chan struct{}, 1),
 		leftovers: make(chan []T, 1),
 		quit:      make(chan struct{}),
@@ -464,8 +473,9 @@ type openContext struct {
 func (c openContext) Value(key any) any { return c.values.Value(key) }
 
 // Put hands back a resource Get lent. If the pool will not keep it (it is
-// closing, the idle limit is full, or the resource has lived past Life),
-// Put closes it, returning a *CloseError if that Close failed.
+// closing, the idle limit is full, the resource has lived past Life, or
+// PoolConfig.Reuse said no), Put closes it, returning a *CloseError if
+// that Close failed.
 //
 // Put of a resource this pool has not lent — never lent, or already put
 // back — returns ErrNotLent and leaves it alone, before Close as after it.
@@ -477,11 +487,26 @@ func (c openContext) Value(key any) any { return c.values.Value(key) }
 // answer, which never waits itself; it runs the pool's Close, when it must,
 // on the caller's goroutine.
 func (p *Pool[T]) Put(item T) error {
+	if p.reuse != nil && !p.reusable(item) {
+		return p.discard(item, actors.Unwanted)
+	}
 	return p.give(item)
 }
 
+// reusable asks PoolConfig.Reuse, reading a panic as no: a resource its
+// own check could not judge is not worth lending again.
+func (p *Pool[T]) reusable(item T) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.panics.Add(1)
+			ok = false
+		}
+	}()
+	return p.reuse(item)
+}
+
 func (p *Pool[T]) give(item T) error {
-	a := p.ask(item, false)
+	a := p.ask(item, false, 0)
 	switch {
 	case errors.Is(a.Err, actors.ErrNotLent):
 		return ErrNotLent
@@ -500,13 +525,13 @@ type ticket[T comparable] struct {
 	slot engine.Reply[actors.Answer[T]]
 }
 
-// ask sends a strict Give (or, with drop, a strict Drop) of item and waits
-// for its answer.
-func (p *Pool[T]) ask(item T, drop bool) actors.Answer[T] {
+// ask sends a strict Give (or, with drop, a strict Drop for cause) of item
+// and waits for its answer.
+func (p *Pool[T]) ask(item T, drop bool, cause actors.Cause) actors.Answer[T] {
 	var zero T
 	t := p.tickets.Get().(*ticket[T])
 	if drop {
-		t.drop = actors.Drop[T]{Now: p.eng.Now(), Item: item, Strict: true, Slot: &t.slot}
+		t.drop = actors.Drop[T]{Now: p.eng.Now(), Item: item, Strict: true, Cause: cause, Slot: &t.slot}
 		t.slot.Ask(p.ref, &t.drop)
 	} else {
 		t.give = actors.Give[T]{Now: p.stamp(p.stampGive), Item: item, Strict: true, Slot: &t.slot}
@@ -525,7 +550,12 @@ func (p *Pool[T]) ask(item T, drop bool) actors.Answer[T] {
 // resource this pool has not lent returns ErrNotLent and closes nothing;
 // after the pool's actor has stopped the resource is closed unchecked.
 func (p *Pool[T]) Discard(item T) error {
-	if a := p.ask(item, true); errors.Is(a.Err, actors.ErrNotLent) {
+	return p.discard(item, actors.Broken)
+}
+
+// discard takes a lent resource off the books for cause and closes it.
+func (p *Pool[T]) discard(item T, cause actors.Cause) error {
+	if a := p.ask(item, true, cause); errors.Is(a.Err, actors.ErrNotLent) {
 		return ErrNotLent
 	}
 	return p.closeItem(item)
@@ -743,22 +773,27 @@ func (s Stats) Surplus() int64 { return s.s.Surplus }
 // Broken is how many were discarded by their holders.
 func (s Stats) Broken() int64 { return s.s.Broken }
 
+// Unreused is how many were closed on Put because PoolConfig.Reuse said
+// they may not be lent again.
+func (s Stats) Unreused() int64 { return s.s.Unreused }
+
 // Shutdown is how many were closed because the pool closed: idle at Close,
 // or put back after it.
 func (s Stats) Shutdown() int64 { return s.s.Shutdown }
 
 // Closes is how many the pool has let go for any reason: the sum of Stale,
-// Evicted, Surplus, Broken and Shutdown.
+// Evicted, Surplus, Broken, Unreused and Shutdown.
 func (s Stats) Closes() int64 {
-	return s.s.Stale + s.s.Evicted + s.s.Surplus + s.s.Broken + s.s.Shutdown
+	return s.s.Stale + s.s.Evicted + s.s.Surplus + s.s.Broken + s.s.Unreused + s.s.Shutdown
 }
 
 // CloseFailures is how many calls of PoolConfig.Close returned an error or
 // panicked.
 func (s Stats) CloseFailures() int64 { return s.closeFailures }
 
-// Panics is how many calls of PoolConfig.Open or PoolConfig.Close
-// panicked; each was recovered and reported as an error.
+// Panics is how many calls of PoolConfig.Open, Close or Reuse panicked;
+// each was recovered and reported as an error (a panic in Reuse as a
+// refusal).
 func (s Stats) Panics() int64 { return s.panics }
 
 // Duplicates is how many resources Open made that the pool already held,

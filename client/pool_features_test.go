@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,5 +50,44 @@ func TestTryGetNeverWaits(t *testing.T) {
 	r.put(a) // to the Get in line, not to a TryGet
 	r.put(<-got)
 	r.put(b)
+	r.balance()
+}
+
+// TestReuse: a resource Reuse refuses is closed on Put, counted as
+// Unreused, and its room goes to a fresh one; one it accepts is kept; a
+// Reuse that panics refuses; a Put of what the pool never lent asks Reuse
+// but closes nothing.
+func TestReuse(t *testing.T) {
+	var dirty sync.Map
+	r := newRig(t, PoolConfig[*conn]{
+		Limits: policy.Limits{Size: 1},
+		Reuse: func(c *conn) bool {
+			if v, ok := dirty.Load(c); ok && v == "panic" {
+				panic("reuse blew up")
+			}
+			_, bad := dirty.Load(c)
+			return !bad
+		},
+	})
+	a := r.get()
+	r.put(a)
+	if got := r.get(); got != a {
+		t.Fatalf("a clean conn was not kept: got %d, want %d", got.id, a.id)
+	}
+	dirty.Store(a, "mid-transaction")
+	r.put(a)
+	b := r.get()
+	if b == a {
+		t.Fatalf("a conn Reuse refused was lent again")
+	}
+	dirty.Store(b, "panic")
+	r.put(b)
+	s := r.pool.Stats()
+	if s.Unreused() != 2 || s.Panics() != 1 || s.Live() != 0 || s.Closes() != 2 {
+		t.Errorf("unreused %d panics %d live %d closes %d; want 2, 1, 0, 2", s.Unreused(), s.Panics(), s.Live(), s.Closes())
+	}
+	if err := r.pool.Put(&conn{id: 99}); !errors.Is(err, ErrNotLent) {
+		t.Errorf("put of a stranger: %v, want ErrNotLent", err)
+	}
 	r.balance()
 }
