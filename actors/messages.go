@@ -121,6 +121,17 @@ type (
 		Now   int64
 		Reply chan Stats
 	}
+	// SetLimits holds the pool to Limits from Now on (see
+	// policy.Pool.SetLimits): idle resources now surplus are retired at
+	// once (Surplus), lent ones beyond Size as they come home, and parked
+	// callers are served at once from any new room. Reply, if not nil, gets
+	// nil once they apply, or ErrClosed for a closed pool, which keeps its
+	// limits.
+	SetLimits struct {
+		Now    int64
+		Limits policy.Limits
+		Reply  chan error
+	}
 	// Heat reports how hot the process is, for the ward's shedder.
 	Heat struct {
 		Now   int64
@@ -274,6 +285,9 @@ func (m *Close) Refuse() { m.Reply <- Stats{} }
 
 // Refuse answers a Drained that reached a stopped actor.
 func (m *Drained) Refuse() { m.Reply <- Stats{} }
+
+// Refuse answers a SetLimits that reached a stopped actor.
+func (m *SetLimits) Refuse() { replyErr(m.Reply, ErrStopped) }
 
 // Refuse answers an Inspect that reached a stopped actor.
 func (m *Inspect) Refuse() { m.Reply <- Stats{} }

@@ -171,6 +171,8 @@ func (a *poolActor[T]) Handle(msg any) {
 		b.tick(m.Now)
 	case *Heat:
 		b.pool.Heat(m.Value, m.Now)
+	case *SetLimits:
+		b.setLimits(m)
 	case *Close:
 		b.close(m.Now)
 		m.Reply <- b.snapshot()
@@ -435,8 +437,10 @@ const compactAt = 64
 
 func (b *books[T]) give(m *Give[T]) {
 	now := m.Now // m is the caller's again once answered
-	if b.waiting > 0 {
-		now = b.stamped(now) // a parked caller may be served: its wait is timed
+	if b.waiting > 0 || now == 0 && !b.ageless {
+		// A parked caller may be served: its wait is timed. Or SetLimits
+		// gave Keep or Life to a pool whose client does not stamp a Give.
+		now = b.stamped(now)
 	}
 	item := m.Item
 	closed := b.pool.Closed()
@@ -638,6 +642,32 @@ func (b *books[T]) stop() {
 	b.drained = nil
 }
 
+// setLimits applies new limits: the surplus idle go now, the parked are
+// served from any new room, and the eviction timer follows the new Keep
+// and Life.
+func (b *books[T]) setLimits(m *SetLimits) {
+	if b.pool.Closed() {
+		replyErr(m.Reply, ErrClosed)
+		b.answered()
+		return
+	}
+	now := b.stamped(m.Now)
+	n := len(b.retire)
+	b.retire = b.pool.SetLimits(m.Limits, b.retire)
+	if surplus := len(b.retire) - n; surplus > 0 {
+		b.stats.Surplus += int64(surplus)
+		b.signal()
+	}
+	_, timed := policy.Stamps(m.Limits, policy.Ward{})
+	b.ageless = !timed
+	b.settle(now)
+	if at, ok := b.pool.Deadline(); ok {
+		b.arm(now, at)
+	}
+	replyErr(m.Reply, nil)
+	b.answered()
+}
+
 // inspect is snapshot with the ward's state at now.
 func (b *books[T]) inspect(now int64) Stats {
 	s := b.snapshot()
@@ -659,4 +689,13 @@ func (b *books[T]) snapshot() Stats {
 	s.Waiting = b.waiting
 	s.Closed = b.pool.Closed()
 	return s
+}
+
+// replyErr sends err to ch, if there is a ch, without blocking: a caller
+// gives a channel with room for one.
+func replyErr(ch chan error, err error) {
+	select {
+	case ch <- err:
+	default:
+	}
 }

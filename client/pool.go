@@ -720,6 +720,29 @@ func (p *Pool[T]) inspect() actors.Stats {
 	return <-m.Reply
 }
 
+// SetLimits holds the pool to limits from now on, as PoolConfig.Limits is
+// read, while it runs. A larger Size serves callers waiting in line at
+// once. A smaller one, or a smaller Idle, closes the surplus idle
+// resources now (the longest idle first, counted as Surplus) and the
+// surplus lent ones as they come home through Put, so none is taken from
+// its holder and none is lent twice. A new Keep or Life applies to the
+// resources already held.
+//
+// It blocks until the pool has applied the limits, which never waits on
+// anything but the pool's actor, and returns ErrClosed once the pool is
+// closing.
+func (p *Pool[T]) SetLimits(limits Limits) error {
+	if p.closing.Load() {
+		return ErrClosed
+	}
+	m := &actors.SetLimits{Now: p.eng.Now(), Limits: limits, Reply: make(chan error, 1)}
+	p.ref.Send(m)
+	if err := <-m.Reply; err != nil {
+		return ErrClosed // closed, or its actor stopped
+	}
+	return nil
+}
+
 // Stats is a snapshot of a pool: what it holds now and what it has done
 // since it started. Read it through its methods; new ones may be added.
 type Stats struct {

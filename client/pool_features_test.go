@@ -91,3 +91,69 @@ func TestReuse(t *testing.T) {
 	}
 	r.balance()
 }
+
+// TestSetLimitsUnderLoad: with callers parked, a larger Size serves them
+// at once; a smaller one closes the surplus as it comes home, never
+// taking a resource from its holder, and the last one home goes to the
+// caller still in line. Nothing is lent twice (holders tracks who has
+// what) and every connection is closed exactly once (the backend checks).
+func TestSetLimitsUnderLoad(t *testing.T) {
+	r := newRig(t, PoolConfig[*conn]{Limits: policy.Limits{Size: 2}})
+	var mu sync.Mutex
+	holders := map[*conn]bool{}
+	lend := func(c *conn) {
+		mu.Lock()
+		defer mu.Unlock()
+		if holders[c] {
+			t.Errorf("conn %d lent twice", c.id)
+		}
+		holders[c] = true
+	}
+	back := func(c *conn) {
+		mu.Lock()
+		delete(holders, c)
+		mu.Unlock()
+		r.put(c)
+	}
+	a, b := r.get(), r.get()
+	lend(a)
+	lend(b)
+	got := make(chan *conn, 3)
+	for range 3 {
+		go func() {
+			c := r.get()
+			lend(c)
+			got <- c
+		}()
+	}
+	r.waitFor("three in line", func() bool { return r.pool.Stats().Waiting() == 3 })
+
+	if err := r.pool.SetLimits(policy.Limits{Size: 4}); err != nil {
+		t.Fatal(err)
+	}
+	c, d := <-got, <-got // served at once, from the new room
+	if s := r.pool.Stats(); s.Waiting() != 1 || s.Live() != 4 {
+		t.Fatalf("after growing: waiting %d live %d, want 1 and 4", s.Waiting(), s.Live())
+	}
+
+	if err := r.pool.SetLimits(policy.Limits{Size: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []*conn{a, b, c} { // surplus: each closed on its way home
+		back(x)
+		if s := r.pool.Stats(); s.Waiting() != 1 {
+			t.Fatalf("conn %d home over the new size went to the caller in line", x.id)
+		}
+	}
+	r.waitFor("three closed", func() bool { return r.be.closes.Load() == 3 })
+	back(d) // within the size: to the caller in line
+	e := <-got
+	if e != d {
+		t.Errorf("the last in line got conn %d, want %d", e.id, d.id)
+	}
+	if s := r.pool.Stats(); s.Surplus() != 3 || s.Live() != 1 {
+		t.Errorf("surplus %d live %d, want 3 and 1", s.Surplus(), s.Live())
+	}
+	back(e)
+	r.balance()
+}

@@ -302,7 +302,7 @@ func (p *Pool[T]) Give(item T, now int64) bool {
 		}
 		p.reserved--
 		p.worked(now)
-		if p.closed || p.idleFull() {
+		if p.closed || p.idleFull() || p.full() {
 			return false
 		}
 		p.idle = append(p.idle, p.register(item, now))
@@ -322,7 +322,9 @@ func (p *Pool[T]) giveBack(i int, now int64) bool {
 	if s := p.ward.shedder; s != nil {
 		s.Done(now, elapsed(now, e.at))
 	}
-	if p.closed || p.idleFull() || p.tooOld(e, now) {
+	if p.closed || p.idleFull() || p.full() || p.tooOld(e, now) {
+		// full: SetLimits shrank Size below what is live, and this one
+		// is part of the surplus
 		p.forget(i)
 		return false
 	}
@@ -431,6 +433,30 @@ func (p *Pool[T]) due(e *entry[T]) int64 {
 	}
 	return at
 }
+
+// SetLimits holds the pool to limits from now on, read as NewPool reads
+// them, and appends to dst the idle resources that are now surplus, oldest
+// first, for the caller to close: those beyond the new Idle, and those
+// beyond the new Size while more are live than it allows. Lent resources
+// beyond Size are not taken back; each is refused by Give as it comes home,
+// so the pool shrinks as fast as its borrowers let it and no resource is
+// lent twice. A larger Size takes effect at once: Take makes again. A
+// changed Keep or Life applies to the resources already held, judged from
+// their own return and birth; the owner asks Deadline again.
+func (p *Pool[T]) SetLimits(limits Limits, dst []T) []T {
+	p.limits = limits.clamp()
+	for len(p.idle) > 0 && (p.idleOver() || p.limits.Size > 0 && p.Live() > p.limits.Size) {
+		i := p.idle[0] // the longest idle: the one Take would lend last
+		p.idle = p.idle[1:]
+		dst = append(dst, p.recs[i].item)
+		p.forget(i)
+	}
+	return dst
+}
+
+// Limits are the limits the pool holds itself to now, with negative fields
+// read as zero.
+func (p *Pool[T]) Limits() Limits { return p.limits }
 
 // Close shuts the pool: it hands back every idle resource for the caller to
 // close (nil when there is none), and from then on Take answers Shed and
@@ -542,6 +568,9 @@ func (p *Pool[T]) full() bool { return p.limits.Size > 0 && p.Live() >= p.limits
 
 // idleFull says whether no more may sit idle.
 func (p *Pool[T]) idleFull() bool { return p.limits.Idle > 0 && len(p.idle) >= p.limits.Idle }
+
+// idleOver says whether more sit idle than may.
+func (p *Pool[T]) idleOver() bool { return p.limits.Idle > 0 && len(p.idle) > p.limits.Idle }
 
 // stale says whether an idle resource has sat for Keep or lived for Life.
 func (p *Pool[T]) stale(e *entry[T], now int64) bool {

@@ -1,0 +1,70 @@
+package policy
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestSetLimitsShrinkAndGrow: shrinking closes the surplus idle at once,
+// the longest idle first, and the surplus lent as each comes home; growing
+// lets Take make again at once.
+func TestSetLimitsShrinkAndGrow(t *testing.T) {
+	p := NewPool[int](Limits{Size: 4}, Ward{})
+	for i := 1; i <= 4; i++ {
+		if got := p.Take(minute(0)); got.Verdict != Make {
+			t.Fatalf("take %d: %v, want Make", i, got.Verdict)
+		}
+		p.Made(i, minute(0))
+	}
+	p.Give(1, minute(1)) // idle: 1, then 2 (the newest last)
+	p.Give(2, minute(2))
+	if got := p.SetLimits(Limits{Size: 3}, nil); !slices.Equal(got, []int{1}) {
+		t.Fatalf("shrink to 3 closes %v, want [1]: the longest idle", got)
+	}
+	if got := p.SetLimits(Limits{Size: 1}, nil); !slices.Equal(got, []int{2}) {
+		t.Fatalf("shrink to 1 closes %v, want [2]", got)
+	}
+	if p.Live() != 2 || p.Idle() != 0 {
+		t.Fatalf("live %d idle %d, want 2 lent over a size of 1", p.Live(), p.Idle())
+	}
+	if got := p.Take(minute(3)); got.Verdict != Wait {
+		t.Fatalf("take over size: %v, want Wait", got.Verdict)
+	}
+	if p.Give(3, minute(3)) {
+		t.Fatalf("a lent one coming home over size was kept")
+	}
+	if !p.Give(4, minute(3)) {
+		t.Fatalf("the last one, within size, was not kept")
+	}
+	if p.Live() != 1 {
+		t.Fatalf("live %d, want 1", p.Live())
+	}
+	p.SetLimits(Limits{Size: 2}, nil)
+	if got := p.Take(minute(4)); got.Verdict != Ready || got.Item != 4 {
+		t.Fatalf("take after growing: %+v, want Ready 4", got)
+	}
+	if got := p.Take(minute(4)); got.Verdict != Make {
+		t.Fatalf("take with the new room: %v, want Make", got.Verdict)
+	}
+	if got := p.SetLimits(Limits{Size: 2, Idle: -1}, nil); got != nil || p.Limits().Idle != 0 {
+		t.Fatalf("a negative Idle closes %v and reads %d; want nothing and no limit", got, p.Limits().Idle)
+	}
+}
+
+// TestSetLimitsIdle: a lower Idle closes the idle beyond it, oldest first.
+func TestSetLimitsIdle(t *testing.T) {
+	p := NewPool[int](Limits{}, Ward{})
+	for i := 1; i <= 3; i++ {
+		p.Take(minute(0))
+		p.Made(i, minute(0))
+	}
+	for i := 1; i <= 3; i++ {
+		p.Give(i, minute(int64(i)))
+	}
+	if got := p.SetLimits(Limits{Idle: 1}, nil); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("idle 1 closes %v, want [1 2]", got)
+	}
+	if got := p.Take(minute(5)); got.Item != 3 {
+		t.Fatalf("take: %+v, want the one kept, 3", got)
+	}
+}
