@@ -132,6 +132,15 @@ type (
 		Limits policy.Limits
 		Reply  chan error
 	}
+	// Reset starts a new generation (see policy.Pool.Reset): every idle
+	// resource is retired now and every lent one as it comes home (both
+	// counted as Stats.Outdated); Takes from then on get resources made
+	// after it. Reply, if not nil, gets nil once done, or ErrClosed for a
+	// closed pool.
+	Reset struct {
+		Now   int64
+		Reply chan error
+	}
 	// Heat reports how hot the process is, for the ward's shedder.
 	Heat struct {
 		Now   int64
@@ -288,6 +297,9 @@ func (m *Drained) Refuse() { m.Reply <- Stats{} }
 
 // Refuse answers a SetLimits that reached a stopped actor.
 func (m *SetLimits) Refuse() { replyErr(m.Reply, ErrStopped) }
+
+// Refuse answers a Reset that reached a stopped actor.
+func (m *Reset) Refuse() { replyErr(m.Reply, ErrStopped) }
 
 // Refuse answers an Inspect that reached a stopped actor.
 func (m *Inspect) Refuse() { m.Reply <- Stats{} }

@@ -173,6 +173,8 @@ func (a *poolActor[T]) Handle(msg any) {
 		b.pool.Heat(m.Value, m.Now)
 	case *SetLimits:
 		b.setLimits(m)
+	case *Reset:
+		b.reset(m)
 	case *Close:
 		b.close(m.Now)
 		m.Reply <- b.snapshot()
@@ -444,6 +446,7 @@ func (b *books[T]) give(m *Give[T]) {
 	}
 	item := m.Item
 	closed := b.pool.Closed()
+	outdated := b.pool.Outdated()
 	kept, lent := b.pool.GiveLent(item, now)
 	if !lent && m.Strict {
 		m.answer(Answer[T]{Err: ErrNotLent})
@@ -454,9 +457,12 @@ func (b *books[T]) give(m *Give[T]) {
 		kept = b.pool.Give(item, now) // an unknown one may fill a reserved make
 	}
 	if !kept {
-		if closed {
+		switch {
+		case closed:
 			b.stats.Shutdown++
-		} else {
+		case b.pool.Outdated() < outdated:
+			b.stats.Outdated++
+		default:
 			b.stats.Surplus++
 		}
 	}
@@ -666,6 +672,26 @@ func (b *books[T]) setLimits(m *SetLimits) {
 	}
 	replyErr(m.Reply, nil)
 	b.answered()
+}
+
+// reset starts a new generation: the idle go now, the lent as they come
+// home (see give).
+func (b *books[T]) reset(m *Reset) {
+	if b.pool.Closed() {
+		replyErr(m.Reply, ErrClosed)
+		b.answered()
+		return
+	}
+	n := len(b.retire)
+	b.retire = b.pool.Reset(b.retire)
+	b.stats.Resets++
+	if idle := len(b.retire) - n; idle > 0 {
+		b.stats.Outdated += int64(idle)
+		b.signal()
+	}
+	replyErr(m.Reply, nil)
+	b.answered()
+	b.settle(b.stamped(m.Now))
 }
 
 // inspect is snapshot with the ward's state at now.

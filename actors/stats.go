@@ -23,13 +23,15 @@ type Stats struct {
 
 	Stale    int64 // retired by Take: idle past Keep or Life
 	Evicted  int64 // retired by the eviction timer
-	Surplus  int64 // given back when the idle limit was full
+	Surplus  int64 // given back when the idle limit was full or past Life, or over a Size SetLimits shrank
 	Broken   int64 // dropped by their holder
 	Unreused int64 // dropped on their way back: the holder's Reuse said no
 	// CheckFailures are dropped because a check failed, before a loan or
 	// in the background.
 	CheckFailures int64
 	Shutdown      int64 // retired by Close, idle or coming home after it
+	Outdated      int64 // retired by Reset, idle at the call or coming home after it
+	Resets        int64 // Reset calls on an open pool
 
 	Shed        int64          // Takes answered Shed, for any reason: the sum of ShedBy and ShedWaiting
 	ShedBy      [reasons]int64 // of Shed, by the policy's reason: ReasonClosed, ReasonShedder, ReasonBreaker

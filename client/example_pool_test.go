@@ -185,3 +185,26 @@ func ExamplePoolConfig_reuse() {
 	// unreused 1
 	// closed conn-2
 }
+
+// After a failover, Reset closes what the pool holds: the idle now, the
+// lent as they come home; the next Get opens a fresh connection.
+func ExamplePool_Reset() {
+	eng := engine.New()
+	defer eng.Shutdown(context.Background())
+	pool, _ := client.NewPool(eng, conns())
+	ctx := context.Background()
+
+	c, _ := pool.Get(ctx)
+	pool.Reset() // c is lent: it is closed when it comes home
+	pool.Put(c)
+	c, _ = pool.Get(ctx)
+	fmt.Println("using", c)
+	pool.Put(c)
+	fmt.Println("outdated", pool.Stats().Outdated())
+	pool.Close(ctx)
+	// Output:
+	// closed conn-1
+	// using conn-2
+	// outdated 1
+	// closed conn-2
+}

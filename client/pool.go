@@ -743,6 +743,29 @@ func (p *Pool[T]) SetLimits(limits Limits) error {
 	return nil
 }
 
+// Reset makes the pool start afresh, for a backend whose every connection
+// is suspect (after a failover, or a rotation of credentials): every idle
+// resource is closed now, every lent one is closed when it comes home
+// through Put, and Gets from now on get resources opened after the call.
+// An Open already under way counts as after it. Both kinds of close are
+// counted in Stats.Outdated. The limits, the ward and the callers in line
+// are unchanged: they are served by fresh opens as usual.
+//
+// It blocks until the pool has started the new generation (the idle are
+// closed in the background) and returns ErrClosed once the pool is
+// closing.
+func (p *Pool[T]) Reset() error {
+	if p.closing.Load() {
+		return ErrClosed
+	}
+	m := &actors.Reset{Now: p.eng.Now(), Reply: make(chan error, 1)}
+	p.ref.Send(m)
+	if err := <-m.Reply; err != nil {
+		return ErrClosed // closed, or its actor stopped
+	}
+	return nil
+}
+
 // Stats is a snapshot of a pool: what it holds now and what it has done
 // since it started. Read it through its methods; new ones may be added.
 type Stats struct {
@@ -789,8 +812,8 @@ func (s Stats) Stale() int64 { return s.s.Stale }
 // or living past Life.
 func (s Stats) Evicted() int64 { return s.s.Evicted }
 
-// Surplus is how many were closed on Put because the idle limit was full or
-// they had lived past Life.
+// Surplus is how many were closed because the idle limit was full, they
+// had lived past Life, or SetLimits left them over the limits.
 func (s Stats) Surplus() int64 { return s.s.Surplus }
 
 // Broken is how many were discarded by their holders.
@@ -804,11 +827,23 @@ func (s Stats) Unreused() int64 { return s.s.Unreused }
 // or put back after it.
 func (s Stats) Shutdown() int64 { return s.s.Shutdown }
 
+// Outdated is how many were closed because Reset was called while they
+// were held: idle at the call, or lent and put back after it.
+func (s Stats) Outdated() int64 { return s.s.Outdated }
+
+// Resets is how many times Reset was called on the open pool.
+func (s Stats) Resets() int64 { return s.s.Resets }
+
 // Closes is how many the pool has let go for any reason: the sum of Stale,
-// Evicted, Surplus, Broken, Unreused and Shutdown.
+// Evicted, Surplus, Broken, Unreused, CheckFailures, Outdated and Shutdown.
 func (s Stats) Closes() int64 {
-	return s.s.Stale + s.s.Evicted + s.s.Surplus + s.s.Broken + s.s.Unreused + s.s.Shutdown
+	return s.s.Stale + s.s.Evicted + s.s.Surplus + s.s.Broken + s.s.Unreused +
+		s.s.CheckFailures + s.s.Outdated + s.s.Shutdown
 }
+
+// CheckFailures is how many were closed because PoolConfig.Check failed on
+// them, before a loan or in the background.
+func (s Stats) CheckFailures() int64 { return s.s.CheckFailures }
 
 // CloseFailures is how many calls of PoolConfig.Close returned an error or
 // panicked.

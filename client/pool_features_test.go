@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -155,5 +156,89 @@ func TestSetLimitsUnderLoad(t *testing.T) {
 		t.Errorf("surplus %d live %d, want 3 and 1", s.Surplus(), s.Live())
 	}
 	back(e)
+	r.balance()
+}
+
+// TestResetGenerations: Reset closes the idle at once and the lent as they
+// come home, even with a caller in line, who gets a fresh one instead; Gets
+// after it never see a resource made before it.
+func TestResetGenerations(t *testing.T) {
+	r := newRig(t, PoolConfig[*conn]{Limits: policy.Limits{Size: 3}})
+	a, b, c := r.get(), r.get(), r.get()
+	r.put(c) // idle at the Reset
+	if err := r.pool.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor("the idle one closed", func() bool { return r.be.closes.Load() == 1 })
+	d := r.get() // fresh: conn 4
+	got := make(chan *conn, 1)
+	go func() { got <- r.get() }()
+	r.waitFor("one in line", func() bool { return r.pool.Stats().Waiting() == 1 })
+	r.put(a) // outdated: closed, and its room opens a fresh one for the caller in line
+	e := <-got
+	r.put(b)
+	for _, x := range []*conn{d, e} {
+		if x.id <= 3 {
+			t.Errorf("got conn %d after the Reset, made before it", x.id)
+		}
+		r.put(x)
+	}
+	s := r.pool.Stats()
+	if s.Outdated() != 3 || s.Resets() != 1 || r.be.closes.Load() != 3 || s.Live() != 2 {
+		t.Errorf("outdated %d resets %d closed %d live %d; want 3, 1, 3, 2", s.Outdated(), s.Resets(), r.be.closes.Load(), s.Live())
+	}
+	r.balance()
+}
+
+// TestResetUnderLoad: callers take and give back while Reset runs again and
+// again. No connection is lent to two callers, the backend sees none closed
+// twice (it fails the test), and when the load stops every connection made
+// is closed or still in the pool.
+func TestResetUnderLoad(t *testing.T) {
+	r := newRig(t, PoolConfig[*conn]{Limits: policy.Limits{Size: 4, Idle: 4}})
+	var inUse sync.Map
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c := r.get()
+				if _, dup := inUse.LoadOrStore(c, true); dup {
+					t.Errorf("conn %d lent twice", c.id)
+				}
+				runtime.Gosched()
+				inUse.Delete(c)
+				r.put(c)
+			}
+		}()
+	}
+	for range 50 {
+		if err := r.pool.Reset(); err != nil {
+			t.Fatal(err)
+		}
+		runtime.Gosched()
+	}
+	close(stop)
+	wg.Wait()
+	before := r.be.made.Load()
+	if err := r.pool.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor("the idle closed", func() bool { return r.be.closes.Load() == before })
+	c := r.get()
+	if c.id <= before {
+		t.Errorf("after a Reset with nothing lent got conn %d, made before it", c.id)
+	}
+	r.put(c)
+	if s := r.pool.Stats(); s.Resets() != 51 {
+		t.Errorf("resets %d, want 51", s.Resets())
+	}
 	r.balance()
 }

@@ -103,6 +103,9 @@ type Pool[T comparable] struct {
 	reserved int // room reserved by Make and not yet filled
 	closed   bool
 
+	gen      uint64 // the generation: Reset starts a new one
+	outdated int    // of lent, how many are of an earlier generation
+
 	now   int64 // the latest time given
 	timed bool  // whether now has been set
 
@@ -118,8 +121,9 @@ type Pool[T comparable] struct {
 // entry is what the pool remembers of a registered resource.
 type entry[T comparable] struct {
 	item  T
-	birth int64 // when it was made
-	at    int64 // when it was last returned (idle) or lent (lent)
+	birth int64  // when it was made
+	at    int64  // when it was last returned (idle) or lent (lent)
+	gen   uint64 // the generation it was made in
 	lent  bool
 }
 
@@ -322,6 +326,11 @@ func (p *Pool[T]) giveBack(i int, now int64) bool {
 	if s := p.ward.shedder; s != nil {
 		s.Done(now, elapsed(now, e.at))
 	}
+	if e.gen != p.gen {
+		p.outdated--
+		p.forget(i)
+		return false
+	}
 	if p.closed || p.idleFull() || p.full() || p.tooOld(e, now) {
 		// full: SetLimits shrank Size below what is live, and this one
 		// is part of the surplus
@@ -355,6 +364,9 @@ func (p *Pool[T]) Drop(item T) {
 	e := &p.recs[i]
 	if e.lent {
 		p.lent--
+		if e.gen != p.gen {
+			p.outdated--
+		}
 		if s := p.ward.shedder; s != nil {
 			s.Done(p.now, elapsed(p.now, e.at))
 		}
@@ -453,6 +465,30 @@ func (p *Pool[T]) SetLimits(limits Limits, dst []T) []T {
 	}
 	return dst
 }
+
+// Reset starts a new generation, for a backend whose every connection is
+// suspect (a failover, rotated credentials): it appends every idle resource
+// to dst for the caller to close, and from now on Give refuses every
+// resource lent before the call, so each leaves the books as it comes home.
+// Resources registered from now on, by Made or Give, are of the new
+// generation, including those of makes already in flight: a make's
+// outcome is not tied to the Take that reserved its room. Room, lent
+// counts and the ward are unchanged. On a closed pool it changes nothing
+// but the generation.
+func (p *Pool[T]) Reset(dst []T) []T {
+	p.gen++
+	for _, i := range p.idle {
+		dst = append(dst, p.recs[i].item)
+		p.forget(i)
+	}
+	p.idle = p.idle[:0]
+	p.outdated = p.lent
+	return dst
+}
+
+// Outdated is how many lent resources are of a generation before the last
+// Reset: each is refused by Give when it comes home.
+func (p *Pool[T]) Outdated() int { return p.outdated }
 
 // Limits are the limits the pool holds itself to now, with negative fields
 // read as zero.
@@ -596,7 +632,7 @@ func (p *Pool[T]) register(item T, now int64) int {
 		i = len(p.recs)
 		p.recs = append(p.recs, entry[T]{})
 	}
-	p.recs[i] = entry[T]{item: item, birth: now, at: now}
+	p.recs[i] = entry[T]{item: item, birth: now, at: now, gen: p.gen}
 	p.books[item] = i
 	return i
 }

@@ -68,3 +68,30 @@ func TestSetLimitsIdle(t *testing.T) {
 		t.Fatalf("take: %+v, want the one kept, 3", got)
 	}
 }
+
+// TestResetGeneration: Reset hands back the idle, and Give refuses every
+// resource lent before it, whether it comes home or is dropped; what is
+// made after it is kept.
+func TestResetGeneration(t *testing.T) {
+	p := NewPool[int](Limits{}, Ward{})
+	for i := 1; i <= 3; i++ {
+		p.Take(minute(0))
+		p.Made(i, minute(0))
+	}
+	p.Give(3, minute(1))
+	if got := p.Reset(nil); !slices.Equal(got, []int{3}) || p.Outdated() != 2 {
+		t.Fatalf("Reset hands back %v with %d outdated; want [3] and 2", got, p.Outdated())
+	}
+	p.Take(minute(2))
+	p.Made(4, minute(2))
+	if p.Give(1, minute(3)) {
+		t.Fatalf("a resource lent before the Reset was kept")
+	}
+	p.Drop(2)
+	if !p.Give(4, minute(3)) {
+		t.Fatalf("a resource made after the Reset was refused")
+	}
+	if p.Outdated() != 0 || p.Live() != 1 || p.Idle() != 1 {
+		t.Fatalf("outdated %d live %d idle %d; want 0, 1, 1", p.Outdated(), p.Live(), p.Idle())
+	}
+}
