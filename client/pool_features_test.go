@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"errors"
+	"maps"
+	"math"
 	"runtime"
 	"sync"
 	"testing"
@@ -241,4 +243,56 @@ func TestResetUnderLoad(t *testing.T) {
 		t.Errorf("resets %d, want 51", s.Resets())
 	}
 	r.balance()
+}
+
+// jitterSchedule opens 100 connections in one instant on a pool with
+// LifeJitter and seed, hands them back, and lets the eviction timer retire
+// them: how many went in each virtual second after the opens.
+func jitterSchedule(t *testing.T, seed uint64) map[int64]int {
+	r := newRig(t, PoolConfig[*conn]{
+		Limits: policy.Limits{Size: 100, Idle: 100, Life: time.Hour, LifeJitter: 1000 * time.Second},
+		Seed:   seed,
+	})
+	start := r.clock.Now()
+	var held []*conn
+	for range 100 {
+		held = append(held, r.get())
+	}
+	for _, c := range held {
+		r.put(c)
+	}
+	out := map[int64]int{}
+	idle := r.pool.Stats().Idle()
+	for idle > 0 {
+		if _, ok := r.clock.AdvanceNext(); !ok {
+			t.Fatalf("%d idle and no timer pending", idle)
+		}
+		now := r.pool.Stats().Idle() // read after the Tick: the actor has handled it
+		if gone := idle - now; gone > 0 {
+			out[(r.clock.Now()-start)/int64(time.Second)] += gone
+		}
+		idle = now
+	}
+	if s := r.pool.Stats(); s.Evicted() != 100 {
+		t.Errorf("evicted %d, want 100", s.Evicted())
+	}
+	return out
+}
+
+// TestLifeJitterThroughThePool: through the pool actor, 100 connections
+// opened together retire across the jitter span, no second holding more
+// than a few, and the same seed gives the same schedule.
+func TestLifeJitterThroughThePool(t *testing.T) {
+	a := jitterSchedule(t, 7)
+	most, first := 0, int64(math.MaxInt64)
+	for s, n := range a {
+		most, first = max(most, n), min(first, s)
+	}
+	if most > 3 || len(a) < 90 || first < 3600-1000 {
+		t.Errorf("retired from second %d over %d seconds, at most %d in one; want from %d, over at least 90, at most 3: %v",
+			first, len(a), most, 3600-1000, a)
+	}
+	if b := jitterSchedule(t, 7); !maps.Equal(a, b) {
+		t.Errorf("the same seed gave two schedules:\n%v\n%v", a, b)
+	}
 }

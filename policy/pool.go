@@ -6,16 +6,25 @@ import (
 	"time"
 )
 
-// Limits are the four numbers a pool holds itself to.
+// Limits are the numbers a pool holds itself to.
 //
-// A zero field means no limit, so the zero Limits bounds nothing. A negative
-// field is read as zero, as database/sql reads a maximum of open connections
-// or a lifetime of zero or less: there is no other sensible meaning for it.
+// A zero field means no limit (or, for LifeJitter, none), so the zero Limits
+// bounds nothing. A negative field is read as zero, as database/sql reads a
+// maximum of open connections or a lifetime of zero or less: there is no
+// other sensible meaning for it.
 type Limits struct {
 	Size int           // most live at once: idle, lent and being made; 0 is no limit
 	Idle int           // most sitting idle; 0 is no limit
 	Keep time.Duration // how long an idle one may sit before it is retired; Forever is no limit
 	Life time.Duration // how long one may live at all, however busy; Forever is no limit
+	// LifeJitter shortens each resource's Life by its own share of this
+	// span, drawn once when it is made, so that resources made together
+	// (a pool's first burst, a warm-up) are not retired together and
+	// replaced in one storm. A resource lives between Life-LifeJitter and
+	// Life; a LifeJitter past Life is read as Life. 0 is no jitter. The
+	// draws come from the Ward's Draw (a spread that repeats from pool to
+	// pool without one).
+	LifeJitter time.Duration
 }
 
 // DefaultLimits is the preset: ten live, ten of them allowed to sit idle,
@@ -35,6 +44,7 @@ func (l Limits) clamp() Limits {
 	l.Idle = max(l.Idle, 0)
 	l.Keep = max(l.Keep, Forever)
 	l.Life = max(l.Life, Forever)
+	l.LifeJitter = max(l.LifeJitter, 0)
 	return l
 }
 
@@ -105,6 +115,7 @@ type Pool[T comparable] struct {
 
 	gen      uint64 // the generation: Reset starts a new one
 	outdated int    // of lent, how many are of an earlier generation
+	births   uint64 // resources registered so far, for the draws without Draw
 
 	now   int64 // the latest time given
 	timed bool  // whether now has been set
@@ -121,9 +132,10 @@ type Pool[T comparable] struct {
 // entry is what the pool remembers of a registered resource.
 type entry[T comparable] struct {
 	item  T
-	birth int64  // when it was made
-	at    int64  // when it was last returned (idle) or lent (lent)
-	gen   uint64 // the generation it was made in
+	birth int64         // when it was made
+	at    int64         // when it was last returned (idle) or lent (lent)
+	cut   time.Duration // how much shorter than Life its life is, drawn at birth
+	gen   uint64        // the generation it was made in
 	lent  bool
 }
 
@@ -441,7 +453,7 @@ func (p *Pool[T]) due(e *entry[T]) int64 {
 		at = min(at, after(e.at, p.limits.Keep))
 	}
 	if p.limits.Life != Forever {
-		at = min(at, after(e.birth, p.limits.Life))
+		at = min(at, after(e.birth, p.life(e)))
 	}
 	return at
 }
@@ -615,7 +627,33 @@ func (p *Pool[T]) stale(e *entry[T], now int64) bool {
 
 // tooOld says whether a resource has lived for Life.
 func (p *Pool[T]) tooOld(e *entry[T], now int64) bool {
-	return p.limits.Life != Forever && elapsed(now, e.birth) >= p.limits.Life
+	return p.limits.Life != Forever && elapsed(now, e.birth) >= p.life(e)
+}
+
+// life is how long a resource may live: Life, less its own cut.
+func (p *Pool[T]) life(e *entry[T]) time.Duration {
+	return p.limits.Life - min(e.cut, p.limits.Life)
+}
+
+// cut draws a new resource's share of LifeJitter. Without a Draw the
+// shares follow the golden ratio's sequence, which covers the span evenly
+// for any number of births: deterministic, still a spread.
+func (p *Pool[T]) cut() time.Duration {
+	span := p.limits.LifeJitter
+	if p.limits.Life != Forever {
+		span = min(span, p.limits.Life)
+	}
+	if span <= 0 {
+		return 0
+	}
+	var u float64
+	if p.ward.draw != nil {
+		u = p.ward.draw()
+	} else {
+		p.births++
+		_, u = math.Modf(float64(p.births) * 0.6180339887498949)
+	}
+	return time.Duration(min(max(u, 0), 1) * float64(span))
 }
 
 // register puts a new resource on the books, idle and born now, reusing a
@@ -632,7 +670,7 @@ func (p *Pool[T]) register(item T, now int64) int {
 		i = len(p.recs)
 		p.recs = append(p.recs, entry[T]{})
 	}
-	p.recs[i] = entry[T]{item: item, birth: now, at: now, gen: p.gen}
+	p.recs[i] = entry[T]{item: item, birth: now, at: now, cut: p.cut(), gen: p.gen}
 	p.books[item] = i
 	return i
 }

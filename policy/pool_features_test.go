@@ -1,8 +1,11 @@
 package policy
 
 import (
+	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestSetLimitsShrinkAndGrow: shrinking closes the surplus idle at once,
@@ -93,5 +96,62 @@ func TestResetGeneration(t *testing.T) {
 	}
 	if p.Outdated() != 0 || p.Live() != 1 || p.Idle() != 1 {
 		t.Fatalf("outdated %d live %d idle %d; want 0, 1, 1", p.Outdated(), p.Live(), p.Idle())
+	}
+}
+
+// retirements makes n resources at t0 under limits and ward, gives them all
+// back at once, and counts how many Evict retires in each second up to
+// Life: the index is the second, from t0.
+func retirements(limits Limits, ward Ward, n int) map[int]int {
+	p := NewPool[int](limits, ward)
+	for i := range n {
+		p.Take(t0)
+		p.Made(i, t0)
+	}
+	for i := range n {
+		p.Give(i, t0)
+	}
+	out := map[int]int{}
+	for s := int64(0); s <= int64(limits.Life/time.Second); s++ {
+		if got := len(p.Evict(t0 + s*int64(time.Second))); got > 0 {
+			out[int(s)] = got
+		}
+	}
+	if p.Idle() != 0 {
+		panic("some outlived Life")
+	}
+	return out
+}
+
+// TestLifeJitterSpreads: a hundred resources made in the same instant are
+// retired across the jitter span, no second holding many, the draws coming
+// from the ward's Draw (seeded, so the test is the same every run) or, with
+// none, from the pool's own even sequence; without jitter they go together.
+func TestLifeJitterSpreads(t *testing.T) {
+	const life, span = time.Hour, 1000 * time.Second
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []struct {
+		name string
+		ward Ward
+	}{{"seeded draws", Ward{Draw: rng.Float64}}, {"no Draw", Ward{}}} {
+		got := retirements(Limits{Life: life, LifeJitter: span}, tc.ward, 100)
+		most, first := 0, math.MaxInt
+		for s, n := range got {
+			most, first = max(most, n), min(first, s)
+		}
+		// 100 into 1000 one-second buckets: a fair share is under 1; a
+		// uniform draw seldom puts more than 3 in one.
+		if most > 3 {
+			t.Errorf("%s: %d retired in one second, want a spread: %v", tc.name, most, got)
+		}
+		if lo := int((life - span) / time.Second); first < lo || len(got) < 90 {
+			t.Errorf("%s: retired from second %d over %d seconds, want from %d over at least 90", tc.name, first, len(got), lo)
+		}
+	}
+	if got := retirements(Limits{Life: life}, Ward{}, 100); len(got) != 1 || got[int(life/time.Second)] != 100 {
+		t.Errorf("without jitter: %v, want all 100 at second %d", got, int(life/time.Second))
+	}
+	if got := retirements(Limits{Life: time.Minute, LifeJitter: time.Hour}, Ward{}, 10); len(got) == 0 {
+		t.Errorf("a jitter past Life retired nothing within Life")
 	}
 }
