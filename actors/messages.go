@@ -141,6 +141,32 @@ type (
 		Now   int64
 		Reply chan error
 	}
+	// Fill asks whether to open one resource in the background, to keep
+	// Limits.MinIdle idle (see policy.Pool.Fill). The answer is Make with
+	// room reserved, to be followed by Filled or Unfilled; Later or Shed
+	// when the ward holds back or refuses (the pool signals Fills again
+	// when it is worth asking); or Wait when there is nothing to do,
+	// including while callers are parked, whose own makes come first.
+	Fill[T comparable] struct {
+		Now   int64
+		Reply chan Answer[T]
+	}
+	// Filled registers a resource opened after a Fill's Make, idle.
+	// Answer.Kept false means the pool could not keep it (closed, or
+	// full): the caller closes it. A resource the pool holds already is
+	// refused with ErrDuplicate and must not be closed.
+	Filled[T comparable] struct {
+		Now   int64
+		Item  T
+		Reply chan Answer[T]
+	}
+	// Unfilled says the open a Fill's Make asked for did not happen: it
+	// failed (Failed, and the ward hears of it), or the pool was closing
+	// (the room is only freed). No answer.
+	Unfilled struct {
+		Now    int64
+		Failed bool
+	}
 	// Heat reports how hot the process is, for the ward's shedder.
 	Heat struct {
 		Now   int64
@@ -300,6 +326,12 @@ func (m *SetLimits) Refuse() { replyErr(m.Reply, ErrStopped) }
 
 // Refuse answers a Reset that reached a stopped actor.
 func (m *Reset) Refuse() { replyErr(m.Reply, ErrStopped) }
+
+// Refuse answers a Fill that reached a stopped actor.
+func (m *Fill[T]) Refuse() { m.Reply <- Answer[T]{Verdict: policy.Shed, Err: ErrStopped} }
+
+// Refuse answers a Filled that reached a stopped actor.
+func (m *Filled[T]) Refuse() { m.Reply <- Answer[T]{Err: ErrStopped} }
 
 // Refuse answers an Inspect that reached a stopped actor.
 func (m *Inspect) Refuse() { m.Reply <- Stats{} }

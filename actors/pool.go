@@ -25,6 +25,10 @@ type PoolConfig struct {
 	// Retired, if not nil, is signalled (without blocking) whenever the pool
 	// has retired resources waiting to be collected with Collect.
 	Retired chan<- struct{}
+	// Fills, if not nil, is signalled (without blocking) whenever fewer
+	// than Limits.MinIdle are idle and no background make is under way:
+	// the owner then asks Fill until it is told Wait, Later or Shed.
+	Fills chan<- struct{}
 	// Leftovers, if not nil, must be a chan []T with room for one: when the
 	// actor stops, whatever it still holds idle or retired and uncollected
 	// goes there, once, so that an actor stopped before a Close could
@@ -65,6 +69,8 @@ type books[T comparable] struct {
 	self      *engine.Ref
 	max       int
 	retired   chan<- struct{}
+	fills     chan<- struct{}
+	filling   int      // background makes under way, after a Fill's Make
 	leftovers chan []T // what stop hands over, if the owner asked
 	rng       *rand.Rand
 
@@ -113,7 +119,7 @@ type parked[T comparable] struct {
 }
 
 func newBooks[T comparable](e *engine.Engine, cfg PoolConfig) *books[T] {
-	b := &books[T]{engine: e, max: cfg.MaxWaiting, retired: cfg.Retired}
+	b := &books[T]{engine: e, max: cfg.MaxWaiting, retired: cfg.Retired, fills: cfg.Fills}
 	b.leftovers, _ = cfg.Leftovers.(chan []T)
 	seed := cfg.Seed
 	for seed == 0 {
@@ -173,6 +179,12 @@ func (a *poolActor[T]) Handle(msg any) {
 		b.pool.Heat(m.Value, m.Now)
 	case *SetLimits:
 		b.setLimits(m)
+	case *Fill[T]:
+		b.fill(m)
+	case *Filled[T]:
+		b.filled(m)
+	case *Unfilled:
+		b.unfilled(m)
 	case *Reset:
 		b.reset(m)
 	case *Close:
@@ -233,6 +245,9 @@ func (b *books[T]) take(m *Take[T]) {
 		return
 	}
 	b.answer(m, t)
+	if b.fills != nil && t.Verdict == policy.Ready {
+		b.topUp() // one fewer idle
+	}
 }
 
 // decide asks the policy, retiring stale resources on the caller's behalf:
@@ -511,6 +526,9 @@ func (b *books[T]) drop(m *Drop[T]) {
 // Tick that finds nothing due puts right.
 func (b *books[T]) settle(now int64) {
 	b.serve(now)
+	if b.fills != nil {
+		b.topUp()
+	}
 	if len(b.drained) > 0 && b.pool.Busy() == 0 {
 		s := b.snapshot()
 		for _, r := range b.drained {
@@ -672,6 +690,87 @@ func (b *books[T]) setLimits(m *SetLimits) {
 	}
 	replyErr(m.Reply, nil)
 	b.answered()
+}
+
+// topUp signals the owner to Fill when fewer than MinIdle are idle, no
+// background make is under way (they go one at a time, which is gentle on a
+// backend and enough to keep up) and no caller is parked.
+func (b *books[T]) topUp() {
+	if b.filling == 0 && b.waiting == 0 && b.pool.Idle() < b.pool.Limits().MinIdle && !b.pool.Closed() {
+		select {
+		case b.fills <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// fillRetry is when a background make the breaker refused is asked for
+// again: the breaker gives no hint, and asking at every event would feed
+// its count of requests.
+const fillRetry = time.Second
+
+// fill answers whether to make one in the background.
+func (b *books[T]) fill(m *Fill[T]) {
+	now := b.stamped(m.Now)
+	t := policy.Taken[T]{Verdict: policy.Wait}
+	if b.waiting == 0 {
+		t = b.pool.Fill(now, b.filling)
+	}
+	switch {
+	case t.Verdict == policy.Make:
+		b.filling++
+	case t.Verdict == policy.Later:
+		b.stats.HeldBy[t.Why]++
+		if t.Why != policy.ReasonProbe { // a probe's outcome settles, and tops up, itself
+			b.wakeAt(now, t.After)
+		}
+	case t.Verdict == policy.Shed:
+		b.wakeAt(now, fillRetry)
+	}
+	m.Reply <- Answer[T]{Verdict: t.Verdict, After: t.After, Why: t.Why}
+	b.answered()
+}
+
+// filled registers what a background make opened, idle.
+func (b *books[T]) filled(m *Filled[T]) {
+	now := b.stamped(m.Now)
+	b.filling = max(b.filling-1, 0)
+	var a Answer[T]
+	switch {
+	case b.pool.Holds(m.Item):
+		b.pool.Release()
+		b.stats.Duplicates++
+		a.Err = ErrDuplicate
+	case b.pool.Closed():
+		b.pool.Release()
+		b.stats.Shutdown++
+	default:
+		b.stats.Made++
+		if a.Kept = b.pool.Give(m.Item, now); !a.Kept {
+			b.stats.Surplus++
+		}
+	}
+	m.Reply <- a
+	b.answered()
+	b.settle(now)
+	if !b.ageless {
+		if at, ok := b.pool.DeadlineOf(m.Item); ok {
+			b.arm(now, at)
+		}
+	}
+}
+
+// unfilled frees the room of a background make that made nothing.
+func (b *books[T]) unfilled(m *Unfilled) {
+	now := b.stamped(m.Now)
+	b.filling = max(b.filling-1, 0)
+	if m.Failed && b.pool.Reserved() > 0 {
+		b.stats.MakeFailures++
+		b.pool.Unmade(now)
+	} else {
+		b.pool.Release()
+	}
+	b.settle(now)
 }
 
 // reset starts a new generation: the idle go now, the lent as they come

@@ -39,7 +39,11 @@ type PoolConfig[T comparable] struct {
 	// wrapping a *PanicError. nil means the resources need no closing.
 	Close func(T) error
 	// Limits bound the pool. The zero Limits bounds nothing; most servers
-	// want policy.DefaultLimits, ten as HikariCP has it.
+	// want policy.DefaultLimits, ten as HikariCP has it. With MinIdle the
+	// pool opens resources in the background, one at a time, from the start
+	// and whenever fewer are idle: through the Ward, so a warm-up during an
+	// outage is spaced and held back as callers' opens are, and never while
+	// callers wait in line, whose own opens come first.
 	Limits policy.Limits
 	// Ward stands between the pool and its backend: breaker, bucket, backoff
 	// and shedder, each optional and each configured by value, so one Ward
@@ -52,9 +56,10 @@ type PoolConfig[T comparable] struct {
 	// MaxWaiting caps the callers waiting for a resource; past it Get fails
 	// at once with ErrShed rather than queueing. Zero or less is no cap.
 	MaxWaiting int
-	// Seed seeds the backoff's jitter. Zero, the default, draws a random
-	// seed for each pool, so replicas of a service that failed together
-	// spread their retries apart; set one only to make a test reproducible.
+	// Seed seeds the backoff's jitter and the draws of Limits.LifeJitter.
+	// Zero, the default, draws a random seed for each pool, so replicas of
+	// a service that failed together spread their retries apart; set one
+	// only to make a test reproducible.
 	Seed uint64
 	// Reuse, if not nil, is asked on each Put whether the resource may be
 	// lent again; false closes it instead, as Discard does, and counts it in
@@ -109,6 +114,8 @@ type Pool[T comparable] struct {
 	opens  atomic.Int64
 	opened chan struct{}
 
+	fills     chan struct{} // the actor signals that MinIdle wants a background open
+	filled    chan struct{} // closed when the filler goroutine has returned
 	retired   chan struct{} // the actor signals retired resources to collect
 	leftovers chan []T      // what the actor held when it stopped, if it stopped before Close collected
 	quit      chan struct{} // stops the closer goroutine
@@ -139,6 +146,8 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 		open:      cfg.Open,
 		close:     cfg.Close,
 		reuse:     cfg.Reuse,
+		fills:     make(chan struct{}, 1),
+		filled:    make(chan struct{}),
 		retired:   make(chan struct{}, 1),
 		leftovers: make(chan []T, 1),
 		quit:      make(chan struct{}),
@@ -155,6 +164,7 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 		Seed:       cfg.Seed,
 		MaxWaiting: cfg.MaxWaiting,
 		Retired:    p.retired,
+		Fills:      p.fills,
 		Leftovers:  p.leftovers,
 	}, p.shutdown)
 	if err != nil {
@@ -168,8 +178,68 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 		})
 	}
 	go p.closer()
+	go p.filler()
+	if cfg.Limits.MinIdle > 0 {
+		select {
+		case p.fills <- struct{}{}: // warm up from the start
+		default:
+		}
+	}
 	close(p.ready)
 	return p, nil
+}
+
+// filler opens resources in the background while the pool's actor says
+// MinIdle wants them. One per pool; it ends when the pool closes.
+func (p *Pool[T]) filler() {
+	defer close(p.filled)
+	for {
+		select {
+		case <-p.fills:
+			p.fill()
+		case <-p.kill.Done():
+			return
+		}
+	}
+}
+
+// fill opens one resource after another, for as long as the actor answers
+// Fill with Make: through the ward, so a warm-up during an outage is
+// spaced and held back as callers' opens are. The actor signals again when
+// it is worth asking after a Later or Shed.
+func (p *Pool[T]) fill() {
+	for p.kill.Err() == nil {
+		m := &actors.Fill[T]{Now: p.eng.Now(), Reply: make(chan actors.Answer[T], 1)}
+		p.ref.Send(m)
+		if a := <-m.Reply; a.Verdict != policy.Make {
+			return
+		}
+		if !p.startOpen() {
+			p.ref.Send(&actors.Unfilled{Now: p.eng.Now()})
+			return
+		}
+		p.fillOne()
+		p.endOpen()
+	}
+}
+
+// fillOne runs Open for the room a Fill reserved and hands the resource to
+// the pool, idle.
+func (p *Pool[T]) fillOne() {
+	item, err := p.safeOpen(p.kill)
+	if err != nil {
+		// A pool closing under the Open is no news about the backend.
+		p.ref.Send(&actors.Unfilled{Now: p.eng.Now(), Failed: p.kill.Err() == nil})
+		return
+	}
+	f := &actors.Filled[T]{Now: p.eng.Now(), Item: item, Reply: make(chan actors.Answer[T], 1)}
+	p.ref.Send(f)
+	switch a := <-f.Reply; {
+	case errors.Is(a.Err, actors.ErrDuplicate):
+		// On the books already: it leaves them once, not here.
+	case a.Err != nil || !a.Kept:
+		_ = p.closeItem(item)
+	}
 }
 
 // Get lends a resource: an idle one if there is one (the most recently
@@ -656,6 +726,7 @@ func (p *Pool[T]) shutdown(ctx context.Context) error {
 func (p *Pool[T]) drain(ctx context.Context) error {
 	p.closing.Store(true)
 	p.stop() // cancel Opens under way: nothing new is made for a closing pool
+	<-p.filled
 	if p.unwatch != nil {
 		p.unwatch()
 	}

@@ -6,10 +6,12 @@ import (
 	"maps"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/moonpool-go/moonpool/internal/vclock"
 	"github.com/moonpool-go/moonpool/policy"
 )
 
@@ -295,4 +297,81 @@ func TestLifeJitterThroughThePool(t *testing.T) {
 	if b := jitterSchedule(t, 7); !maps.Equal(a, b) {
 		t.Errorf("the same seed gave two schedules:\n%v\n%v", a, b)
 	}
+}
+
+// warm drives the clock, one timer at a time, until done: each step waits
+// for the pool's background work to settle first (nothing being opened,
+// and a timer pending: the ward's hold, or the bucket's next token), so
+// that every open happens at the instant the pool chose for it.
+func (r *rig) warm(done func(Stats) bool) {
+	r.t.Helper()
+	for {
+		var s Stats
+		r.waitFor("the warm-up to settle", func() bool {
+			s = r.pool.Stats()
+			return s.s.Opening == 0 && (done(s) || r.clock.Pending() > 0)
+		})
+		if done(s) {
+			return
+		}
+		r.clock.AdvanceNext()
+	}
+}
+
+// TestMinIdleWarmUpDuringOutage: MinIdle 5 with the backend down for 30
+// virtual seconds under a ward. The background opens go one at a time,
+// spaced exactly as the backoff says (Rigid, so its ceilings), never
+// closer than the bucket allows; once the backend is back the pool
+// reaches 5 idle, spaced by the bucket, and stays there as callers come
+// and go, never over Size.
+func TestMinIdleWarmUpDuringOutage(t *testing.T) {
+	const outage = 30 * time.Second
+	clock := vclock.NewVirtual()
+	start := clock.Now()
+	backoff := policy.Backoff{Base: time.Second, Factor: 2, Cap: 8 * time.Second, Attempts: 1 << 20, Jitter: policy.Rigid}
+	r := newRigOn(t, clock, PoolConfig[*conn]{
+		Limits: policy.Limits{Size: 7, Idle: 7, MinIdle: 5},
+		Ward:   policy.Ward{Bucket: policy.Rate{PerSecond: 1, Burst: 1}, Backoff: backoff},
+		Seed:   1,
+	})
+	up := start + int64(outage)
+	r.be.up.Store(up)
+	r.warm(func(s Stats) bool { return s.Idle() == 5 || clock.Now() > up+int64(time.Minute) })
+	tries := r.be.tries()
+	want := []int64{start}
+	for k := 1; want[k-1] < up; k++ {
+		want = append(want, want[k-1]+int64(backoff.Ceiling(k)))
+	}
+	for k := 1; k < 5; k++ { // the rest, once it is up: one a token
+		want = append(want, want[len(want)-1]+int64(time.Second))
+	}
+	if !slices.Equal(tries, want) {
+		t.Errorf("opens at %v,\nwant %v (seconds from the start)", secondsFrom(start, tries), secondsFrom(start, want))
+	}
+	s := r.pool.Stats()
+	if s.Idle() != 5 || s.Live() != 5 || s.MakeFailures() != int64(len(want)-5) {
+		t.Errorf("idle %d live %d failures %d; want 5, 5, %d", s.Idle(), s.Live(), s.MakeFailures(), len(want)-5)
+	}
+
+	// Callers come: the pool tops itself up behind them, within Size.
+	held := []*conn{r.get(), r.get(), r.get(), r.get()}
+	r.warm(func(s Stats) bool { return s.Live() == 7 })
+	if s := r.pool.Stats(); s.Idle() != 3 || s.Live() != 7 {
+		t.Errorf("with 4 lent: idle %d live %d, want 3 and 7 (Size)", s.Idle(), s.Live())
+	}
+	for _, c := range held { // and go: the idle limit closes the surplus
+		r.put(c)
+	}
+	if s := r.pool.Stats(); s.Idle() != 7 || s.Live() != 7 {
+		t.Errorf("all home: idle %d live %d, want 7 and 7", s.Idle(), s.Live())
+	}
+	r.balance()
+}
+
+func secondsFrom(start int64, at []int64) []float64 {
+	out := make([]float64, len(at))
+	for i, a := range at {
+		out[i] = float64(a-start) / float64(time.Second)
+	}
+	return out
 }

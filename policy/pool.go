@@ -25,6 +25,10 @@ type Limits struct {
 	// draws come from the Ward's Draw (a spread that repeats from pool to
 	// pool without one).
 	LifeJitter time.Duration
+	// MinIdle is how many the pool keeps idle, made in the background
+	// (see Pool.Fill) whenever fewer are idle, within Size and Idle. 0 is
+	// none: the pool makes only for a caller.
+	MinIdle int
 }
 
 // DefaultLimits is the preset: ten live, ten of them allowed to sit idle,
@@ -45,6 +49,10 @@ func (l Limits) clamp() Limits {
 	l.Keep = max(l.Keep, Forever)
 	l.Life = max(l.Life, Forever)
 	l.LifeJitter = max(l.LifeJitter, 0)
+	l.MinIdle = max(l.MinIdle, 0)
+	if l.Idle > 0 {
+		l.MinIdle = min(l.MinIdle, l.Idle)
+	}
 	return l
 }
 
@@ -276,6 +284,23 @@ func (p *Pool[T]) Unmade(now int64) {
 		p.last = d
 		p.hold = after(now, d)
 	}
+}
+
+// Fill answers whether the owner should make one more resource in the
+// background, to keep MinIdle idle, given filling such makes already in
+// flight: Make with room reserved, to be answered like any Make, the made
+// resource handed in with Give so that it is registered idle; Later or
+// Shed when the ward holds the make back or refuses it, exactly as for a
+// caller, so a warm-up during an outage is spaced and held like callers'
+// makes; and Wait when there is nothing to do: enough idle or being made,
+// no room under Size, no MinIdle, or the pool closed. The shedder is not
+// asked: it weighs callers, and no caller is waiting for this.
+func (p *Pool[T]) Fill(now int64, filling int) Taken[T] {
+	now = p.clock(now)
+	if p.closed || len(p.idle)+max(filling, 0) >= p.limits.MinIdle || p.full() {
+		return Taken[T]{Verdict: Wait}
+	}
+	return p.make(now)
 }
 
 // Release frees the room a Make reserved without anything being tried: the

@@ -155,3 +155,41 @@ func TestLifeJitterSpreads(t *testing.T) {
 		t.Errorf("a jitter past Life retired nothing within Life")
 	}
 }
+
+// TestFill: Fill asks for makes until MinIdle are idle or being made, never
+// past Size, through the ward's bucket, and not at all on a closed pool.
+func TestFill(t *testing.T) {
+	p := NewPool[int](Limits{Size: 3, MinIdle: 5}, Ward{Bucket: Rate{PerSecond: 1, Burst: 2}})
+	steps := []struct {
+		at      int64
+		filling int
+		want    Verdict
+	}{
+		{t0, 0, Make},
+		{t0, 1, Make},
+		{t0, 2, Later}, // the bucket's burst is spent
+		{t0 + int64(time.Second), 2, Make},
+		{t0 + int64(time.Second), 3, Wait}, // Size reached
+	}
+	for k, s := range steps {
+		if got := p.Fill(s.at, s.filling); got.Verdict != s.want {
+			t.Fatalf("step %d: Fill = %+v, want %v", k, got, s.want)
+		}
+	}
+	for i := range 3 {
+		p.Give(i, t0+int64(time.Second)) // the made, registered idle
+	}
+	if p.Idle() != 3 || p.Reserved() != 0 {
+		t.Fatalf("idle %d reserved %d, want 3 and 0", p.Idle(), p.Reserved())
+	}
+	q := NewPool[int](Limits{Idle: 1, MinIdle: 5}, Ward{})
+	q.Fill(t0, 0)
+	q.Give(1, t0)
+	if got := q.Fill(t0, 0); got.Verdict != Wait {
+		t.Fatalf("MinIdle over Idle: Fill = %v, want Wait (read as Idle)", got.Verdict)
+	}
+	q.Close()
+	if got := NewPool[int](Limits{MinIdle: 1}, Ward{}); got.Close() == nil && got.Fill(t0, 0).Verdict != Wait {
+		t.Fatalf("a closed pool was asked to fill")
+	}
+}
