@@ -167,6 +167,18 @@ type (
 		Now    int64
 		Failed bool
 	}
+	// Due collects the idle resources a keep-alive lent the owner to check
+	// (see PoolConfig.KeepAlive); each goes back with Checked.
+	Due[T comparable] struct{ Reply chan []T }
+	// Checked hands back a resource Due lent, with the check's outcome: a
+	// good one (OK) goes back among the idle, a bad one leaves the books
+	// (Stats.CheckFailures). Answer.Kept false means the caller closes it.
+	Checked[T comparable] struct {
+		Now   int64
+		Item  T
+		OK    bool
+		Reply chan Answer[T]
+	}
 	// Heat reports how hot the process is, for the ward's shedder.
 	Heat struct {
 		Now   int64
@@ -191,6 +203,7 @@ type Answer[T comparable] struct {
 	Item    T             // for Ready
 	After   time.Duration // for Later
 	Kept    bool          // for Give and Made
+	Check   bool          // for Ready: the resource sat for CheckIdle or longer; check it before use
 	Why     policy.Reason // for Shed and Later (and ErrHeld): which part said no
 	Err     error         // ErrStopped, ErrClosed, ErrNotLent, ErrCancelled, ErrShed, ErrHeld, ErrDuplicate
 }
@@ -332,6 +345,12 @@ func (m *Fill[T]) Refuse() { m.Reply <- Answer[T]{Verdict: policy.Shed, Err: Err
 
 // Refuse answers a Filled that reached a stopped actor.
 func (m *Filled[T]) Refuse() { m.Reply <- Answer[T]{Err: ErrStopped} }
+
+// Refuse answers a Due that reached a stopped actor.
+func (m *Due[T]) Refuse() { m.Reply <- nil }
+
+// Refuse answers a Checked that reached a stopped actor.
+func (m *Checked[T]) Refuse() { m.Reply <- Answer[T]{Err: ErrStopped} }
 
 // Refuse answers an Inspect that reached a stopped actor.
 func (m *Inspect) Refuse() { m.Reply <- Stats{} }

@@ -25,6 +25,18 @@ type PoolConfig struct {
 	// Retired, if not nil, is signalled (without blocking) whenever the pool
 	// has retired resources waiting to be collected with Collect.
 	Retired chan<- struct{}
+	// Check says the owner checks resources before lending them: a Take's
+	// Answer.Check is set for a resource that went unused and unchecked
+	// for CheckIdle or longer (0: every one).
+	Check     bool
+	CheckIdle time.Duration
+	// KeepAlive, if above zero, lends the owner every idle resource that
+	// went unused and unchecked that long, every KeepAlive, to be checked
+	// and handed back with Checked; Checks is signalled (without
+	// blocking) when there are some to collect with Due. The timer starts
+	// with the first Tick the owner sends.
+	KeepAlive time.Duration
+	Checks    chan<- struct{}
 	// Fills, if not nil, is signalled (without blocking) whenever fewer
 	// than Limits.MinIdle are idle and no background make is under way:
 	// the owner then asks Fill until it is told Wait, Later or Shed.
@@ -64,14 +76,21 @@ func SpawnPool[T comparable](e *engine.Engine, name string, cfg PoolConfig, shut
 // books is everything a pool actor knows. It outlives any one actor
 // instance.
 type books[T comparable] struct {
-	pool      *policy.Pool[T]
-	engine    *engine.Engine
-	self      *engine.Ref
-	max       int
-	retired   chan<- struct{}
-	fills     chan<- struct{}
-	filling   int      // background makes under way, after a Fill's Make
-	leftovers chan []T // what stop hands over, if the owner asked
+	pool    *policy.Pool[T]
+	engine  *engine.Engine
+	self    *engine.Ref
+	max     int
+	retired chan<- struct{}
+	fills   chan<- struct{}
+	filling int // background makes under way, after a Fill's Make
+
+	check     bool          // Answer.Check is wanted
+	checkIdle time.Duration // for Answer.Check
+	keepAlive time.Duration
+	nextCheck int64           // when the keep-alive next looks for the idle due a check
+	due       []T             // lent for a keep-alive check, not yet collected
+	checks    chan<- struct{} // signalled when due has some
+	leftovers chan []T        // what stop hands over, if the owner asked
 	rng       *rand.Rand
 
 	queue   []parked[T] // FIFO of parked Takes; head at front, stale entries skipped
@@ -119,7 +138,8 @@ type parked[T comparable] struct {
 }
 
 func newBooks[T comparable](e *engine.Engine, cfg PoolConfig) *books[T] {
-	b := &books[T]{engine: e, max: cfg.MaxWaiting, retired: cfg.Retired, fills: cfg.Fills}
+	b := &books[T]{engine: e, max: cfg.MaxWaiting, retired: cfg.Retired, fills: cfg.Fills,
+		check: cfg.Check, checkIdle: cfg.CheckIdle, keepAlive: cfg.KeepAlive, checks: cfg.Checks}
 	b.leftovers, _ = cfg.Leftovers.(chan []T)
 	seed := cfg.Seed
 	for seed == 0 {
@@ -185,6 +205,13 @@ func (a *poolActor[T]) Handle(msg any) {
 		b.filled(m)
 	case *Unfilled:
 		b.unfilled(m)
+	case *Due[T]:
+		out := b.due
+		b.due = nil
+		m.Reply <- out
+		b.answered()
+	case *Checked[T]:
+		b.checked(m)
 	case *Reset:
 		b.reset(m)
 	case *Close:
@@ -314,6 +341,10 @@ func (b *books[T]) refuseHeld(m *Take[T], t policy.Taken[T]) {
 
 func (b *books[T]) answer(m *Take[T], t policy.Taken[T]) {
 	a := Answer[T]{Verdict: t.Verdict, Item: t.Item, After: t.After, Why: t.Why}
+	if b.check && t.Verdict == policy.Ready {
+		sat, _ := b.pool.Sat(t.Item, 0)
+		a.Check = sat >= b.checkIdle
+	}
 	if t.Verdict == policy.Shed {
 		b.stats.Shed++
 		b.stats.ShedBy[t.Why]++
@@ -560,6 +591,54 @@ func (b *books[T]) tick(now int64) {
 	if b.later != 0 {
 		b.arm(now, b.later)
 	}
+	if b.keepAlive > 0 {
+		b.keepAliveAt(now)
+	}
+}
+
+// keepAliveAt lends the owner the idle due a check, when the keep-alive's
+// time has come, and keeps the timer on for the next.
+func (b *books[T]) keepAliveAt(now int64) {
+	if now >= b.nextCheck && !b.pool.Closed() {
+		n := len(b.due)
+		if b.due = b.pool.Due(now, b.keepAlive, b.due); len(b.due) > n && b.checks != nil {
+			select {
+			case b.checks <- struct{}{}:
+			default:
+			}
+		}
+		b.nextCheck = now + int64(b.keepAlive)
+	}
+	if !b.pool.Closed() {
+		b.arm(now, b.nextCheck)
+	}
+}
+
+// checked takes back what a keep-alive check had.
+func (b *books[T]) checked(m *Checked[T]) {
+	now := b.stamped(m.Now)
+	closed, outdated := b.pool.Closed(), b.pool.Outdated()
+	kept := b.pool.Checked(m.Item, m.OK, now)
+	if !kept {
+		switch {
+		case !m.OK:
+			b.stats.CheckFailures++
+		case closed:
+			b.stats.Shutdown++
+		case b.pool.Outdated() < outdated:
+			b.stats.Outdated++
+		default:
+			b.stats.Surplus++ // or stale: past Keep or Life while checked
+		}
+	}
+	m.Reply <- Answer[T]{Kept: kept}
+	b.answered()
+	b.settle(now)
+	if kept && !b.ageless {
+		if at, ok := b.pool.DeadlineOf(m.Item); ok {
+			b.arm(now, at)
+		}
+	}
 }
 
 // wakeAt remembers that a make may be tried after d, and asks for a Tick
@@ -652,6 +731,8 @@ func (b *books[T]) stop() {
 		b.stats.Shutdown += int64(len(idle))
 		b.retire = append(b.retire, idle...)
 	}
+	b.retire = append(b.retire, b.due...) // lent for a check no one collected
+	b.due = nil
 	if len(b.retire) > 0 && b.leftovers != nil {
 		select {
 		case b.leftovers <- b.retire:

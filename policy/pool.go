@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -142,9 +144,12 @@ type entry[T comparable] struct {
 	item  T
 	birth int64         // when it was made
 	at    int64         // when it was last returned (idle) or lent (lent)
+	seen  int64         // when it was last known good: made, returned or checked
 	cut   time.Duration // how much shorter than Life its life is, drawn at birth
 	gen   uint64        // the generation it was made in
 	lent  bool
+	// checking says it is lent to the owner by Due, not to a caller.
+	checking bool
 }
 
 // NewPool returns an empty pool holding itself to limits, with ward in front
@@ -374,8 +379,78 @@ func (p *Pool[T]) giveBack(i int, now int64) bool {
 		p.forget(i)
 		return false
 	}
-	e.lent, e.at = false, now
+	e.lent, e.at, e.seen, e.checking = false, now, now, false
 	p.idle = append(p.idle, i)
+	return true
+}
+
+// Sat is how long item, if it is on the books, had gone unused and
+// unchecked when it was last lent or is now idle: from when it was last
+// known good (made, returned or Checked) to now. An owner checks one that
+// sat long before lending it. ok is false for a resource not on the books.
+func (p *Pool[T]) Sat(item T, now int64) (d time.Duration, ok bool) {
+	i, known := p.books[item]
+	if !known {
+		return 0, false
+	}
+	e := &p.recs[i]
+	if e.lent {
+		return elapsed(e.at, e.seen), true // lent at e.at
+	}
+	return elapsed(p.reading(now), e.seen), true
+}
+
+// Due appends to dst every idle resource that has gone unused and
+// unchecked for every or longer, and lends it to the owner to be checked
+// (a keep-alive): until Checked it is off the idle list and counted as
+// lent, so Take cannot lend it meanwhile. It answers dst unchanged when
+// every is 0 or less.
+func (p *Pool[T]) Due(now int64, every time.Duration, dst []T) []T {
+	now = p.clock(now)
+	if every <= 0 {
+		return dst
+	}
+	kept := p.idle[:0]
+	for _, i := range p.idle {
+		if e := &p.recs[i]; elapsed(now, e.seen) >= every && !p.stale(e, now) {
+			e.lent, e.checking = true, true
+			p.lent++
+			dst = append(dst, e.item)
+			continue
+		}
+		kept = append(kept, i)
+	}
+	p.idle = kept
+	return dst
+}
+
+// Checked takes back a resource Due lent, with the check's outcome. A good
+// one goes back among the idle where its idle time puts it (a check is not
+// a use: Keep still retires it, and it is not lent before resources used
+// more recently); it answers true. A bad one leaves the books, as does a
+// good one the pool may not keep now (closed, Reset, over the limits, or
+// stale), and it answers false: the caller closes it. Checked of anything
+// Due did not lend changes nothing and answers false.
+func (p *Pool[T]) Checked(item T, ok bool, now int64) bool {
+	now = p.clock(now)
+	i, known := p.books[item]
+	if !known || !p.recs[i].checking {
+		return false
+	}
+	e := &p.recs[i]
+	p.lent--
+	e.lent, e.checking = false, false
+	if e.gen != p.gen {
+		p.outdated--
+		ok = false
+	}
+	if !ok || p.closed || p.idleFull() || p.full() || p.stale(e, now) {
+		p.forget(i)
+		return false
+	}
+	e.seen = now
+	k, _ := slices.BinarySearchFunc(p.idle, e.at, func(j int, at int64) int { return cmp.Compare(p.recs[j].at, at) })
+	p.idle = slices.Insert(p.idle, k, i)
 	return true
 }
 
@@ -695,7 +770,7 @@ func (p *Pool[T]) register(item T, now int64) int {
 		i = len(p.recs)
 		p.recs = append(p.recs, entry[T]{})
 	}
-	p.recs[i] = entry[T]{item: item, birth: now, at: now, cut: p.cut(), gen: p.gen}
+	p.recs[i] = entry[T]{item: item, birth: now, at: now, seen: now, cut: p.cut(), gen: p.gen}
 	p.books[item] = i
 	return i
 }

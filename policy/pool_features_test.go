@@ -193,3 +193,41 @@ func TestFill(t *testing.T) {
 		t.Fatalf("a closed pool was asked to fill")
 	}
 }
+
+// TestDueAndChecked: Due lends the idle that went unchecked for the period
+// to the owner, so Take cannot lend them meanwhile; Checked puts a good one
+// back where its idle time puts it, without resetting that time (Keep still
+// retires it), and takes a bad one off the books. Sat says how long a
+// resource went unused and unchecked.
+func TestDueAndChecked(t *testing.T) {
+	p := NewPool[int](Limits{Keep: 10 * time.Minute}, Ward{})
+	for i := 1; i <= 3; i++ {
+		p.Take(t0)
+		p.Made(i, t0)
+	}
+	p.Give(1, minute(1))
+	p.Give(2, minute(2))
+	p.Give(3, minute(4))
+	if got := p.Due(minute(4), 2*time.Minute, nil); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("Due = %v, want [1 2]: 3 was returned just now", got)
+	}
+	if got := p.Take(minute(4)); got.Item != 3 {
+		t.Fatalf("Take while 1 and 2 are checked = %+v, want 3", got)
+	}
+	if got := p.Take(minute(4)); got.Verdict != Make {
+		t.Fatalf("Take with the rest being checked = %v, want Make", got.Verdict)
+	}
+	p.Release()
+	if p.Checked(1, false, minute(5)) || !p.Checked(2, true, minute(5)) || p.Checked(2, true, minute(5)) {
+		t.Fatalf("Checked: a bad one kept, a good one refused, or a second Checked kept")
+	}
+	if p.Live() != 2 || p.Idle() != 1 {
+		t.Fatalf("live %d idle %d, want 2 and 1", p.Live(), p.Idle())
+	}
+	if d, _ := p.Sat(2, minute(6)); d != time.Minute {
+		t.Fatalf("Sat after a check a minute ago = %v, want 1m", d)
+	}
+	if got := p.Evict(minute(12)); !slices.Equal(got, []int{2}) {
+		t.Fatalf("Evict at Keep after the return = %v, want [2]: a check is not a use", got)
+	}
+}
