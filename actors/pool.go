@@ -246,6 +246,7 @@ type inspect[T comparable] struct{ fn func(*books[T]) }
 
 func (b *books[T]) take(m *Take[T]) {
 	now := m.Now // m is the caller's again once answered
+	b.stats.Gets++
 	if b.waiting > 0 {
 		// Parked callers are ahead: no overtaking, by a Take that waits or
 		// by one that does not.
@@ -255,6 +256,7 @@ func (b *books[T]) take(m *Take[T]) {
 		}
 		now = b.stamped(now)
 		m.Now = now
+		b.stats.EmptyGets++
 		b.park(m)
 		b.serve(now)
 		return
@@ -268,8 +270,12 @@ func (b *books[T]) take(m *Take[T]) {
 		if t.Verdict == policy.Later && t.Why != policy.ReasonProbe { // a probe's outcome re-serves the line itself
 			b.wakeAt(now, t.After)
 		}
+		b.stats.EmptyGets++
 		b.park(m)
 		return
+	}
+	if t.Verdict == policy.Make {
+		b.stats.EmptyGets++
 	}
 	b.answer(m, t)
 	if b.fills != nil && t.Verdict == policy.Ready {
@@ -893,6 +899,7 @@ func (b *books[T]) snapshot() Stats {
 	s.Live, s.Idle, s.Busy = b.pool.Live(), b.pool.Idle(), b.pool.Busy()
 	s.Opening = b.pool.Reserved()
 	s.Waiting = b.waiting
+	s.Max = b.pool.Limits().Size
 	s.Closed = b.pool.Closed()
 	return s
 }

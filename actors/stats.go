@@ -16,6 +16,10 @@ type Stats struct {
 	Live, Idle, Busy int // as policy.Pool counts them: Busy is lent plus being made
 	Opening          int // of Busy, room reserved for makes under way
 	Waiting          int // callers parked in the FIFO
+	Max              int // the Size limit now; 0 is none
+
+	Gets      int64 // Takes
+	EmptyGets int64 // of Gets, those parked or answered Make: nothing idle for them
 
 	Made         int64 // resources registered after a Make
 	MakeFailures int64 // Unmade: makes that failed

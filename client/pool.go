@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,6 +86,13 @@ type PoolConfig[T comparable] struct {
 	// retires what no caller wants. With MinIdle, what it closes is
 	// replaced. Without Check it does nothing.
 	KeepAlive time.Duration
+	// LeakAfter, if above zero, reports a resource lent for longer than
+	// this, once, as a warning through the engine's logger
+	// (engine.WithLogger), with the stack of the Get that took it, and
+	// counts it in Stats.Leaked: a caller that forgot its Put. The stack
+	// is captured only when LeakAfter is set, so 0, the default, costs
+	// nothing. Time is the engine's clock.
+	LeakAfter time.Duration
 	// Reuse, if not nil, is asked on each Put whether the resource may be
 	// lent again; false closes it instead, as Discard does, and counts it in
 	// Stats.Unreused (a connection left mid-transaction, say). It runs on
@@ -153,6 +162,20 @@ type Pool[T comparable] struct {
 
 	closeFailures atomic.Int64
 	panics        atomic.Int64
+
+	leakAfter time.Duration
+	loansMu   sync.Mutex
+	loans     map[T]*loan // with LeakAfter: each resource lent, with its Get's stack
+	leaked    atomic.Int64
+
+	getTime atomic.Int64 // time Gets spent opening and checking, on the engine's clock
+}
+
+// loan is a resource lent while LeakAfter is set: where it was taken, and
+// the timer that reports it if it is not back in time.
+type loan struct {
+	pcs   []uintptr
+	timer engine.Timer
 }
 
 // NewPool starts a pool on eng. It returns an error if eng or cfg.Open is
@@ -171,6 +194,7 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 		open:      cfg.Open,
 		close:     cfg.Close,
 		reuse:     cfg.Reuse,
+		leakAfter: max(cfg.LeakAfter, 0),
 		check:     cfg.Check,
 		checks:    make(chan struct{}, 1),
 		fills:     make(chan struct{}, 1),
@@ -264,6 +288,11 @@ func (p *Pool[T]) keepAlive() {
 	}
 }
 
+// timed adds the time since start to Stats.GetTime.
+func (p *Pool[T]) timed(start int64) {
+	p.getTime.Add(max(p.eng.Now()-start, 0))
+}
+
 // CheckTimeout is how long PoolConfig.Check may take, on the engine's
 // clock, before its ctx ends and the resource counts as failed: HikariCP's
 // validationTimeout default.
@@ -292,7 +321,10 @@ func (p *Pool[T]) vet(ctx context.Context, item T) (err error) {
 // that fails is closed and the Get goes on to the next, each failure taking
 // one resource off the books, so the tries end.
 func (p *Pool[T]) checkOut(ctx context.Context, item T, wait bool) (T, error) {
-	if p.vet(ctx, item) == nil {
+	start := p.eng.Now()
+	err := p.vet(ctx, item)
+	p.timed(start)
+	if err == nil {
 		return item, nil
 	}
 	var zero T
@@ -373,7 +405,11 @@ func (p *Pool[T]) fillOne() {
 // pool's eviction timer retires idle resources at their deadline, so Keep
 // and Life are exact up to that timer's lateness (see actors.SpawnPool).
 func (p *Pool[T]) Get(ctx context.Context) (T, error) {
-	return p.get(ctx, true)
+	item, err := p.get(ctx, true)
+	if p.leakAfter > 0 && err == nil {
+		p.watch(item)
+	}
+	return item, err
 }
 
 // TryGet lends a resource if one can be had now: an idle one, or a new one
@@ -382,7 +418,69 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 // overtake callers of Get already waiting. It waits only for the Open it
 // runs, within ctx, as Get does; its other errors are Get's.
 func (p *Pool[T]) TryGet(ctx context.Context) (T, error) {
-	return p.get(ctx, false)
+	item, err := p.get(ctx, false)
+	if p.leakAfter > 0 && err == nil {
+		p.watch(item)
+	}
+	return item, err
+}
+
+// watch remembers where item was taken, and reports it if it is not back
+// within LeakAfter.
+func (p *Pool[T]) watch(item T) {
+	l := &loan{pcs: make([]uintptr, 32)}
+	l.pcs = l.pcs[:runtime.Callers(3, l.pcs)] // above watch and Get: the Get's caller first
+	l.timer = p.eng.Clock().AfterFunc(p.leakAfter, func() { p.report(item, l) })
+	p.loansMu.Lock()
+	if p.loans == nil {
+		p.loans = make(map[T]*loan)
+	}
+	p.loans[item] = l
+	p.loansMu.Unlock()
+}
+
+// forgetLoan forgets item's loan: it is on its way back.
+func (p *Pool[T]) forgetLoan(item T) {
+	p.loansMu.Lock()
+	l := p.loans[item]
+	delete(p.loans, item)
+	p.loansMu.Unlock()
+	if l != nil {
+		l.timer.Stop()
+	}
+}
+
+// report logs a loan that outlived LeakAfter, once.
+func (p *Pool[T]) report(item T, l *loan) {
+	p.loansMu.Lock()
+	still := p.loans[item] == l
+	p.loansMu.Unlock()
+	if !still {
+		return // back already, or lent again since: another loan
+	}
+	p.leaked.Add(1)
+	var b strings.Builder
+	frames := runtime.CallersFrames(l.pcs)
+	for {
+		f, more := frames.Next()
+		fmt.Fprintf(&b, "%s\n\t%s:%d\n", f.Function, f.File, f.Line)
+		if !more {
+			break
+		}
+	}
+	p.eng.Logger().Warn("moonpool: resource lent longer than LeakAfter, not put back",
+		"pool", p.ref.Name(), "after", p.leakAfter, "stack", b.String())
+}
+
+// forgetLoans stops every leak timer: the pool is closed.
+func (p *Pool[T]) forgetLoans() {
+	p.loansMu.Lock()
+	loans := p.loans
+	p.loans = nil
+	p.loansMu.Unlock()
+	for _, l := range loans {
+		l.timer.Stop()
+	}
 }
 
 // get is Get, or with !wait TryGet.
@@ -538,6 +636,7 @@ type made[T comparable] struct {
 // and waits for it, or for ctx.
 func (p *Pool[T]) make(ctx context.Context) (T, error) {
 	var zero T
+	defer p.timed(p.eng.Now())
 	if !p.startOpen() {
 		p.ref.Send(&actors.Release{Now: p.eng.Now()})
 		return zero, ErrClosed
@@ -660,6 +759,9 @@ func (c openContext) Value(key any) any { return c.values.Value(key) }
 // answer, which never waits itself; it runs the pool's Close, when it must,
 // on the caller's goroutine.
 func (p *Pool[T]) Put(item T) error {
+	if p.leakAfter > 0 {
+		p.forgetLoan(item)
+	}
 	if p.reuse != nil && !p.reusable(item) {
 		return p.discard(item, actors.Unwanted)
 	}
@@ -723,6 +825,9 @@ func (p *Pool[T]) ask(item T, drop bool, cause actors.Cause) actors.Answer[T] {
 // resource this pool has not lent returns ErrNotLent and closes nothing;
 // after the pool's actor has stopped the resource is closed unchecked.
 func (p *Pool[T]) Discard(item T) error {
+	if p.leakAfter > 0 {
+		p.forgetLoan(item)
+	}
 	return p.discard(item, actors.Broken)
 }
 
@@ -885,6 +990,7 @@ func (p *Pool[T]) drain(ctx context.Context) error {
 		s.Live, s.Idle, s.Busy, s.Opening, s.Waiting = 0, 0, 0, 0, 0
 	}
 	p.final.Store(&s)
+	p.forgetLoans()
 	return errors.Join(errs...)
 }
 
@@ -946,6 +1052,8 @@ type Stats struct {
 	s             actors.Stats
 	closeFailures int64
 	panics        int64
+	leaked        int64
+	getTime       time.Duration
 }
 
 // Stats takes a snapshot of the pool. After Close it reports the pool as
@@ -957,11 +1065,33 @@ func (p *Pool[T]) Stats() Stats {
 			s = *f
 		}
 	}
-	return Stats{s: s, closeFailures: p.closeFailures.Load(), panics: p.panics.Load()}
+	return Stats{s: s, closeFailures: p.closeFailures.Load(), panics: p.panics.Load(),
+		leaked: p.leaked.Load(), getTime: time.Duration(p.getTime.Load())}
 }
 
 // Live is how many resources exist: idle, lent, and being opened.
 func (s Stats) Live() int { return s.s.Live }
+
+// Max is the most that may be live at once: Limits.Size as the pool holds
+// it now (after SetLimits), 0 for no limit.
+func (s Stats) Max() int { return s.s.Max }
+
+// Gets is how many times Get and TryGet asked the pool for a resource; a
+// Get that found a resource dead on Check and took the next asked twice.
+func (s Stats) Gets() int64 { return s.s.Gets }
+
+// EmptyGets is how many of Gets found nothing idle and had to wait in line
+// or open a resource.
+func (s Stats) EmptyGets() int64 { return s.s.EmptyGets }
+
+// GetTime is the total time Gets spent waiting in line, opening and
+// checking, on the engine's clock. A Get served from the idle at once adds
+// nothing: it is not timed, which keeps the clock off that path.
+func (s Stats) GetTime() time.Duration { return s.s.WaitTime + s.getTime }
+
+// Leaked is how many resources were reported lent for longer than
+// PoolConfig.LeakAfter.
+func (s Stats) Leaked() int64 { return s.leaked }
 
 // Idle is how many sit in the pool ready to lend.
 func (s Stats) Idle() int { return s.s.Idle }

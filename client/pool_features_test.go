@@ -1,16 +1,20 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"maps"
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/internal/vclock"
 	"github.com/moonpool-go/moonpool/policy"
 )
@@ -374,4 +378,92 @@ func secondsFrom(start int64, at []int64) []float64 {
 		out[i] = float64(a-start) / float64(time.Second)
 	}
 	return out
+}
+
+// forgetful takes a connection and never puts it back: the caller a leak
+// report must name.
+func forgetful(r *rig) *conn { return r.get() }
+
+// TestLeakReport: a resource lent past LeakAfter is reported once through
+// the engine's logger, with the stack of the Get that took it, and counted
+// in Leaked; one put back in time is not reported.
+func TestLeakReport(t *testing.T) {
+	var log syncBuffer
+	clock := vclock.NewVirtual()
+	r := &rig{t: t, clock: clock, be: newBackend(t, clock)}
+	ctx, cancel := context.WithTimeout(context.Background(), safety)
+	t.Cleanup(cancel)
+	r.ctx = ctx
+	r.eng = engine.New(engine.WithClock(clock), engine.WithHeatEvery(0),
+		engine.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+	p, err := NewPool(r.eng, PoolConfig[*conn]{Open: r.be.open, Close: r.be.close, LeakAfter: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.pool = p
+	defer r.eng.Shutdown(ctx)
+
+	kept := forgetful(r)
+	back := r.get()
+	r.clock.Advance(30 * time.Second)
+	r.put(back)
+	r.clock.Advance(30 * time.Second) // kept is a minute out; back was home in time
+	r.clock.Advance(time.Hour)        // reported once, not again
+	out := log.String()
+	if n := strings.Count(out, "lent longer than LeakAfter"); n != 1 || r.pool.Stats().Leaked() != 1 {
+		t.Fatalf("%d reports, %d leaked; want 1 and 1:\n%s", n, r.pool.Stats().Leaked(), out)
+	}
+	if !strings.Contains(out, "client.forgetful") {
+		t.Errorf("the report does not name the caller of Get, forgetful:\n%s", out)
+	}
+	r.put(kept)
+	if err := r.pool.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer a logger may write to from the clock's
+// goroutine while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestStatsCounts: Max follows SetLimits; Gets counts every Get and
+// TryGet, EmptyGets those that found nothing idle; GetTime adds the time
+// in line and in Open.
+func TestStatsCounts(t *testing.T) {
+	r := newRig(t, PoolConfig[*conn]{Limits: policy.Limits{Size: 1}})
+	a := r.get() // opened: empty
+	r.put(a)
+	a = r.get() // idle
+	got := make(chan *conn, 1)
+	go func() { got <- r.get() }() // waits: empty
+	r.waitFor("one in line", func() bool { return r.pool.Stats().Waiting() == 1 })
+	r.clock.Advance(3 * time.Second)
+	r.put(a)
+	r.put(<-got)
+	if _, err := r.pool.TryGet(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := r.pool.Stats()
+	if s.Max() != 1 || s.Gets() != 4 || s.EmptyGets() != 2 || s.GetTime() != 3*time.Second {
+		t.Errorf("max %d gets %d empty %d time %v; want 1, 4, 2, 3s", s.Max(), s.Gets(), s.EmptyGets(), s.GetTime())
+	}
+	if err := r.pool.SetLimits(policy.Limits{Size: 5}); err != nil || r.pool.Stats().Max() != 5 {
+		t.Errorf("after SetLimits: %v, max %d; want 5", err, r.pool.Stats().Max())
+	}
+	r.put(a)
 }
