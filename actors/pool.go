@@ -83,6 +83,7 @@ type books[T comparable] struct {
 	retired chan<- struct{}
 	fills   chan<- struct{}
 	filling int // background makes under way, after a Fill's Make
+	minIdle int // Limits.MinIdle as the pool reads it: 0 keeps topUp off the hot path
 
 	check     bool          // Answer.Check is wanted
 	checkIdle time.Duration // for Answer.Check
@@ -149,6 +150,7 @@ func newBooks[T comparable](e *engine.Engine, cfg PoolConfig) *books[T] {
 	ward := cfg.Ward
 	ward.Draw = b.rng.Float64
 	b.pool = policy.NewPool[T](cfg.Limits, ward)
+	b.minIdle = b.pool.Limits().MinIdle
 	_, timed := policy.Stamps(cfg.Limits, policy.Ward{})
 	b.ageless = !timed
 	return b
@@ -278,7 +280,7 @@ func (b *books[T]) take(m *Take[T]) {
 		b.stats.EmptyGets++
 	}
 	b.answer(m, t)
-	if b.fills != nil && t.Verdict == policy.Ready {
+	if b.minIdle > 0 && t.Verdict == policy.Ready {
 		b.topUp() // one fewer idle
 	}
 }
@@ -563,7 +565,7 @@ func (b *books[T]) drop(m *Drop[T]) {
 // Tick that finds nothing due puts right.
 func (b *books[T]) settle(now int64) {
 	b.serve(now)
-	if b.fills != nil {
+	if b.minIdle > 0 {
 		b.topUp()
 	}
 	if len(b.drained) > 0 && b.pool.Busy() == 0 {
@@ -771,6 +773,7 @@ func (b *books[T]) setLimits(m *SetLimits) {
 	}
 	_, timed := policy.Stamps(m.Limits, policy.Ward{})
 	b.ageless = !timed
+	b.minIdle = b.pool.Limits().MinIdle
 	b.settle(now)
 	if at, ok := b.pool.Deadline(); ok {
 		b.arm(now, at)
@@ -783,7 +786,7 @@ func (b *books[T]) setLimits(m *SetLimits) {
 // background make is under way (they go one at a time, which is gentle on a
 // backend and enough to keep up) and no caller is parked.
 func (b *books[T]) topUp() {
-	if b.filling == 0 && b.waiting == 0 && b.pool.Idle() < b.pool.Limits().MinIdle && !b.pool.Closed() {
+	if b.fills != nil && b.filling == 0 && b.waiting == 0 && b.pool.Idle() < b.minIdle && !b.pool.Closed() {
 		select {
 		case b.fills <- struct{}{}:
 		default:

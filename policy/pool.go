@@ -125,6 +125,8 @@ type Pool[T comparable] struct {
 
 	gen      uint64 // the generation: Reset starts a new one
 	outdated int    // of lent, how many are of an earlier generation
+	shrunk   bool   // SetLimits left more live than Size allows
+	odd      bool   // closed, shrunk or outdated > 0: Give must look closer
 	births   uint64 // resources registered so far, for the draws without Draw
 
 	now   int64 // the latest time given
@@ -368,20 +370,31 @@ func (p *Pool[T]) giveBack(i int, now int64) bool {
 	if s := p.ward.shedder; s != nil {
 		s.Done(now, elapsed(now, e.at))
 	}
-	if e.gen != p.gen {
-		p.outdated--
+	if p.odd && p.refused(e) || p.idleFull() || p.tooOld(e, now) {
 		p.forget(i)
 		return false
 	}
-	if p.closed || p.idleFull() || p.full() || p.tooOld(e, now) {
-		// full: SetLimits shrank Size below what is live, and this one
-		// is part of the surplus
-		p.forget(i)
-		return false
-	}
-	e.lent, e.at, e.seen, e.checking = false, now, now, false
+	e.lent, e.at, e.seen = false, now, now
 	p.idle = append(p.idle, i)
 	return true
+}
+
+// refused says whether a lent resource coming home must leave the books
+// for a reason only Close, Reset or a shrinking SetLimits brings (odd says
+// one may have): the pool is closed, the resource is of an earlier
+// generation, or it is surplus over Size. Keeping these off the common
+// path keeps Give as cheap as it was before they existed.
+func (p *Pool[T]) refused(e *entry[T]) bool {
+	old := e.gen != p.gen
+	if old {
+		p.outdated--
+	}
+	over := p.full()
+	if !over {
+		p.shrunk = false
+	}
+	p.odd = p.closed || p.shrunk || p.outdated > 0
+	return old || p.closed || over
 }
 
 // Sat is how long item, if it is on the books, had gone unused and
@@ -569,12 +582,16 @@ func (p *Pool[T]) due(e *entry[T]) int64 {
 // their own return and birth; the owner asks Deadline again.
 func (p *Pool[T]) SetLimits(limits Limits, dst []T) []T {
 	p.limits = limits.clamp()
-	for len(p.idle) > 0 && (p.idleOver() || p.limits.Size > 0 && p.Live() > p.limits.Size) {
-		i := p.idle[0] // the longest idle: the one Take would lend last
-		p.idle = p.idle[1:]
+	k := 0 // the longest idle go first: they are the ones Take would lend last
+	for k < len(p.idle) && (p.idleOver(k) || p.limits.Size > 0 && p.Live()-k > p.limits.Size) {
+		i := p.idle[k]
 		dst = append(dst, p.recs[i].item)
 		p.forget(i)
+		k++
 	}
+	p.idle = append(p.idle[:0], p.idle[k:]...)
+	p.shrunk = p.limits.Size > 0 && p.Live() > p.limits.Size
+	p.odd = p.odd || p.shrunk
 	return dst
 }
 
@@ -595,6 +612,7 @@ func (p *Pool[T]) Reset(dst []T) []T {
 	}
 	p.idle = p.idle[:0]
 	p.outdated = p.lent
+	p.odd = p.odd || p.outdated > 0
 	return dst
 }
 
@@ -603,7 +621,7 @@ func (p *Pool[T]) Reset(dst []T) []T {
 func (p *Pool[T]) Outdated() int { return p.outdated }
 
 // Limits are the limits the pool holds itself to now, with negative fields
-// read as zero.
+// read as no limit.
 func (p *Pool[T]) Limits() Limits { return p.limits }
 
 // Close shuts the pool: it hands back every idle resource for the caller to
@@ -612,7 +630,7 @@ func (p *Pool[T]) Limits() Limits { return p.limits }
 // comes back through Give or Drop and leaves the books then. Closing twice
 // is harmless.
 func (p *Pool[T]) Close() []T {
-	p.closed = true
+	p.closed, p.odd = true, true
 	var out []T
 	for _, i := range p.idle {
 		out = append(out, p.recs[i].item)
@@ -717,8 +735,11 @@ func (p *Pool[T]) full() bool { return p.limits.Size > 0 && p.Live() >= p.limits
 // idleFull says whether no more may sit idle.
 func (p *Pool[T]) idleFull() bool { return p.limits.Idle > 0 && len(p.idle) >= p.limits.Idle }
 
-// idleOver says whether more sit idle than may.
-func (p *Pool[T]) idleOver() bool { return p.limits.Idle > 0 && len(p.idle) > p.limits.Idle }
+// idleOver says whether more sit idle than may, once the first gone have
+// left.
+func (p *Pool[T]) idleOver(gone int) bool {
+	return p.limits.Idle > 0 && len(p.idle)-gone > p.limits.Idle
+}
 
 // stale says whether an idle resource has sat for Keep or lived for Life.
 func (p *Pool[T]) stale(e *entry[T], now int64) bool {
