@@ -309,16 +309,8 @@ func (b *books[T]) decide(now int64) policy.Taken[T] {
 // did nothing wrong.
 func (b *books[T]) made(m *Made[T]) {
 	now := m.Now // m is the caller's again once answered
-	var a Answer[T]
-	switch {
-	case b.pool.Holds(m.Item):
-		b.pool.Release()
-		b.stats.Duplicates++
-		a.Err = ErrDuplicate
-	case b.pool.Closed():
-		b.pool.Release()
-		b.stats.Shutdown++
-	default:
+	a, refused := b.unwanted(m.Item)
+	if !refused {
 		b.pool.Made(m.Item, now)
 		a.Kept = b.pool.Lent(m.Item)
 		if a.Kept {
@@ -328,6 +320,23 @@ func (b *books[T]) made(m *Made[T]) {
 	m.Reply <- a
 	b.answered()
 	b.settle(now)
+}
+
+// unwanted refuses a resource made for room the pool reserved, when the
+// pool holds it already or has closed since, freeing the room (see made);
+// refused is false when the pool may take it.
+func (b *books[T]) unwanted(item T) (a Answer[T], refused bool) {
+	switch {
+	case b.pool.Holds(item):
+		b.pool.Release()
+		b.stats.Duplicates++
+		return Answer[T]{Err: ErrDuplicate}, true
+	case b.pool.Closed():
+		b.pool.Release()
+		b.stats.Shutdown++
+		return Answer[T]{}, true
+	}
+	return a, false
 }
 
 // held says whether a waiting Take can only time out: the ward holds makes
@@ -825,16 +834,8 @@ func (b *books[T]) fill(m *Fill[T]) {
 func (b *books[T]) filled(m *Filled[T]) {
 	now := b.stamped(m.Now)
 	b.filling = max(b.filling-1, 0)
-	var a Answer[T]
-	switch {
-	case b.pool.Holds(m.Item):
-		b.pool.Release()
-		b.stats.Duplicates++
-		a.Err = ErrDuplicate
-	case b.pool.Closed():
-		b.pool.Release()
-		b.stats.Shutdown++
-	default:
+	a, refused := b.unwanted(m.Item)
+	if !refused {
 		b.stats.Made++
 		if a.Kept = b.pool.Give(m.Item, now); !a.Kept {
 			b.stats.Surplus++

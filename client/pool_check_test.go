@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -176,12 +175,7 @@ func newTCPRig(t *testing.T, srv *idleServer, cfg PoolConfig[*tconn]) *tcpRig {
 
 func (r *tcpRig) waitFor(what string, ok func() bool) {
 	r.t.Helper()
-	for !ok() {
-		if r.ctx.Err() != nil {
-			r.t.Fatalf("gave up waiting for %s", what)
-		}
-		runtime.Gosched()
-	}
+	spinUntil(r.t, r.ctx, what, ok)
 }
 
 // TestCheckNeverLendsDead: the server drops every connection idle for a
