@@ -208,3 +208,54 @@ func ExamplePool_Reset() {
 	// outdated 1
 	// closed conn-2
 }
+
+// Check pings a connection that sat idle before Get lends it; a dead one is
+// closed and the next one taken, and the caller sees no error.
+func ExamplePoolConfig_check() {
+	eng := engine.New()
+	defer eng.Shutdown(context.Background())
+	cfg := conns()
+	cfg.Check = func(ctx context.Context, c string) error {
+		if c == "conn-1" {
+			return errors.New("connection reset by peer") // the server dropped it
+		}
+		return nil
+	}
+	cfg.CheckIdle = 0 // check every one Get takes from the idle
+	pool, _ := client.NewPool(eng, cfg)
+	ctx := context.Background()
+
+	c, _ := pool.Get(ctx) // opened: fresh ones are not checked
+	pool.Put(c)
+	c, err := pool.Get(ctx) // conn-1 fails its check: closed, and conn-2 opened
+	fmt.Println("using", c, err)
+	pool.Put(c)
+	fmt.Println("check failures", pool.Stats().CheckFailures())
+	pool.Close(ctx)
+	// Output:
+	// closed conn-1
+	// using conn-2 <nil>
+	// check failures 1
+	// closed conn-2
+}
+
+// SetLimits resizes a running pool: the surplus idle are closed at once.
+func ExamplePool_SetLimits() {
+	eng := engine.New()
+	defer eng.Shutdown(context.Background())
+	pool, _ := client.NewPool(eng, conns())
+	ctx := context.Background()
+
+	a, _ := pool.Get(ctx)
+	b, _ := pool.Get(ctx)
+	pool.Put(a)
+	pool.Put(b)
+	pool.SetLimits(client.Limits{Size: 1, Idle: 1}) // conn-1, idle longest, goes (closed in the background)
+	pool.Close(ctx)
+	s := pool.Stats()
+	fmt.Println("max", s.Max(), "surplus", s.Surplus())
+	// Output:
+	// closed conn-1
+	// closed conn-2
+	// max 1 surplus 1
+}

@@ -467,3 +467,28 @@ func TestStatsCounts(t *testing.T) {
 	}
 	r.put(a)
 }
+
+// TestZeroOptionsOff: PoolConfig{Open, Close} with every newer option at
+// its zero value behaves as before them: nothing opened until a Get, no
+// timer armed (no keep-alive, no leak watch), no check, no background
+// open, every resource Put kept, and the new counts at zero.
+func TestZeroOptionsOff(t *testing.T) {
+	r := newRig(t, PoolConfig[*conn]{})
+	if r.be.made.Load() != 0 || r.clock.Pending() != 0 {
+		t.Fatalf("before any Get: %d opened, %d timers", r.be.made.Load(), r.clock.Pending())
+	}
+	a := r.get()
+	r.clock.Advance(time.Hour)
+	r.put(a)
+	if got := r.get(); got != a {
+		t.Fatalf("got %d, want the idle %d back unchecked", got.id, a.id)
+	}
+	r.put(a)
+	s := r.pool.Stats()
+	if r.clock.Pending() != 0 || r.be.made.Load() != 1 || s.Max() != 0 || s.Idle() != 1 ||
+		s.CheckFailures()+s.Leaked()+s.Unreused()+s.Outdated()+s.Resets() != 0 {
+		t.Errorf("timers %d opened %d max %d idle %d, new counts %d %d %d %d %d",
+			r.clock.Pending(), r.be.made.Load(), s.Max(), s.Idle(),
+			s.CheckFailures(), s.Leaked(), s.Unreused(), s.Outdated(), s.Resets())
+	}
+}
