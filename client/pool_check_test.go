@@ -76,6 +76,14 @@ func (s *idleServer) serve(c net.Conn) {
 	}
 }
 
+// open is how many connections the server holds open: a dial returns
+// before the server has accepted, so a test waits for this.
+func (s *idleServer) open() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.seen)
+}
+
 // reap closes every connection idle since the last reap, and says how many.
 func (s *idleServer) reap() int {
 	s.mu.Lock()
@@ -226,7 +234,9 @@ func TestKeepAliveReplacesDead(t *testing.T) {
 		CheckIdle: time.Hour,
 		KeepAlive: time.Second,
 	})
-	r.waitFor("the warm-up", func() bool { return r.pool.Stats().Idle() == 3 && r.clock.Pending() > 0 })
+	r.waitFor("the warm-up", func() bool {
+		return r.pool.Stats().Idle() == 3 && r.clock.Pending() > 0 && srv.open() == 3
+	})
 	if n := srv.reap(); n != 3 {
 		t.Fatalf("the server dropped %d, want the 3 idle", n)
 	}
