@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/moontest"
 	"github.com/moonpool-go/moonpool/policy"
 )
 
@@ -258,4 +260,26 @@ func ExamplePool_SetLimits() {
 	// closed conn-1
 	// closed conn-2
 	// max 1 surplus 1
+}
+
+// LeakAfter reports a connection a caller forgot to put back, once, with
+// the stack of its Get, through the engine's logger (engine.WithLogger);
+// here the engine's clock is a test's, moved by hand.
+func ExamplePoolConfig_leakAfter() {
+	clock := moontest.NewClock(nil)
+	eng := client.NewEngine(client.WithClock(clock))
+	defer eng.Shutdown(context.Background())
+	cfg := conns()
+	cfg.LeakAfter = time.Minute
+	pool, _ := client.NewPool(eng, cfg)
+	ctx := context.Background()
+
+	c, _ := pool.Get(ctx) // and forgotten
+	clock.Advance(time.Hour)
+	fmt.Println("leaked", pool.Stats().Leaked())
+	pool.Put(c)
+	pool.Close(ctx)
+	// Output:
+	// leaked 1
+	// closed conn-1
 }

@@ -109,8 +109,10 @@ type PoolConfig[T comparable] struct {
 // Pool lends resources made by PoolConfig.Open (connections, usually) to
 // callers that hand them back, and keeps them within PoolConfig.Limits.
 //
-// Get blocks until a resource is there or ctx is done; Put hands one back,
-// Discard says it broke, and Close shuts the pool. The books live in a pool
+// Get blocks until a resource is there or ctx is done, and TryGet takes
+// only what is there now; Put hands one back, Discard says it broke, and
+// Close shuts the pool. SetLimits resizes it and Reset starts it afresh
+// while it runs. The books live in a pool
 // actor on the engine; a Pool is the blocking face of it, and does the
 // opening, closing and sleeping the actor never does. A Pool is safe for
 // concurrent use. Build one with NewPool; the zero Pool is not usable.
