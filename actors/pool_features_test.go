@@ -65,3 +65,36 @@ func TestCheckFlag(t *testing.T) {
 	}
 	r.give(item)
 }
+
+// TestUnfilledRoomGoesToTheLine: the room a background make reserved and
+// gave up goes to the caller parked for it at once, and no background make
+// is granted past Size.
+func TestUnfilledRoomGoesToTheLine(t *testing.T) {
+	r := newRig(t, PoolConfig{Limits: policy.Limits{Size: 2, MinIdle: 1}})
+	fill := func() policy.Verdict {
+		m := &Fill[int64]{Now: r.now(), Reply: make(chan Answer[int64], 1)}
+		r.ref.Send(m)
+		return (<-m.Reply).Verdict
+	}
+	a := r.take(false) // room reserved for a caller's make
+	if a.Verdict != policy.Make {
+		t.Fatalf("first take: %+v", a)
+	}
+	if v := fill(); v != policy.Make {
+		t.Fatalf("fill with room and nothing idle: %v, want Make", v)
+	}
+	parked := &Take[int64]{Now: r.now(), Wait: true, Reply: make(chan Answer[int64], 1)}
+	r.ref.Send(parked) // Size reached: it waits
+	if s := r.stats(); s.Waiting != 1 {
+		t.Fatalf("waiting %d, want 1", s.Waiting)
+	}
+	r.ref.Send(&Unfilled{Now: r.now()}) // the background make gave up: its room...
+	if got := <-parked.Reply; got.Verdict != policy.Make {
+		t.Fatalf("the parked caller got %+v, want the room (Make)", got)
+	}
+	if v := fill(); v != policy.Wait {
+		t.Fatalf("fill with the pool full: %v, want Wait", v)
+	}
+	r.ref.Send(&Release{Now: r.now()})
+	r.ref.Send(&Release{Now: r.now()})
+}

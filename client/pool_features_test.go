@@ -492,3 +492,22 @@ func TestZeroOptionsOff(t *testing.T) {
 			s.CheckFailures(), s.Leaked(), s.Unreused(), s.Outdated(), s.Resets())
 	}
 }
+
+// TestSetLimitsMinIdle: raising MinIdle on a running pool warms it up to
+// the new number in the background; lowering it stops there.
+func TestSetLimitsMinIdle(t *testing.T) {
+	r := newRig(t, PoolConfig[*conn]{Limits: policy.Limits{Size: 5}})
+	if err := r.pool.SetLimits(policy.Limits{Size: 5, MinIdle: 3}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor("three idle", func() bool { s := r.pool.Stats(); return s.Idle() == 3 && s.s.Opening == 0 })
+	if err := r.pool.SetLimits(policy.Limits{Size: 5}); err != nil {
+		t.Fatal(err)
+	}
+	c := r.get()
+	r.put(c)
+	if s := r.pool.Stats(); s.Idle() != 3 || r.be.made.Load() != 3 {
+		t.Errorf("idle %d, opened %d; want 3 and 3", s.Idle(), r.be.made.Load())
+	}
+	r.balance()
+}
