@@ -327,7 +327,7 @@ func (p *Pool[T]) checkOut(ctx context.Context, item T, wait bool) (T, error) {
 	err := p.vet(ctx, item)
 	p.timed(start)
 	if err == nil {
-		return item, nil
+		return p.watched(item, nil)
 	}
 	var zero T
 	if ctx.Err() != nil { // the caller gave up, not the resource
@@ -407,11 +407,7 @@ func (p *Pool[T]) fillOne() {
 // pool's eviction timer retires idle resources at their deadline, so Keep
 // and Life are exact up to that timer's lateness (see actors.SpawnPool).
 func (p *Pool[T]) Get(ctx context.Context) (T, error) {
-	item, err := p.get(ctx, true)
-	if p.leakAfter > 0 && err == nil {
-		p.watch(item)
-	}
-	return item, err
+	return p.get(ctx, true)
 }
 
 // TryGet lends a resource if one can be had now: an idle one, or a new one
@@ -420,7 +416,11 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 // overtake callers of Get already waiting. It waits only for the Open it
 // runs, within ctx, as Get does; its other errors are Get's.
 func (p *Pool[T]) TryGet(ctx context.Context) (T, error) {
-	item, err := p.get(ctx, false)
+	return p.get(ctx, false)
+}
+
+// watched is what a Get returns, its loan watched when LeakAfter is set.
+func (p *Pool[T]) watched(item T, err error) (T, error) {
 	if p.leakAfter > 0 && err == nil {
 		p.watch(item)
 	}
@@ -430,8 +430,8 @@ func (p *Pool[T]) TryGet(ctx context.Context) (T, error) {
 // watch remembers where item was taken, and reports it if it is not back
 // within LeakAfter.
 func (p *Pool[T]) watch(item T) {
-	l := &loan{pcs: make([]uintptr, 32)}
-	l.pcs = l.pcs[:runtime.Callers(3, l.pcs)] // above watch and Get: the Get's caller first
+	l := &loan{pcs: make([]uintptr, 40)}
+	l.pcs = l.pcs[:runtime.Callers(2, l.pcs)] // the pool's own frames are dropped in report
 	l.timer = p.eng.Clock().AfterFunc(p.leakAfter, func() { p.report(item, l) })
 	p.loansMu.Lock()
 	if p.loans == nil {
@@ -440,6 +440,9 @@ func (p *Pool[T]) watch(item T) {
 	p.loans[item] = l
 	p.loansMu.Unlock()
 }
+
+// poolFrames begins the name of every method of Pool, as a stack names it.
+const poolFrames = "github.com/moonpool-go/moonpool/client.(*Pool["
 
 // forgetLoan forgets item's loan: it is on its way back.
 func (p *Pool[T]) forgetLoan(item T) {
@@ -463,9 +466,12 @@ func (p *Pool[T]) report(item T, l *loan) {
 	p.leaked.Add(1)
 	var b strings.Builder
 	frames := runtime.CallersFrames(l.pcs)
+	ours := true // the Pool's own frames come first: Get, and what it called
 	for {
 		f, more := frames.Next()
-		fmt.Fprintf(&b, "%s\n\t%s:%d\n", f.Function, f.File, f.Line)
+		if ours = ours && strings.HasPrefix(f.Function, poolFrames); !ours {
+			fmt.Fprintf(&b, "%s\n\t%s:%d\n", f.Function, f.File, f.Line)
+		}
 		if !more {
 			break
 		}
@@ -523,9 +529,12 @@ func (p *Pool[T]) get(ctx context.Context, wait bool) (T, error) {
 	case a.Verdict == policy.Ready && a.Check:
 		return p.checkOut(ctx, a.Item, wait)
 	case a.Verdict == policy.Ready:
+		if p.leakAfter > 0 {
+			p.watch(a.Item)
+		}
 		return a.Item, nil
 	case a.Verdict == policy.Make:
-		return p.make(ctx)
+		return p.watched(p.make(ctx))
 	case a.Verdict == policy.Shed:
 		return zero, shedError(a.Why)
 	case !wait: // Wait or Later: nothing to be had now
@@ -761,12 +770,6 @@ func (c openContext) Value(key any) any { return c.values.Value(key) }
 // answer, which never waits itself; it runs the pool's Close, when it must,
 // on the caller's goroutine.
 func (p *Pool[T]) Put(item T) error {
-	if p.leakAfter > 0 {
-		p.forgetLoan(item)
-	}
-	if p.reuse != nil && !p.reusable(item) {
-		return p.discard(item, actors.Unwanted)
-	}
 	return p.give(item)
 }
 
@@ -782,7 +785,15 @@ func (p *Pool[T]) reusable(item T) (ok bool) {
 	return p.reuse(item)
 }
 
+// give hands item back: a Put, or a resource a Get that gave up was
+// granted (never lent, so it has no loan and Reuse says yes to it).
 func (p *Pool[T]) give(item T) error {
+	if p.leakAfter > 0 {
+		p.forgetLoan(item)
+	}
+	if p.reuse != nil && !p.reusable(item) {
+		return p.discard(item, actors.Unwanted)
+	}
 	a := p.ask(item, false, 0)
 	switch {
 	case errors.Is(a.Err, actors.ErrNotLent):
