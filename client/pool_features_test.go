@@ -333,13 +333,19 @@ func TestMinIdleWarmUpDuringOutage(t *testing.T) {
 	clock := vclock.NewVirtual()
 	start := clock.Now()
 	backoff := policy.Backoff{Base: time.Second, Factor: 2, Cap: 8 * time.Second, Attempts: 1 << 20, Jitter: policy.Rigid}
+	// The backend is down before the pool starts: its warm-up begins at
+	// once, in NewPool.
+	be := newBackend(t, clock)
+	up := start + int64(outage)
+	be.up.Store(up)
 	r := newRigOn(t, clock, PoolConfig[*conn]{
+		Open:   be.open,
+		Close:  be.close,
 		Limits: policy.Limits{Size: 7, Idle: 7, MinIdle: 5},
 		Ward:   policy.Ward{Bucket: policy.Rate{PerSecond: 1, Burst: 1}, Backoff: backoff},
 		Seed:   1,
 	})
-	up := start + int64(outage)
-	r.be.up.Store(up)
+	r.be = be
 	r.warm(func(s Stats) bool { return s.Idle() == 5 || clock.Now() > up+int64(time.Minute) })
 	tries := r.be.tries()
 	want := []int64{start}
