@@ -20,7 +20,8 @@ import (
 
 // Pool requests.
 type (
-	// Take asks a pool for a resource. With Wait, a Wait or Later verdict
+	// Take asks a pool for a resource. Without Wait it is answered at once,
+	// Wait when callers are parked ahead of it. With Wait, a Wait or Later verdict
 	// parks the caller in the pool's FIFO instead of being answered, and the
 	// answer comes when a resource or room is there for it: Ready with the
 	// resource, or Make with room reserved. Stale never reaches a caller: the
@@ -69,6 +70,7 @@ type (
 		Now    int64
 		Item   T
 		Strict bool
+		Cause  Cause // why it leaves, for Stats; the zero Cause is Broken
 		Reply  chan Answer[T]
 		Slot   *engine.Reply[Answer[T]] // if not nil, the answer goes here rather than to Reply
 	}
@@ -95,11 +97,80 @@ type (
 		Now   int64
 		Reply chan Stats
 	}
+	// SetLimits holds the pool to Limits from Now on (see
+	// policy.Pool.SetLimits): idle resources now surplus are retired at
+	// once (Surplus), lent ones beyond Size as they come home, and parked
+	// callers are served at once from any new room. Reply, if not nil, gets
+	// nil once they apply, or ErrClosed for a closed pool, which keeps its
+	// limits.
+	SetLimits struct {
+		Now    int64
+		Limits policy.Limits
+		Reply  chan error
+	}
+	// Reset starts a new generation (see policy.Pool.Reset): every idle
+	// resource is retired now and every lent one as it comes home (both
+	// counted as Stats.Outdated); Takes from then on get resources made
+	// after it. Reply, if not nil, gets nil once done, or ErrClosed for a
+	// closed pool.
+	Reset struct {
+		Now   int64
+		Reply chan error
+	}
+	// Fill asks whether to open one resource in the background, to keep
+	// Limits.MinIdle idle (see policy.Pool.Fill). The answer is Make with
+	// room reserved, to be followed by Filled or Unfilled; Later or Shed
+	// when the ward holds back or refuses (the pool signals Fills again
+	// when it is worth asking); or Wait when there is nothing to do,
+	// including while callers are parked, whose own makes come first.
+	Fill[T comparable] struct {
+		Now   int64
+		Reply chan Answer[T]
+	}
+	// Filled registers a resource opened after a Fill's Make, idle.
+	// Answer.Kept false means the pool could not keep it (closed, or
+	// full): the caller closes it. A resource the pool holds already is
+	// refused with ErrDuplicate and must not be closed.
+	Filled[T comparable] struct {
+		Now   int64
+		Item  T
+		Reply chan Answer[T]
+	}
+	// Unfilled says the open a Fill's Make asked for did not happen: it
+	// failed (Failed, and the ward hears of it), or the pool was closing
+	// (the room is only freed). No answer.
+	Unfilled struct {
+		Now    int64
+		Failed bool
+	}
+	// Due collects the idle resources a keep-alive lent the owner to check
+	// (see PoolConfig.KeepAlive); each goes back with Checked.
+	Due[T comparable] struct{ Reply chan []T }
+	// Checked hands back a resource Due lent, with the check's outcome: a
+	// good one (OK) goes back among the idle, a bad one leaves the books
+	// (Stats.CheckFailures). Answer.Kept false means the caller closes it.
+	Checked[T comparable] struct {
+		Now   int64
+		Item  T
+		OK    bool
+		Reply chan Answer[T]
+	}
 	// Heat reports how hot the process is, for the ward's shedder.
 	Heat struct {
 		Now   int64
 		Value float64
 	}
+)
+
+// Cause says why a Drop takes a lent resource off the books, so that Stats
+// counts it under the right name.
+type Cause uint8
+
+// The causes.
+const (
+	Broken      Cause = iota // its holder found it broken (Stats.Broken)
+	Unwanted                 // its holder's Reuse said no (Stats.Unreused)
+	CheckFailed              // the pool's check of it failed (Stats.CheckFailures)
 )
 
 // Answer is a pool's reply.
@@ -108,6 +179,7 @@ type Answer[T comparable] struct {
 	Item    T             // for Ready
 	After   time.Duration // for Later
 	Kept    bool          // for Give and Made
+	Check   bool          // for Ready: the resource sat for CheckIdle or longer; check it before use
 	Why     policy.Reason // for Shed and Later (and ErrHeld): which part said no
 	Err     error         // ErrStopped, ErrClosed, ErrNotLent, ErrCancelled, ErrTooManyWaiting, ErrHeld, ErrDuplicate
 }
@@ -240,6 +312,24 @@ func (m *Close) Refuse() { m.Reply <- Stats{} }
 
 // Refuse answers a Drained that reached a stopped actor.
 func (m *Drained) Refuse() { m.Reply <- Stats{} }
+
+// Refuse answers a SetLimits that reached a stopped actor.
+func (m *SetLimits) Refuse() { replyErr(m.Reply, ErrStopped) }
+
+// Refuse answers a Reset that reached a stopped actor.
+func (m *Reset) Refuse() { replyErr(m.Reply, ErrStopped) }
+
+// Refuse answers a Fill that reached a stopped actor.
+func (m *Fill[T]) Refuse() { m.Reply <- Answer[T]{Verdict: policy.Shed, Err: ErrStopped} }
+
+// Refuse answers a Filled that reached a stopped actor.
+func (m *Filled[T]) Refuse() { m.Reply <- Answer[T]{Err: ErrStopped} }
+
+// Refuse answers a Due that reached a stopped actor.
+func (m *Due[T]) Refuse() { m.Reply <- nil }
+
+// Refuse answers a Checked that reached a stopped actor.
+func (m *Checked[T]) Refuse() { m.Reply <- Answer[T]{Err: ErrStopped} }
 
 // Refuse answers an Inspect that reached a stopped actor.
 func (m *Inspect) Refuse() { m.Reply <- Stats{} }

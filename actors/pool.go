@@ -25,6 +25,22 @@ type PoolConfig struct {
 	// Retired, if not nil, is signalled (without blocking) whenever the pool
 	// has retired resources waiting to be collected with Collect.
 	Retired chan<- struct{}
+	// Check says the owner checks resources before lending them: a Take's
+	// Answer.Check is set for a resource that went unused and unchecked
+	// for CheckIdle or longer (0: every one).
+	Check     bool
+	CheckIdle time.Duration
+	// KeepAlive, if above zero, lends the owner every idle resource that
+	// went unused and unchecked that long, every KeepAlive, to be checked
+	// and handed back with Checked; Checks is signalled (without
+	// blocking) when there are some to collect with Due. The timer starts
+	// with the first Tick the owner sends.
+	KeepAlive time.Duration
+	Checks    chan<- struct{}
+	// Fills, if not nil, is signalled (without blocking) whenever fewer
+	// than Limits.MinIdle are idle and no background make is under way:
+	// the owner then asks Fill until it is told Wait, Later or Shed.
+	Fills chan<- struct{}
 	// Leftovers, if not nil, must be a chan []T with room for one: when the
 	// actor stops, whatever it still holds idle or retired and uncollected
 	// goes there, once, so that an actor stopped before a Close could
@@ -60,12 +76,22 @@ func SpawnPool[T comparable](e *engine.Engine, name string, cfg PoolConfig, shut
 // books is everything a pool actor knows. It outlives any one actor
 // instance.
 type books[T comparable] struct {
-	pool      *policy.Pool[T]
-	engine    *engine.Engine
-	self      *engine.Ref
-	max       int
-	retired   chan<- struct{}
-	leftovers chan []T // what stop hands over, if the owner asked
+	pool    *policy.Pool[T]
+	engine  *engine.Engine
+	self    *engine.Ref
+	max     int
+	retired chan<- struct{}
+	fills   chan<- struct{}
+	filling int // background makes under way, after a Fill's Make
+	minIdle int // Limits.MinIdle as the pool reads it: 0 keeps topUp off the hot path
+
+	check     bool          // Answer.Check is wanted
+	checkIdle time.Duration // for Answer.Check
+	keepAlive time.Duration
+	nextCheck int64           // when the keep-alive next looks for the idle due a check
+	due       []T             // lent for a keep-alive check, not yet collected
+	checks    chan<- struct{} // signalled when due has some
+	leftovers chan []T        // what stop hands over, if the owner asked
 	rng       *rand.Rand
 
 	q queue[*Take[T]] // parked Takes, in one line
@@ -85,7 +111,8 @@ type books[T comparable] struct {
 }
 
 func newBooks[T comparable](e *engine.Engine, cfg PoolConfig) *books[T] {
-	b := &books[T]{engine: e, max: cfg.MaxWaiting, retired: cfg.Retired}
+	b := &books[T]{engine: e, max: cfg.MaxWaiting, retired: cfg.Retired, fills: cfg.Fills,
+		check: cfg.Check, checkIdle: cfg.CheckIdle, keepAlive: cfg.KeepAlive, checks: cfg.Checks}
 	b.leftovers, _ = cfg.Leftovers.(chan []T)
 	b.q.init()
 	b.q.newLine(-1)
@@ -97,6 +124,7 @@ func newBooks[T comparable](e *engine.Engine, cfg PoolConfig) *books[T] {
 	ward := cfg.Ward
 	ward.Draw = b.rng.Float64
 	b.pool = policy.NewPool[T](cfg.Limits, ward)
+	b.minIdle = b.pool.Limits().MinIdle
 	_, timed := policy.Stamps(cfg.Limits, policy.Ward{})
 	b.ageless = !timed
 	return b
@@ -143,6 +171,23 @@ func (a *poolActor[T]) Handle(msg any) {
 		b.tick(m.Now)
 	case *Heat:
 		b.pool.Heat(m.Value, m.Now)
+	case *SetLimits:
+		b.setLimits(m)
+	case *Fill[T]:
+		b.fill(m)
+	case *Filled[T]:
+		b.filled(m)
+	case *Unfilled:
+		b.unfilled(m)
+	case *Due[T]:
+		out := b.due
+		b.due = nil
+		m.Reply <- out
+		b.answered()
+	case *Checked[T]:
+		b.checked(m)
+	case *Reset:
+		b.reset(m)
 	case *Close:
 		b.close(m.Now)
 		m.Reply <- b.snapshot()
@@ -175,10 +220,17 @@ type inspect[T comparable] struct{ fn func(*books[T]) }
 
 func (b *books[T]) take(m *Take[T]) {
 	now := m.Now // m is the caller's again once answered
-	if m.Wait && b.q.parked > 0 {
+	b.stats.Gets++
+	if b.q.parked > 0 {
+		// Parked callers are ahead: no overtaking, by a Take that waits or
+		// by one that does not.
+		if !m.Wait {
+			b.answer(m, policy.Taken[T]{Verdict: policy.Wait})
+			return
+		}
 		now = b.stamped(now)
 		m.Now = now
-		// Parked callers are ahead: no overtaking.
+		b.stats.EmptyGets++
 		b.park(m)
 		b.serve(now)
 		return
@@ -192,10 +244,17 @@ func (b *books[T]) take(m *Take[T]) {
 		if t.Verdict == policy.Later && t.Why != policy.ReasonProbe { // a probe's outcome re-serves the line itself
 			b.wakeAt(now, t.After)
 		}
+		b.stats.EmptyGets++
 		b.park(m)
 		return
 	}
+	if t.Verdict == policy.Make {
+		b.stats.EmptyGets++
+	}
 	b.answer(m, t)
+	if b.minIdle > 0 && t.Verdict == policy.Ready {
+		b.topUp() // one fewer idle
+	}
 }
 
 // decide asks the policy, retiring stale resources on the caller's behalf:
@@ -222,16 +281,8 @@ func (b *books[T]) decide(now int64) policy.Taken[T] {
 // did nothing wrong.
 func (b *books[T]) made(m *Made[T]) {
 	now := m.Now // m is the caller's again once answered
-	var a Answer[T]
-	switch {
-	case b.pool.Holds(m.Item):
-		b.pool.Release()
-		b.stats.Duplicates++
-		a.Err = ErrDuplicate
-	case b.pool.Closed():
-		b.pool.Release()
-		b.stats.Shutdown++
-	default:
+	a, refused := b.unwanted(m.Item)
+	if !refused {
 		b.pool.Made(m.Item, now)
 		a.Kept = b.pool.Lent(m.Item)
 		if a.Kept {
@@ -241,6 +292,23 @@ func (b *books[T]) made(m *Made[T]) {
 	m.Reply <- a
 	b.answered()
 	b.settle(now)
+}
+
+// unwanted refuses a resource made for room the pool reserved, when the
+// pool holds it already or has closed since, freeing the room (see made);
+// refused is false when the pool may take it.
+func (b *books[T]) unwanted(item T) (a Answer[T], refused bool) {
+	switch {
+	case b.pool.Holds(item):
+		b.pool.Release()
+		b.stats.Duplicates++
+		return Answer[T]{Err: ErrDuplicate}, true
+	case b.pool.Closed():
+		b.pool.Release()
+		b.stats.Shutdown++
+		return Answer[T]{}, true
+	}
+	return a, false
 }
 
 // held says whether a waiting Take can only time out: the ward holds makes
@@ -262,6 +330,10 @@ func (b *books[T]) refuseHeld(m *Take[T], t policy.Taken[T]) {
 
 func (b *books[T]) answer(m *Take[T], t policy.Taken[T]) {
 	a := Answer[T]{Verdict: t.Verdict, Item: t.Item, After: t.After, Why: t.Why}
+	if b.check && t.Verdict == policy.Ready {
+		sat, _ := b.pool.Sat(t.Item, 0)
+		a.Check = sat >= b.checkIdle
+	}
 	if t.Verdict == policy.Shed {
 		b.stats.Shed++
 		b.stats.ShedBy[t.Why]++
@@ -340,11 +412,14 @@ func (b *books[T]) cancel(m *Take[T]) {
 
 func (b *books[T]) give(m *Give[T]) {
 	now := m.Now // m is the caller's again once answered
-	if b.q.parked > 0 {
-		now = b.stamped(now) // a parked caller may be served: its wait is timed
+	if b.q.parked > 0 || now == 0 && !b.ageless {
+		// A parked caller may be served: its wait is timed. Or SetLimits
+		// gave Keep or Life to a pool whose client does not stamp a Give.
+		now = b.stamped(now)
 	}
 	item := m.Item
 	closed := b.pool.Closed()
+	outdated := b.pool.Outdated()
 	kept, lent := b.pool.GiveLent(item, now)
 	if !lent && m.Strict {
 		m.answer(Answer[T]{Err: ErrNotLent})
@@ -355,9 +430,12 @@ func (b *books[T]) give(m *Give[T]) {
 		kept = b.pool.Give(item, now) // an unknown one may fill a reserved make
 	}
 	if !kept {
-		if closed {
+		switch {
+		case closed:
 			b.stats.Shutdown++
-		} else {
+		case b.pool.Outdated() < outdated:
+			b.stats.Outdated++
+		default:
 			b.stats.Surplus++
 		}
 	}
@@ -384,7 +462,14 @@ func (b *books[T]) drop(m *Drop[T]) {
 		return
 	}
 	if lent {
-		b.stats.Broken++
+		switch m.Cause {
+		case Unwanted:
+			b.stats.Unreused++
+		case CheckFailed:
+			b.stats.CheckFailures++
+		default:
+			b.stats.Broken++
+		}
 	}
 	b.pool.Drop(m.Item)
 	m.answer(Answer[T]{})
@@ -399,6 +484,9 @@ func (b *books[T]) drop(m *Drop[T]) {
 // Tick that finds nothing due puts right.
 func (b *books[T]) settle(now int64) {
 	b.serve(now)
+	if b.minIdle > 0 {
+		b.topUp()
+	}
 	if len(b.drained) > 0 && b.pool.Busy() == 0 {
 		s := b.snapshot()
 		for _, r := range b.drained {
@@ -429,6 +517,54 @@ func (b *books[T]) tick(now int64) {
 	}
 	if b.later != 0 {
 		b.arm(now, b.later)
+	}
+	if b.keepAlive > 0 {
+		b.keepAliveAt(now)
+	}
+}
+
+// keepAliveAt lends the owner the idle due a check, when the keep-alive's
+// time has come, and keeps the timer on for the next.
+func (b *books[T]) keepAliveAt(now int64) {
+	if now >= b.nextCheck && !b.pool.Closed() {
+		n := len(b.due)
+		if b.due = b.pool.Due(now, b.keepAlive, b.due); len(b.due) > n && b.checks != nil {
+			select {
+			case b.checks <- struct{}{}:
+			default:
+			}
+		}
+		b.nextCheck = now + int64(b.keepAlive)
+	}
+	if !b.pool.Closed() {
+		b.arm(now, b.nextCheck)
+	}
+}
+
+// checked takes back what a keep-alive check had.
+func (b *books[T]) checked(m *Checked[T]) {
+	now := b.stamped(m.Now)
+	closed, outdated := b.pool.Closed(), b.pool.Outdated()
+	kept := b.pool.Checked(m.Item, m.OK, now)
+	if !kept {
+		switch {
+		case !m.OK:
+			b.stats.CheckFailures++
+		case closed:
+			b.stats.Shutdown++
+		case b.pool.Outdated() < outdated:
+			b.stats.Outdated++
+		default:
+			b.stats.Surplus++ // or stale: past Keep or Life while checked
+		}
+	}
+	m.Reply <- Answer[T]{Kept: kept}
+	b.answered()
+	b.settle(now)
+	if kept && !b.ageless {
+		if at, ok := b.pool.DeadlineOf(m.Item); ok {
+			b.arm(now, at)
+		}
 	}
 }
 
@@ -506,6 +642,8 @@ func (b *books[T]) stop() {
 		b.stats.Shutdown += int64(len(idle))
 		b.retire = append(b.retire, idle...)
 	}
+	b.retire = append(b.retire, b.due...) // lent for a check no one collected
+	b.due = nil
 	if len(b.retire) > 0 && b.leftovers != nil {
 		select {
 		case b.leftovers <- b.retire:
@@ -518,6 +656,126 @@ func (b *books[T]) stop() {
 		r <- b.snapshot()
 	}
 	b.drained = nil
+}
+
+// setLimits applies new limits: the surplus idle go now, the parked are
+// served from any new room, and the eviction timer follows the new Keep
+// and Life.
+func (b *books[T]) setLimits(m *SetLimits) {
+	if b.pool.Closed() {
+		replyErr(m.Reply, ErrClosed)
+		b.answered()
+		return
+	}
+	now := b.stamped(m.Now)
+	n := len(b.retire)
+	b.retire = b.pool.SetLimits(m.Limits, b.retire)
+	if surplus := len(b.retire) - n; surplus > 0 {
+		b.stats.Surplus += int64(surplus)
+		b.signal()
+	}
+	_, timed := policy.Stamps(m.Limits, policy.Ward{})
+	b.ageless = !timed
+	b.minIdle = b.pool.Limits().MinIdle
+	b.settle(now)
+	if at, ok := b.pool.Deadline(); ok {
+		b.arm(now, at)
+	}
+	replyErr(m.Reply, nil)
+	b.answered()
+}
+
+// topUp signals the owner to Fill when fewer than MinIdle are idle, no
+// background make is under way (they go one at a time, which is gentle on a
+// backend and enough to keep up) and no caller is parked.
+func (b *books[T]) topUp() {
+	if b.fills != nil && b.filling == 0 && b.q.parked == 0 && b.pool.Idle() < b.minIdle && !b.pool.Closed() {
+		select {
+		case b.fills <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// fillRetry is when a background make the breaker refused is asked for
+// again: the breaker gives no hint, and asking at every event would feed
+// its count of requests.
+const fillRetry = time.Second
+
+// fill answers whether to make one in the background.
+func (b *books[T]) fill(m *Fill[T]) {
+	now := b.stamped(m.Now)
+	t := policy.Taken[T]{Verdict: policy.Wait}
+	if b.q.parked == 0 {
+		t = b.pool.Fill(now, b.filling)
+	}
+	switch {
+	case t.Verdict == policy.Make:
+		b.filling++
+	case t.Verdict == policy.Later:
+		b.stats.HeldBy[t.Why]++
+		if t.Why != policy.ReasonProbe { // a probe's outcome settles, and tops up, itself
+			b.wakeAt(now, t.After)
+		}
+	case t.Verdict == policy.Shed:
+		b.wakeAt(now, fillRetry)
+	}
+	m.Reply <- Answer[T]{Verdict: t.Verdict, After: t.After, Why: t.Why}
+	b.answered()
+}
+
+// filled registers what a background make opened, idle.
+func (b *books[T]) filled(m *Filled[T]) {
+	now := b.stamped(m.Now)
+	b.filling = max(b.filling-1, 0)
+	a, refused := b.unwanted(m.Item)
+	if !refused {
+		b.stats.Made++
+		if a.Kept = b.pool.Give(m.Item, now); !a.Kept {
+			b.stats.Surplus++
+		}
+	}
+	m.Reply <- a
+	b.answered()
+	b.settle(now)
+	if !b.ageless {
+		if at, ok := b.pool.DeadlineOf(m.Item); ok {
+			b.arm(now, at)
+		}
+	}
+}
+
+// unfilled frees the room of a background make that made nothing.
+func (b *books[T]) unfilled(m *Unfilled) {
+	now := b.stamped(m.Now)
+	b.filling = max(b.filling-1, 0)
+	if m.Failed && b.pool.Reserved() > 0 {
+		b.stats.MakeFailures++
+		b.pool.Unmade(now)
+	} else {
+		b.pool.Release()
+	}
+	b.settle(now)
+}
+
+// reset starts a new generation: the idle go now, the lent as they come
+// home (see give).
+func (b *books[T]) reset(m *Reset) {
+	if b.pool.Closed() {
+		replyErr(m.Reply, ErrClosed)
+		b.answered()
+		return
+	}
+	n := len(b.retire)
+	b.retire = b.pool.Reset(b.retire)
+	b.stats.Resets++
+	if idle := len(b.retire) - n; idle > 0 {
+		b.stats.Outdated += int64(idle)
+		b.signal()
+	}
+	replyErr(m.Reply, nil)
+	b.answered()
+	b.settle(b.stamped(m.Now))
 }
 
 // inspect is snapshot with the ward's state at now.
@@ -539,6 +797,16 @@ func (b *books[T]) snapshot() Stats {
 	s.Live, s.Idle, s.Busy = b.pool.Live(), b.pool.Idle(), b.pool.Busy()
 	s.Opening = b.pool.Reserved()
 	s.Waiting = b.q.parked
+	s.Max = b.pool.Limits().Size
 	s.Closed = b.pool.Closed()
 	return s
+}
+
+// replyErr sends err to ch, if there is a ch, without blocking: a caller
+// gives a channel with room for one.
+func replyErr(ch chan error, err error) {
+	select {
+	case ch <- err:
+	default:
+	}
 }

@@ -90,8 +90,14 @@ func (m *actorModel) decide(now int64) policy.Taken[int64] {
 	}
 }
 
-// take is a Take without Wait: always answered at once.
-func (m *actorModel) take(now int64) Answer[int64] { return m.answerOf(m.decide(now)) }
+// take is a Take without Wait: always answered at once, Wait while others
+// are parked (it does not overtake them).
+func (m *actorModel) take(now int64) Answer[int64] {
+	if len(m.fifo) > 0 {
+		return Answer[int64]{Verdict: policy.Wait}
+	}
+	return m.answerOf(m.decide(now))
+}
 
 // wait is a Take with Wait: answered at once, or parked behind those already
 // parked (nobody overtakes them), or parked because it must wait.

@@ -16,6 +16,10 @@ type Stats struct {
 	Live, Idle, Busy int // as policy.Pool counts them: Busy is lent plus being made
 	Opening          int // of Busy, room reserved for makes under way
 	Waiting          int // callers parked in the FIFO
+	Max              int // the Size limit now; 0 is none
+
+	Gets      int64 // Takes
+	EmptyGets int64 // of Gets, those parked or answered Make: nothing idle for them
 
 	Made         int64 // resources registered after a Make
 	MakeFailures int64 // Unmade: makes that failed
@@ -23,9 +27,15 @@ type Stats struct {
 
 	Stale    int64 // retired by Take: idle past Keep or Life
 	Evicted  int64 // retired by the eviction timer
-	Surplus  int64 // given back when the idle limit was full
+	Surplus  int64 // given back when the idle limit was full or past Life, or over a Size SetLimits shrank
 	Broken   int64 // dropped by their holder
-	Shutdown int64 // retired by Close, idle or coming home after it
+	Unreused int64 // dropped on their way back: the holder's Reuse said no
+	// CheckFailures are dropped because a check failed, before a loan or
+	// in the background.
+	CheckFailures int64
+	Shutdown      int64 // retired by Close, idle or coming home after it
+	Outdated      int64 // retired by Reset, idle at the call or coming home after it
+	Resets        int64 // Reset calls on an open pool
 
 	Shed        int64          // Takes answered Shed, for any reason: the sum of ShedBy and ShedWaiting
 	ShedBy      [reasons]int64 // of Shed, by the policy's reason: ReasonClosed, ReasonShedder, ReasonBreaker

@@ -45,6 +45,10 @@ var (
 	// which is closed once, when it leaves them. An Open that hands out a
 	// shared or cached value has a bug.
 	ErrDuplicate = actors.ErrDuplicate
+	// ErrNoneIdle says TryGet found no idle resource and no room to open
+	// one now: every resource is lent, the ward holds opens back, or
+	// callers of Get are in line ahead.
+	ErrNoneIdle = errors.New("moonpool: no idle resource")
 )
 
 // shedError is the client's error for a Shed the policy gave for why.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/moontest"
 	"github.com/moonpool-go/moonpool/policy"
 )
 
@@ -136,4 +138,148 @@ func ExamplePool_Close() {
 	// Output:
 	// closed conn-1
 	// moonpool: closed true
+}
+
+// TryGet takes what the pool can give now and never waits in line: a
+// handler that would rather shed work than queue it answers at once.
+func ExamplePool_TryGet() {
+	eng := engine.New()
+	defer eng.Shutdown(context.Background())
+	cfg := conns()
+	cfg.Limits = policy.Limits{Size: 1}
+	pool, _ := client.NewPool(eng, cfg)
+	ctx := context.Background()
+
+	c, err := pool.TryGet(ctx) // room for one: opened
+	fmt.Println(c, err)
+	_, err = pool.TryGet(ctx) // the one is lent
+	fmt.Println(err, errors.Is(err, client.ErrNoneIdle))
+	pool.Put(c)
+	pool.Close(ctx)
+	// Output:
+	// conn-1 <nil>
+	// moonpool: no idle resource true
+	// closed conn-1
+}
+
+// Reuse is asked on every Put: a connection left in a state the next caller
+// must not inherit is closed rather than kept.
+func ExamplePoolConfig_reuse() {
+	eng := engine.New()
+	defer eng.Shutdown(context.Background())
+	inTx := map[string]bool{}
+	cfg := conns()
+	cfg.Reuse = func(c string) bool { return !inTx[c] }
+	pool, _ := client.NewPool(eng, cfg)
+	ctx := context.Background()
+
+	c, _ := pool.Get(ctx)
+	inTx[c] = true // the caller returned early, mid-transaction
+	pool.Put(c)
+	c, _ = pool.Get(ctx)
+	fmt.Println("using", c)
+	pool.Put(c)
+	fmt.Println("unreused", pool.Stats().Unreused())
+	pool.Close(ctx)
+	// Output:
+	// closed conn-1
+	// using conn-2
+	// unreused 1
+	// closed conn-2
+}
+
+// After a failover, Reset closes what the pool holds: the idle now, the
+// lent as they come home; the next Get opens a fresh connection.
+func ExamplePool_Reset() {
+	eng := engine.New()
+	defer eng.Shutdown(context.Background())
+	pool, _ := client.NewPool(eng, conns())
+	ctx := context.Background()
+
+	c, _ := pool.Get(ctx)
+	pool.Reset() // c is lent: it is closed when it comes home
+	pool.Put(c)
+	c, _ = pool.Get(ctx)
+	fmt.Println("using", c)
+	pool.Put(c)
+	fmt.Println("outdated", pool.Stats().Outdated())
+	pool.Close(ctx)
+	// Output:
+	// closed conn-1
+	// using conn-2
+	// outdated 1
+	// closed conn-2
+}
+
+// Check pings a connection that sat idle before Get lends it; a dead one is
+// closed and the next one taken, and the caller sees no error.
+func ExamplePoolConfig_check() {
+	eng := engine.New()
+	defer eng.Shutdown(context.Background())
+	cfg := conns()
+	cfg.Check = func(ctx context.Context, c string) error {
+		if c == "conn-1" {
+			return errors.New("connection reset by peer") // the server dropped it
+		}
+		return nil
+	}
+	cfg.CheckIdle = 0 // check every one Get takes from the idle
+	pool, _ := client.NewPool(eng, cfg)
+	ctx := context.Background()
+
+	c, _ := pool.Get(ctx) // opened: fresh ones are not checked
+	pool.Put(c)
+	c, err := pool.Get(ctx) // conn-1 fails its check: closed, and conn-2 opened
+	fmt.Println("using", c, err)
+	pool.Put(c)
+	fmt.Println("check failures", pool.Stats().CheckFailures())
+	pool.Close(ctx)
+	// Output:
+	// closed conn-1
+	// using conn-2 <nil>
+	// check failures 1
+	// closed conn-2
+}
+
+// SetLimits resizes a running pool: the surplus idle are closed at once.
+func ExamplePool_SetLimits() {
+	eng := engine.New()
+	defer eng.Shutdown(context.Background())
+	pool, _ := client.NewPool(eng, conns())
+	ctx := context.Background()
+
+	a, _ := pool.Get(ctx)
+	b, _ := pool.Get(ctx)
+	pool.Put(a)
+	pool.Put(b)
+	pool.SetLimits(client.Limits{Size: 1, Idle: 1}) // conn-1, idle longest, goes (closed in the background)
+	pool.Close(ctx)
+	s := pool.Stats()
+	fmt.Println("max", s.Max(), "surplus", s.Surplus())
+	// Output:
+	// closed conn-1
+	// closed conn-2
+	// max 1 surplus 1
+}
+
+// LeakAfter reports a connection a caller forgot to put back, once, with
+// the stack of its Get, through the engine's logger (engine.WithLogger);
+// here the engine's clock is a test's, moved by hand.
+func ExamplePoolConfig_leakAfter() {
+	clock := moontest.NewClock(nil)
+	eng := client.NewEngine(client.WithClock(clock))
+	defer eng.Shutdown(context.Background())
+	cfg := conns()
+	cfg.LeakAfter = time.Minute
+	pool, _ := client.NewPool(eng, cfg)
+	ctx := context.Background()
+
+	c, _ := pool.Get(ctx) // and forgotten
+	clock.Advance(time.Hour)
+	fmt.Println("leaked", pool.Stats().Leaked())
+	pool.Put(c)
+	pool.Close(ctx)
+	// Output:
+	// leaked 1
+	// closed conn-1
 }

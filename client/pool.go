@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,7 +41,11 @@ type PoolConfig[T comparable] struct {
 	// wrapping a *PanicError. nil means the resources need no closing.
 	Close func(T) error
 	// Limits bound the pool. The zero Limits bounds nothing; most servers
-	// want policy.DefaultLimits, ten as HikariCP has it.
+	// want policy.DefaultLimits, ten as HikariCP has it. With MinIdle the
+	// pool opens resources in the background, one at a time, from the start
+	// and whenever fewer are idle: through the Ward, so a warm-up during an
+	// outage is spaced and held back as callers' opens are, and never while
+	// callers wait in line, whose own opens come first.
 	Limits policy.Limits
 	// Ward stands between the pool and its backend: breaker, bucket, backoff
 	// and shedder, each optional and each configured by value, so one Ward
@@ -52,10 +58,48 @@ type PoolConfig[T comparable] struct {
 	// MaxWaiting caps the callers waiting for a resource; past it Get fails
 	// at once with ErrShed rather than queueing. Zero or less is no cap.
 	MaxWaiting int
-	// Seed seeds the backoff's jitter. Zero, the default, draws a random
-	// seed for each pool, so replicas of a service that failed together
-	// spread their retries apart; set one only to make a test reproducible.
+	// Seed seeds the backoff's jitter and the draws of Limits.LifeJitter.
+	// Zero, the default, draws a random seed for each pool, so replicas of
+	// a service that failed together spread their retries apart; set one
+	// only to make a test reproducible.
 	Seed uint64
+	// Check, if not nil, tells whether a resource still works (a ping). A
+	// resource that went unused for CheckIdle or longer is checked before
+	// Get lends it; one that fails is closed (counted in
+	// Stats.CheckFailures) and Get goes on to the next, the caller seeing
+	// no error. It runs on the caller's goroutine, outside the pool, so a
+	// slow check holds up only its own caller; its ctx is the Get's,
+	// ended after CheckTimeout on the engine's clock. An error because the
+	// Get's own ctx ended is not the resource's fault: it goes back to the
+	// pool. A panic is recovered and counts as a failure.
+	Check func(ctx context.Context, item T) error
+	// CheckIdle is how long a resource must have gone unused (and
+	// unchecked) before Get checks it: pgxpool pings one idle over a
+	// second, HikariCP validates one unused for 500 ms. 0 checks every
+	// one. Without Check it does nothing.
+	CheckIdle time.Duration
+	// KeepAlive, if above zero, checks the idle resources in the
+	// background at that period, so one the server dropped is found
+	// before a caller meets it: each idle resource unused and unchecked
+	// for KeepAlive is lent to the check (never to a caller meanwhile),
+	// then kept or closed. A check does not count as a use, so Keep still
+	// retires what no caller wants. With MinIdle, what it closes is
+	// replaced. Without Check it does nothing.
+	KeepAlive time.Duration
+	// LeakAfter, if above zero, reports a resource lent for longer than
+	// this, once, as a warning through the engine's logger
+	// (engine.WithLogger), with the stack of the Get that took it, and
+	// counts it in Stats.Leaked: a caller that forgot its Put. The stack
+	// is captured only when LeakAfter is set, so 0, the default, costs
+	// nothing. Time is the engine's clock.
+	LeakAfter time.Duration
+	// Reuse, if not nil, is asked on each Put whether the resource may be
+	// lent again; false closes it instead, as Discard does, and counts it in
+	// Stats.Unreused (a connection left mid-transaction, say). It runs on
+	// the caller's goroutine, outside the pool, and must not block; a panic
+	// in it is recovered and read as false. nil keeps every resource Put
+	// hands back, as before.
+	Reuse func(T) bool
 	// Name is the pool's name on the engine; "" picks a fresh one. Names
 	// beginning with engine.ReservedPrefix ("$") are the engine's own and
 	// are refused.
@@ -65,8 +109,10 @@ type PoolConfig[T comparable] struct {
 // Pool lends resources made by PoolConfig.Open (connections, usually) to
 // callers that hand them back, and keeps them within PoolConfig.Limits.
 //
-// Get blocks until a resource is there or ctx is done; Put hands one back,
-// Discard says it broke, and Close shuts the pool. The books live in a pool
+// Get blocks until a resource is there or ctx is done, and TryGet takes
+// only what is there now; Put hands one back, Discard says it broke, and
+// Close shuts the pool. SetLimits resizes it and Reset starts it afresh
+// while it runs. The books live in a pool
 // actor on the engine; a Pool is the blocking face of it, and does the
 // opening, closing and sleeping the actor never does. A Pool is safe for
 // concurrent use. Build one with NewPool; the zero Pool is not usable.
@@ -75,6 +121,8 @@ type Pool[T comparable] struct {
 	ref   *engine.Ref
 	open  func(context.Context) (T, error)
 	close func(T) error
+	reuse func(T) bool
+	check func(context.Context, T) error
 
 	// tickets holds request structs with their answer slot, so a Get and a
 	// Put allocate nothing in the steady state. A ticket goes back only once
@@ -101,6 +149,9 @@ type Pool[T comparable] struct {
 	opens  atomic.Int64
 	opened chan struct{}
 
+	checks    chan struct{} // the actor signals idle resources due a keep-alive check
+	fills     chan struct{} // the actor signals that MinIdle wants a background open
+	filled    chan struct{} // closed when the filler goroutine has returned
 	retired   chan struct{} // the actor signals retired resources to collect
 	leftovers chan []T      // what the actor held when it stopped, if it stopped before Close collected
 	quit      chan struct{} // stops the closer goroutine
@@ -113,6 +164,20 @@ type Pool[T comparable] struct {
 
 	closeFailures atomic.Int64
 	panics        atomic.Int64
+
+	leakAfter time.Duration
+	loansMu   sync.Mutex
+	loans     map[T]*loan // with LeakAfter: each resource lent, with its Get's stack
+	leaked    atomic.Int64
+
+	getTime atomic.Int64 // time Gets spent opening and checking, on the engine's clock
+}
+
+// loan is a resource lent while LeakAfter is set: where it was taken, and
+// the timer that reports it if it is not back in time.
+type loan struct {
+	pcs   []uintptr
+	timer engine.Timer
 }
 
 // NewPool starts a pool on eng. It returns an error if eng or cfg.Open is
@@ -130,6 +195,12 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 		eng:       eng,
 		open:      cfg.Open,
 		close:     cfg.Close,
+		reuse:     cfg.Reuse,
+		leakAfter: max(cfg.LeakAfter, 0),
+		check:     cfg.Check,
+		checks:    make(chan struct{}, 1),
+		fills:     make(chan struct{}, 1),
+		filled:    make(chan struct{}),
 		retired:   make(chan struct{}, 1),
 		leftovers: make(chan []T, 1),
 		quit:      make(chan struct{}),
@@ -139,6 +210,13 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 	}
 	p.tickets.New = func() any { return new(ticket[T]) }
 	p.stampTake, p.stampGive = policy.Stamps(cfg.Limits, cfg.Ward)
+	if cfg.Check != nil {
+		p.stampTake = true // how long a resource sat is read from the Take's time
+	}
+	keepAlive := cfg.KeepAlive
+	if cfg.Check == nil {
+		keepAlive = 0
+	}
 	p.kill, p.stop = context.WithCancel(context.Background())
 	ref, err := actors.SpawnPool[T](eng, cfg.Name, actors.PoolConfig{
 		Limits:     cfg.Limits,
@@ -146,6 +224,11 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 		Seed:       cfg.Seed,
 		MaxWaiting: cfg.MaxWaiting,
 		Retired:    p.retired,
+		Check:      cfg.Check != nil,
+		CheckIdle:  cfg.CheckIdle,
+		KeepAlive:  max(keepAlive, 0),
+		Checks:     p.checks,
+		Fills:      p.fills,
 		Leftovers:  p.leftovers,
 	}, p.shutdown)
 	if err != nil {
@@ -159,8 +242,139 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 		})
 	}
 	go p.closer()
+	go p.background()
+	if keepAlive > 0 {
+		ref.Send(&actors.Tick{Now: eng.Now()}) // starts the keep-alive's timer
+	}
+	if cfg.Limits.MinIdle > 0 {
+		select {
+		case p.fills <- struct{}{}: // warm up from the start
+		default:
+		}
+	}
 	close(p.ready)
 	return p, nil
+}
+
+// background opens resources while the pool's actor says MinIdle wants
+// them, and checks the idle ones a keep-alive hands it. One per pool; it
+// ends when the pool closes, handing back any resource it was checking.
+func (p *Pool[T]) background() {
+	defer close(p.filled)
+	for {
+		select {
+		case <-p.fills:
+			p.fill()
+		case <-p.checks:
+			p.keepAlive()
+		case <-p.kill.Done():
+			p.keepAlive() // hands back, unchecked, what was lent to be checked
+			return
+		}
+	}
+}
+
+// keepAlive checks the resources the actor lent for it and hands each back
+// with the outcome; once the pool is closing, unchecked.
+func (p *Pool[T]) keepAlive() {
+	m := &actors.Due[T]{Reply: make(chan []T, 1)}
+	p.ref.Send(m)
+	for _, item := range <-m.Reply {
+		ok := p.kill.Err() != nil || p.vet(p.kill, item) == nil ||
+			p.kill.Err() != nil // a check cut short by Close says nothing of the resource
+		c := &actors.Checked[T]{Now: p.eng.Now(), Item: item, OK: ok, Reply: make(chan actors.Answer[T], 1)}
+		p.ref.Send(c)
+		if a := <-c.Reply; !a.Kept {
+			_ = p.closeItem(item)
+		}
+	}
+}
+
+// timed adds the time since start to Stats.GetTime.
+func (p *Pool[T]) timed(start int64) {
+	p.getTime.Add(max(p.eng.Now()-start, 0))
+}
+
+// CheckTimeout is how long PoolConfig.Check may take, on the engine's
+// clock, before its ctx ends and the resource counts as failed: HikariCP's
+// validationTimeout default.
+const CheckTimeout = 5 * time.Second
+
+// errCheckTimeout is the cause of a check's ctx ended by CheckTimeout.
+var errCheckTimeout = errors.New("moonpool: check timed out")
+
+// vet runs PoolConfig.Check on item within CheckTimeout, turning a panic
+// into an error.
+func (p *Pool[T]) vet(ctx context.Context, item T) (err error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	t := p.eng.Clock().AfterFunc(CheckTimeout, func() { cancel(errCheckTimeout) })
+	defer func() {
+		t.Stop()
+		cancel(nil)
+		if v := recover(); v != nil {
+			p.panics.Add(1)
+			err = newPanicError(v)
+		}
+	}()
+	return p.check(ctx, item)
+}
+
+// checkOut vets an idle resource Get was lent before handing it over; one
+// that fails is closed and the Get goes on to the next, each failure taking
+// one resource off the books, so the tries end.
+func (p *Pool[T]) checkOut(ctx context.Context, item T, wait bool) (T, error) {
+	start := p.eng.Now()
+	err := p.vet(ctx, item)
+	p.timed(start)
+	if err == nil {
+		return p.watched(item, nil)
+	}
+	var zero T
+	if ctx.Err() != nil { // the caller gave up, not the resource
+		_ = p.give(item)
+		return zero, ctxError(ctx, "get")
+	}
+	_ = p.discard(item, actors.CheckFailed)
+	return p.get(ctx, wait)
+}
+
+// fill opens one resource after another, for as long as the actor answers
+// Fill with Make: through the ward, so a warm-up during an outage is
+// spaced and held back as callers' opens are. The actor signals again when
+// it is worth asking after a Later or Shed.
+func (p *Pool[T]) fill() {
+	for p.kill.Err() == nil {
+		m := &actors.Fill[T]{Now: p.eng.Now(), Reply: make(chan actors.Answer[T], 1)}
+		p.ref.Send(m)
+		if a := <-m.Reply; a.Verdict != policy.Make {
+			return
+		}
+		if !p.startOpen() {
+			p.ref.Send(&actors.Unfilled{Now: p.eng.Now()})
+			return
+		}
+		p.fillOne()
+		p.endOpen()
+	}
+}
+
+// fillOne runs Open for the room a Fill reserved and hands the resource to
+// the pool, idle.
+func (p *Pool[T]) fillOne() {
+	item, err := p.safeOpen(p.kill)
+	if err != nil {
+		// A pool closing under the Open is no news about the backend.
+		p.ref.Send(&actors.Unfilled{Now: p.eng.Now(), Failed: p.kill.Err() == nil})
+		return
+	}
+	f := &actors.Filled[T]{Now: p.eng.Now(), Item: item, Reply: make(chan actors.Answer[T], 1)}
+	p.ref.Send(f)
+	switch a := <-f.Reply; {
+	case errors.Is(a.Err, actors.ErrDuplicate):
+		// On the books already: it leaves them once, not here.
+	case a.Err != nil || !a.Kept:
+		_ = p.closeItem(item)
+	}
 }
 
 // Get lends a resource: an idle one if there is one (the most recently
@@ -193,6 +407,92 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 // pool's eviction timer retires idle resources at their deadline, so Keep
 // and Life are exact up to that timer's lateness (see actors.SpawnPool).
 func (p *Pool[T]) Get(ctx context.Context) (T, error) {
+	return p.get(ctx, true)
+}
+
+// TryGet lends a resource if one can be had now: an idle one, or a new one
+// from Open if the limits and the ward allow one at this instant. Otherwise
+// it returns ErrNoneIdle at once: it never waits in line, and it does not
+// overtake callers of Get already waiting. It waits only for the Open it
+// runs, within ctx, as Get does; its other errors are Get's.
+func (p *Pool[T]) TryGet(ctx context.Context) (T, error) {
+	return p.get(ctx, false)
+}
+
+// watched is what a Get returns, its loan watched when LeakAfter is set.
+func (p *Pool[T]) watched(item T, err error) (T, error) {
+	if p.leakAfter > 0 && err == nil {
+		p.watch(item)
+	}
+	return item, err
+}
+
+// watch remembers where item was taken, and reports it if it is not back
+// within LeakAfter.
+func (p *Pool[T]) watch(item T) {
+	l := &loan{pcs: make([]uintptr, 40)}
+	l.pcs = l.pcs[:runtime.Callers(2, l.pcs)] // the pool's own frames are dropped in report
+	l.timer = p.eng.Clock().AfterFunc(p.leakAfter, func() { p.report(item, l) })
+	p.loansMu.Lock()
+	if p.loans == nil {
+		p.loans = make(map[T]*loan)
+	}
+	p.loans[item] = l
+	p.loansMu.Unlock()
+}
+
+// poolFrames begins the name of every method of Pool, as a stack names it.
+const poolFrames = "github.com/moonpool-go/moonpool/client.(*Pool["
+
+// forgetLoan forgets item's loan: it is on its way back.
+func (p *Pool[T]) forgetLoan(item T) {
+	p.loansMu.Lock()
+	l := p.loans[item]
+	delete(p.loans, item)
+	p.loansMu.Unlock()
+	if l != nil {
+		l.timer.Stop()
+	}
+}
+
+// report logs a loan that outlived LeakAfter, once.
+func (p *Pool[T]) report(item T, l *loan) {
+	p.loansMu.Lock()
+	still := p.loans[item] == l
+	p.loansMu.Unlock()
+	if !still {
+		return // back already, or lent again since: another loan
+	}
+	p.leaked.Add(1)
+	var b strings.Builder
+	frames := runtime.CallersFrames(l.pcs)
+	ours := true // the Pool's own frames come first: Get, and what it called
+	for {
+		f, more := frames.Next()
+		if ours = ours && strings.HasPrefix(f.Function, poolFrames); !ours {
+			fmt.Fprintf(&b, "%s\n\t%s:%d\n", f.Function, f.File, f.Line)
+		}
+		if !more {
+			break
+		}
+	}
+	p.eng.Logger().Warn("moonpool: resource lent longer than LeakAfter, not put back",
+		"pool", p.ref.Name(), "after", p.leakAfter, "stack", b.String())
+}
+
+// forgetLoans stops every leak timer: the pool is closed.
+func (p *Pool[T]) forgetLoans() {
+	p.loansMu.Lock()
+	loans := p.loans
+	p.loans = nil
+	p.loansMu.Unlock()
+	for _, l := range loans {
+		l.timer.Stop()
+	}
+}
+
+// get is Get, or with !wait TryGet.
+func (p *Pool[T]) get(ctx context.Context, wait bool) (T, error) {
 	var zero T
 	if ctx == nil {
 		return zero, errNilContext
@@ -205,7 +505,7 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 	}
 	t := p.tickets.Get().(*ticket[T])
 	tk := &t.take
-	tk.Now, tk.Wait, tk.Slot = p.stamp(p.stampTake), true, &t.slot
+	tk.Now, tk.Wait, tk.Slot = p.stamp(p.stampTake), wait, &t.slot
 	tk.Deadline = 0
 	if p.stampTake { // only the ward's holds look at the deadline
 		tk.Deadline = deadlineOf(ctx, tk.Now)
@@ -226,12 +526,19 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 		return zero, &WaitError{Wait: a.After}
 	case a.Err != nil:
 		return zero, refusal(a.Err)
+	case a.Verdict == policy.Ready && a.Check:
+		return p.checkOut(ctx, a.Item, wait)
 	case a.Verdict == policy.Ready:
+		if p.leakAfter > 0 {
+			p.watch(a.Item)
+		}
 		return a.Item, nil
 	case a.Verdict == policy.Make:
-		return p.make(ctx)
+		return p.watched(p.make(ctx))
 	case a.Verdict == policy.Shed:
 		return zero, shedError(a.Why)
+	case !wait: // Wait or Later: nothing to be had now
+		return zero, ErrNoneIdle
 	}
 	// A waiting Take parks on Wait and Later; it is never answered either.
 	return zero, fmt.Errorf("moonpool: get: unexpected answer %v", a.Verdict)
@@ -339,6 +646,7 @@ type made[T comparable] struct {
 // and waits for it, or for ctx.
 func (p *Pool[T]) make(ctx context.Context) (T, error) {
 	var zero T
+	defer p.timed(p.eng.Now())
 	if !p.startOpen() {
 		p.ref.Send(&actors.Release{Now: p.eng.Now()})
 		return zero, ErrClosed
@@ -447,8 +755,9 @@ type openContext struct {
 func (c openContext) Value(key any) any { return c.values.Value(key) }
 
 // Put hands back a resource Get lent. If the pool will not keep it (it is
-// closing, the idle limit is full, or the resource has lived past Life),
-// Put closes it, returning a *CloseError if that Close failed.
+// closing, the idle limit is full, the resource has lived past Life, or
+// PoolConfig.Reuse said no), Put closes it, returning a *CloseError if
+// that Close failed.
 //
 // Put of a resource this pool has not lent — never lent, or already put
 // back — returns ErrNotLent and leaves it alone, before Close as after it.
@@ -463,8 +772,28 @@ func (p *Pool[T]) Put(item T) error {
 	return p.give(item)
 }
 
+// reusable asks PoolConfig.Reuse, reading a panic as no: a resource its
+// own check could not judge is not worth lending again.
+func (p *Pool[T]) reusable(item T) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.panics.Add(1)
+			ok = false
+		}
+	}()
+	return p.reuse(item)
+}
+
+// give hands item back: a Put, or a resource a Get that gave up was
+// granted (never lent, so it has no loan and Reuse says yes to it).
 func (p *Pool[T]) give(item T) error {
-	a := p.ask(item, false)
+	if p.leakAfter > 0 {
+		p.forgetLoan(item)
+	}
+	if p.reuse != nil && !p.reusable(item) {
+		return p.discard(item, actors.Unwanted)
+	}
+	a := p.ask(item, false, 0)
 	switch {
 	case errors.Is(a.Err, actors.ErrNotLent):
 		return ErrNotLent
@@ -483,13 +812,13 @@ type ticket[T comparable] struct {
 	slot engine.Reply[actors.Answer[T]]
 }
 
-// ask sends a strict Give (or, with drop, a strict Drop) of item and waits
-// for its answer.
-func (p *Pool[T]) ask(item T, drop bool) actors.Answer[T] {
+// ask sends a strict Give (or, with drop, a strict Drop for cause) of item
+// and waits for its answer.
+func (p *Pool[T]) ask(item T, drop bool, cause actors.Cause) actors.Answer[T] {
 	var zero T
 	t := p.tickets.Get().(*ticket[T])
 	if drop {
-		t.drop = actors.Drop[T]{Now: p.eng.Now(), Item: item, Strict: true, Slot: &t.slot}
+		t.drop = actors.Drop[T]{Now: p.eng.Now(), Item: item, Strict: true, Cause: cause, Slot: &t.slot}
 		t.slot.Ask(p.ref, &t.drop)
 	} else {
 		t.give = actors.Give[T]{Now: p.stamp(p.stampGive), Item: item, Strict: true, Slot: &t.slot}
@@ -508,7 +837,15 @@ func (p *Pool[T]) ask(item T, drop bool) actors.Answer[T] {
 // resource this pool has not lent returns ErrNotLent and closes nothing;
 // after the pool's actor has stopped the resource is closed unchecked.
 func (p *Pool[T]) Discard(item T) error {
-	if a := p.ask(item, true); errors.Is(a.Err, actors.ErrNotLent) {
+	if p.leakAfter > 0 {
+		p.forgetLoan(item)
+	}
+	return p.discard(item, actors.Broken)
+}
+
+// discard takes a lent resource off the books for cause and closes it.
+func (p *Pool[T]) discard(item T, cause actors.Cause) error {
+	if a := p.ask(item, true, cause); errors.Is(a.Err, actors.ErrNotLent) {
 		return ErrNotLent
 	}
 	return p.closeItem(item)
@@ -609,6 +946,7 @@ func (p *Pool[T]) shutdown(ctx context.Context) error {
 func (p *Pool[T]) drain(ctx context.Context) error {
 	p.closing.Store(true)
 	p.stop() // cancel Opens under way: nothing new is made for a closing pool
+	<-p.filled
 	if p.unwatch != nil {
 		p.unwatch()
 	}
@@ -664,6 +1002,7 @@ func (p *Pool[T]) drain(ctx context.Context) error {
 		s.Live, s.Idle, s.Busy, s.Opening, s.Waiting = 0, 0, 0, 0, 0
 	}
 	p.final.Store(&s)
+	p.forgetLoans()
 	return errors.Join(errs...)
 }
 
@@ -673,12 +1012,60 @@ func (p *Pool[T]) inspect() actors.Stats {
 	return <-m.Reply
 }
 
+// SetLimits holds the pool to limits from now on, as PoolConfig.Limits is
+// read, while it runs. A larger Size serves callers waiting in line at
+// once. A smaller one, or a smaller Idle, closes the surplus idle
+// resources now (the longest idle first, counted as Surplus) and the
+// surplus lent ones as they come home through Put, so none is taken from
+// its holder and none is lent twice. A new Keep or Life applies to the
+// resources already held.
+//
+// It blocks until the pool has applied the limits, which never waits on
+// anything but the pool's actor, and returns ErrClosed once the pool is
+// closing.
+func (p *Pool[T]) SetLimits(limits Limits) error {
+	if p.closing.Load() {
+		return ErrClosed
+	}
+	m := &actors.SetLimits{Now: p.eng.Now(), Limits: limits, Reply: make(chan error, 1)}
+	p.ref.Send(m)
+	if err := <-m.Reply; err != nil {
+		return ErrClosed // closed, or its actor stopped
+	}
+	return nil
+}
+
+// Reset makes the pool start afresh, for a backend whose every connection
+// is suspect (after a failover, or a rotation of credentials): every idle
+// resource is closed now, every lent one is closed when it comes home
+// through Put, and Gets from now on get resources opened after the call.
+// An Open already under way counts as after it. Both kinds of close are
+// counted in Stats.Outdated. The limits, the ward and the callers in line
+// are unchanged: they are served by fresh opens as usual.
+//
+// It blocks until the pool has started the new generation (the idle are
+// closed in the background) and returns ErrClosed once the pool is
+// closing.
+func (p *Pool[T]) Reset() error {
+	if p.closing.Load() {
+		return ErrClosed
+	}
+	m := &actors.Reset{Now: p.eng.Now(), Reply: make(chan error, 1)}
+	p.ref.Send(m)
+	if err := <-m.Reply; err != nil {
+		return ErrClosed // closed, or its actor stopped
+	}
+	return nil
+}
+
 // Stats is a snapshot of a pool: what it holds now and what it has done
 // since it started. Read it through its methods; new ones may be added.
 type Stats struct {
 	s             actors.Stats
 	closeFailures int64
 	panics        int64
+	leaked        int64
+	getTime       time.Duration
 }
 
 // Stats takes a snapshot of the pool. After Close it reports the pool as
@@ -690,11 +1077,33 @@ func (p *Pool[T]) Stats() Stats {
 			s = *f
 		}
 	}
-	return Stats{s: s, closeFailures: p.closeFailures.Load(), panics: p.panics.Load()}
+	return Stats{s: s, closeFailures: p.closeFailures.Load(), panics: p.panics.Load(),
+		leaked: p.leaked.Load(), getTime: time.Duration(p.getTime.Load())}
 }
 
 // Live is how many resources exist: idle, lent, and being opened.
 func (s Stats) Live() int { return s.s.Live }
+
+// Max is the most that may be live at once: Limits.Size as the pool holds
+// it now (after SetLimits), 0 for no limit.
+func (s Stats) Max() int { return s.s.Max }
+
+// Gets is how many times Get and TryGet asked the pool for a resource; a
+// Get that found a resource dead on Check and took the next asked twice.
+func (s Stats) Gets() int64 { return s.s.Gets }
+
+// EmptyGets is how many of Gets found nothing idle and had to wait in line
+// or open a resource.
+func (s Stats) EmptyGets() int64 { return s.s.EmptyGets }
+
+// GetTime is the total time Gets spent waiting in line, opening and
+// checking, on the engine's clock. A Get served from the idle at once adds
+// nothing: it is not timed, which keeps the clock off that path.
+func (s Stats) GetTime() time.Duration { return s.s.WaitTime + s.getTime }
+
+// Leaked is how many resources were reported lent for longer than
+// PoolConfig.LeakAfter.
+func (s Stats) Leaked() int64 { return s.leaked }
 
 // Idle is how many sit in the pool ready to lend.
 func (s Stats) Idle() int { return s.s.Idle }
@@ -719,29 +1128,46 @@ func (s Stats) Stale() int64 { return s.s.Stale }
 // or living past Life.
 func (s Stats) Evicted() int64 { return s.s.Evicted }
 
-// Surplus is how many were closed on Put because the idle limit was full or
-// they had lived past Life.
+// Surplus is how many were closed because the idle limit was full, they
+// had lived past Life, or SetLimits left them over the limits.
 func (s Stats) Surplus() int64 { return s.s.Surplus }
 
 // Broken is how many were discarded by their holders.
 func (s Stats) Broken() int64 { return s.s.Broken }
 
+// Unreused is how many were closed on Put because PoolConfig.Reuse said
+// they may not be lent again.
+func (s Stats) Unreused() int64 { return s.s.Unreused }
+
 // Shutdown is how many were closed because the pool closed: idle at Close,
 // or put back after it.
 func (s Stats) Shutdown() int64 { return s.s.Shutdown }
 
+// Outdated is how many were closed because Reset was called while they
+// were held: idle at the call, or lent and put back after it.
+func (s Stats) Outdated() int64 { return s.s.Outdated }
+
+// Resets is how many times Reset was called on the open pool.
+func (s Stats) Resets() int64 { return s.s.Resets }
+
 // Closes is how many the pool has let go for any reason: the sum of Stale,
-// Evicted, Surplus, Broken and Shutdown.
+// Evicted, Surplus, Broken, Unreused, CheckFailures, Outdated and Shutdown.
 func (s Stats) Closes() int64 {
-	return s.s.Stale + s.s.Evicted + s.s.Surplus + s.s.Broken + s.s.Shutdown
+	return s.s.Stale + s.s.Evicted + s.s.Surplus + s.s.Broken + s.s.Unreused +
+		s.s.CheckFailures + s.s.Outdated + s.s.Shutdown
 }
+
+// CheckFailures is how many were closed because PoolConfig.Check failed on
+// them, before a loan or in the background.
+func (s Stats) CheckFailures() int64 { return s.s.CheckFailures }
 
 // CloseFailures is how many calls of PoolConfig.Close returned an error or
 // panicked.
 func (s Stats) CloseFailures() int64 { return s.closeFailures }
 
-// Panics is how many calls of PoolConfig.Open or PoolConfig.Close
-// panicked; each was recovered and reported as an error.
+// Panics is how many calls of PoolConfig.Open, Close or Reuse panicked;
+// each was recovered and reported as an error (a panic in Reuse as a
+// refusal).
 func (s Stats) Panics() int64 { return s.panics }
 
 // Duplicates is how many resources Open made that the pool already held,

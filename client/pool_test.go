@@ -158,9 +158,15 @@ func (r *rig) waitCloses(n int) []*conn {
 // goroutines with no event to wait on. The safety ctx bounds it.
 func (r *rig) waitFor(what string, ok func() bool) {
 	r.t.Helper()
+	spinUntil(r.t, r.ctx, what, ok)
+}
+
+// spinUntil spins, yielding, until ok says yes, or fails t once ctx ends.
+func spinUntil(t testing.TB, ctx context.Context, what string, ok func() bool) {
+	t.Helper()
 	for !ok() {
-		if r.ctx.Err() != nil {
-			r.t.Fatalf("gave up waiting for %s", what)
+		if ctx.Err() != nil {
+			t.Fatalf("gave up waiting for %s", what)
 		}
 		runtime.Gosched()
 	}

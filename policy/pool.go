@@ -1,21 +1,36 @@
 package policy
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 )
 
-// Limits are the four numbers a pool holds itself to.
+// Limits are the numbers a pool holds itself to.
 //
-// A zero field means no limit, so the zero Limits bounds nothing. A negative
-// field is read as zero, as database/sql reads a maximum of open connections
-// or a lifetime of zero or less: there is no other sensible meaning for it.
+// A zero field means no limit (or, for LifeJitter, none), so the zero Limits
+// bounds nothing. A negative field is read as zero, as database/sql reads a
+// maximum of open connections or a lifetime of zero or less: there is no
+// other sensible meaning for it.
 type Limits struct {
 	Size int           // most live at once: idle, lent and being made; 0 is no limit
 	Idle int           // most sitting idle; 0 is no limit
 	Keep time.Duration // how long an idle one may sit before it is retired; Forever is no limit
 	Life time.Duration // how long one may live at all, however busy; Forever is no limit
+	// LifeJitter shortens each resource's Life by its own share of this
+	// span, drawn once when it is made, so that resources made together
+	// (a pool's first burst, a warm-up) are not retired together and
+	// replaced in one storm. A resource lives between Life-LifeJitter and
+	// Life; a LifeJitter past Life is read as Life. 0 is no jitter. The
+	// draws come from the Ward's Draw (a spread that repeats from pool to
+	// pool without one).
+	LifeJitter time.Duration
+	// MinIdle is how many the pool keeps idle, made in the background
+	// (see Pool.Fill) whenever fewer are idle, within Size and Idle. 0 is
+	// none: the pool makes only for a caller.
+	MinIdle int
 }
 
 // DefaultLimits is the preset: ten live, ten of them allowed to sit idle,
@@ -35,6 +50,11 @@ func (l Limits) clamp() Limits {
 	l.Idle = max(l.Idle, 0)
 	l.Keep = max(l.Keep, Forever)
 	l.Life = max(l.Life, Forever)
+	l.LifeJitter = max(l.LifeJitter, 0)
+	l.MinIdle = max(l.MinIdle, 0)
+	if l.Idle > 0 {
+		l.MinIdle = min(l.MinIdle, l.Idle)
+	}
 	return l
 }
 
@@ -103,6 +123,12 @@ type Pool[T comparable] struct {
 	reserved int // room reserved by Make and not yet filled
 	closed   bool
 
+	gen      uint64 // the generation: Reset starts a new one
+	outdated int    // of lent, how many are of an earlier generation
+	shrunk   bool   // SetLimits left more live than Size allows
+	odd      bool   // closed, shrunk or outdated > 0: Give must look closer
+	births   uint64 // resources registered so far, for the draws without Draw
+
 	now   int64 // the latest time given
 	timed bool  // whether now has been set
 
@@ -118,9 +144,14 @@ type Pool[T comparable] struct {
 // entry is what the pool remembers of a registered resource.
 type entry[T comparable] struct {
 	item  T
-	birth int64 // when it was made
-	at    int64 // when it was last returned (idle) or lent (lent)
+	birth int64         // when it was made
+	at    int64         // when it was last returned (idle) or lent (lent)
+	seen  int64         // when it was last known good: made, returned or checked
+	cut   time.Duration // how much shorter than Life its life is, drawn at birth
+	gen   uint64        // the generation it was made in
 	lent  bool
+	// checking says it is lent to the owner by Due, not to a caller.
+	checking bool
 }
 
 // NewPool returns an empty pool holding itself to limits, with ward in front
@@ -262,6 +293,23 @@ func (p *Pool[T]) Unmade(now int64) {
 	}
 }
 
+// Fill answers whether the owner should make one more resource in the
+// background, to keep MinIdle idle, given filling such makes already in
+// flight: Make with room reserved, to be answered like any Make, the made
+// resource handed in with Give so that it is registered idle; Later or
+// Shed when the ward holds the make back or refuses it, exactly as for a
+// caller, so a warm-up during an outage is spaced and held like callers'
+// makes; and Wait when there is nothing to do: enough idle or being made,
+// no room under Size, no MinIdle, or the pool closed. The shedder is not
+// asked: it weighs callers, and no caller is waiting for this.
+func (p *Pool[T]) Fill(now int64, filling int) Taken[T] {
+	now = p.clock(now)
+	if p.closed || len(p.idle)+max(filling, 0) >= p.limits.MinIdle || p.full() {
+		return Taken[T]{Verdict: Wait}
+	}
+	return p.make(now)
+}
+
 // Release frees the room a Make reserved without anything being tried: the
 // caller that was told Make gave up (its context ended) before opening. The
 // ward hears nothing, because the backend was never asked; Unmade is for a
@@ -302,7 +350,7 @@ func (p *Pool[T]) Give(item T, now int64) bool {
 		}
 		p.reserved--
 		p.worked(now)
-		if p.closed || p.idleFull() {
+		if p.closed || p.idleFull() || p.full() {
 			return false
 		}
 		p.idle = append(p.idle, p.register(item, now))
@@ -322,12 +370,100 @@ func (p *Pool[T]) giveBack(i int, now int64) bool {
 	if s := p.ward.shedder; s != nil {
 		s.Done(now, elapsed(now, e.at))
 	}
-	if p.closed || p.idleFull() || p.tooOld(e, now) {
+	if p.odd && p.refused(e) || p.idleFull() || p.tooOld(e, now) {
 		p.forget(i)
 		return false
 	}
-	e.lent, e.at = false, now
+	e.lent, e.at, e.seen = false, now, now
 	p.idle = append(p.idle, i)
+	return true
+}
+
+// refused says whether a lent resource coming home must leave the books
+// for a reason only Close, Reset or a shrinking SetLimits brings (odd says
+// one may have): the pool is closed, the resource is of an earlier
+// generation, or it is surplus over Size. Keeping these off the common
+// path keeps Give as cheap as it was before they existed.
+func (p *Pool[T]) refused(e *entry[T]) bool {
+	old := e.gen != p.gen
+	if old {
+		p.outdated--
+	}
+	over := p.full()
+	if !over {
+		p.shrunk = false
+	}
+	p.odd = p.closed || p.shrunk || p.outdated > 0
+	return old || p.closed || over
+}
+
+// Sat is how long item, if it is on the books, had gone unused and
+// unchecked when it was last lent or is now idle: from when it was last
+// known good (made, returned or Checked) to now. An owner checks one that
+// sat long before lending it. ok is false for a resource not on the books.
+func (p *Pool[T]) Sat(item T, now int64) (d time.Duration, ok bool) {
+	i, known := p.books[item]
+	if !known {
+		return 0, false
+	}
+	e := &p.recs[i]
+	if e.lent {
+		return elapsed(e.at, e.seen), true // lent at e.at
+	}
+	return elapsed(p.reading(now), e.seen), true
+}
+
+// Due appends to dst every idle resource that has gone unused and
+// unchecked for every or longer, and lends it to the owner to be checked
+// (a keep-alive): until Checked it is off the idle list and counted as
+// lent, so Take cannot lend it meanwhile. It answers dst unchanged when
+// every is 0 or less.
+func (p *Pool[T]) Due(now int64, every time.Duration, dst []T) []T {
+	now = p.clock(now)
+	if every <= 0 {
+		return dst
+	}
+	kept := p.idle[:0]
+	for _, i := range p.idle {
+		if e := &p.recs[i]; elapsed(now, e.seen) >= every && !p.stale(e, now) {
+			e.lent, e.checking = true, true
+			p.lent++
+			dst = append(dst, e.item)
+			continue
+		}
+		kept = append(kept, i)
+	}
+	p.idle = kept
+	return dst
+}
+
+// Checked takes back a resource Due lent, with the check's outcome. A good
+// one goes back among the idle where its idle time puts it (a check is not
+// a use: Keep still retires it, and it is not lent before resources used
+// more recently); it answers true. A bad one leaves the books, as does a
+// good one the pool may not keep now (closed, Reset, over the limits, or
+// stale), and it answers false: the caller closes it. Checked of anything
+// Due did not lend changes nothing and answers false.
+func (p *Pool[T]) Checked(item T, ok bool, now int64) bool {
+	now = p.clock(now)
+	i, known := p.books[item]
+	if !known || !p.recs[i].checking {
+		return false
+	}
+	e := &p.recs[i]
+	p.lent--
+	e.lent, e.checking = false, false
+	if e.gen != p.gen {
+		p.outdated--
+		ok = false
+	}
+	if !ok || p.closed || p.idleFull() || p.full() || p.stale(e, now) {
+		p.forget(i)
+		return false
+	}
+	e.seen = now
+	k, _ := slices.BinarySearchFunc(p.idle, e.at, func(j int, at int64) int { return cmp.Compare(p.recs[j].at, at) })
+	p.idle = slices.Insert(p.idle, k, i)
 	return true
 }
 
@@ -353,6 +489,9 @@ func (p *Pool[T]) Drop(item T) {
 	e := &p.recs[i]
 	if e.lent {
 		p.lent--
+		if e.gen != p.gen {
+			p.outdated--
+		}
 		if s := p.ward.shedder; s != nil {
 			s.Done(p.now, elapsed(p.now, e.at))
 		}
@@ -427,10 +566,63 @@ func (p *Pool[T]) due(e *entry[T]) int64 {
 		at = min(at, after(e.at, p.limits.Keep))
 	}
 	if p.limits.Life != Forever {
-		at = min(at, after(e.birth, p.limits.Life))
+		at = min(at, after(e.birth, p.life(e)))
 	}
 	return at
 }
+
+// SetLimits holds the pool to limits from now on, read as NewPool reads
+// them, and appends to dst the idle resources that are now surplus, oldest
+// first, for the caller to close: those beyond the new Idle, and those
+// beyond the new Size while more are live than it allows. Lent resources
+// beyond Size are not taken back; each is refused by Give as it comes home,
+// so the pool shrinks as fast as its borrowers let it and no resource is
+// lent twice. A larger Size takes effect at once: Take makes again. A
+// changed Keep or Life applies to the resources already held, judged from
+// their own return and birth; the owner asks Deadline again.
+func (p *Pool[T]) SetLimits(limits Limits, dst []T) []T {
+	p.limits = limits.clamp()
+	k := 0 // the longest idle go first: they are the ones Take would lend last
+	for k < len(p.idle) && (p.idleOver(k) || p.limits.Size > 0 && p.Live()-k > p.limits.Size) {
+		i := p.idle[k]
+		dst = append(dst, p.recs[i].item)
+		p.forget(i)
+		k++
+	}
+	p.idle = append(p.idle[:0], p.idle[k:]...)
+	p.shrunk = p.limits.Size > 0 && p.Live() > p.limits.Size
+	p.odd = p.odd || p.shrunk
+	return dst
+}
+
+// Reset starts a new generation, for a backend whose every connection is
+// suspect (a failover, rotated credentials): it appends every idle resource
+// to dst for the caller to close, and from now on Give refuses every
+// resource lent before the call, so each leaves the books as it comes home.
+// Resources registered from now on, by Made or Give, are of the new
+// generation, including those of makes already in flight: a make's
+// outcome is not tied to the Take that reserved its room. Room, lent
+// counts and the ward are unchanged. On a closed pool it changes nothing
+// but the generation.
+func (p *Pool[T]) Reset(dst []T) []T {
+	p.gen++
+	for _, i := range p.idle {
+		dst = append(dst, p.recs[i].item)
+		p.forget(i)
+	}
+	p.idle = p.idle[:0]
+	p.outdated = p.lent
+	p.odd = p.odd || p.outdated > 0
+	return dst
+}
+
+// Outdated is how many lent resources are of a generation before the last
+// Reset: each is refused by Give when it comes home.
+func (p *Pool[T]) Outdated() int { return p.outdated }
+
+// Limits are the limits the pool holds itself to now, with negative fields
+// read as no limit.
+func (p *Pool[T]) Limits() Limits { return p.limits }
 
 // Close shuts the pool: it hands back every idle resource for the caller to
 // close (nil when there is none), and from then on Take answers Shed and
@@ -438,7 +630,7 @@ func (p *Pool[T]) due(e *entry[T]) int64 {
 // comes back through Give or Drop and leaves the books then. Closing twice
 // is harmless.
 func (p *Pool[T]) Close() []T {
-	p.closed = true
+	p.closed, p.odd = true, true
 	var out []T
 	for _, i := range p.idle {
 		out = append(out, p.recs[i].item)
@@ -543,6 +735,12 @@ func (p *Pool[T]) full() bool { return p.limits.Size > 0 && p.Live() >= p.limits
 // idleFull says whether no more may sit idle.
 func (p *Pool[T]) idleFull() bool { return p.limits.Idle > 0 && len(p.idle) >= p.limits.Idle }
 
+// idleOver says whether more sit idle than may, once the first gone have
+// left.
+func (p *Pool[T]) idleOver(gone int) bool {
+	return p.limits.Idle > 0 && len(p.idle)-gone > p.limits.Idle
+}
+
 // stale says whether an idle resource has sat for Keep or lived for Life.
 func (p *Pool[T]) stale(e *entry[T], now int64) bool {
 	return p.limits.Keep != Forever && elapsed(now, e.at) >= p.limits.Keep || p.tooOld(e, now)
@@ -550,7 +748,33 @@ func (p *Pool[T]) stale(e *entry[T], now int64) bool {
 
 // tooOld says whether a resource has lived for Life.
 func (p *Pool[T]) tooOld(e *entry[T], now int64) bool {
-	return p.limits.Life != Forever && elapsed(now, e.birth) >= p.limits.Life
+	return p.limits.Life != Forever && elapsed(now, e.birth) >= p.life(e)
+}
+
+// life is how long a resource may live: Life, less its own cut.
+func (p *Pool[T]) life(e *entry[T]) time.Duration {
+	return p.limits.Life - min(e.cut, p.limits.Life)
+}
+
+// cut draws a new resource's share of LifeJitter. Without a Draw the
+// shares follow the golden ratio's sequence, which covers the span evenly
+// for any number of births: deterministic, still a spread.
+func (p *Pool[T]) cut() time.Duration {
+	span := p.limits.LifeJitter
+	if p.limits.Life != Forever {
+		span = min(span, p.limits.Life)
+	}
+	if span <= 0 {
+		return 0
+	}
+	var u float64
+	if p.ward.draw != nil {
+		u = p.ward.draw()
+	} else {
+		p.births++
+		_, u = math.Modf(float64(p.births) * 0.6180339887498949)
+	}
+	return time.Duration(min(max(u, 0), 1) * float64(span))
 }
 
 // register puts a new resource on the books, idle and born now, reusing a
@@ -567,7 +791,7 @@ func (p *Pool[T]) register(item T, now int64) int {
 		i = len(p.recs)
 		p.recs = append(p.recs, entry[T]{})
 	}
-	p.recs[i] = entry[T]{item: item, birth: now, at: now}
+	p.recs[i] = entry[T]{item: item, birth: now, at: now, seen: now, cut: p.cut(), gen: p.gen}
 	p.books[item] = i
 	return i
 }

@@ -1,0 +1,100 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/moonpool-go/moonpool/policy"
+)
+
+// TestNewRequestsRefusedWhenStopped: every request the pool's newer
+// features send that wants an answer gets one from a stopped actor, so no
+// caller of SetLimits, Reset, a background open or a keep-alive check
+// waits for ever.
+func TestNewRequestsRefusedWhenStopped(t *testing.T) {
+	r := newRig(t, PoolConfig{})
+	if err := r.e.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sl := &SetLimits{Reply: make(chan error, 1)}
+	rs := &Reset{Reply: make(chan error, 1)}
+	fl := &Fill[int64]{Reply: make(chan Answer[int64], 1)}
+	fd := &Filled[int64]{Item: 1, Reply: make(chan Answer[int64], 1)}
+	du := &Due[int64]{Reply: make(chan []int64, 1)}
+	ck := &Checked[int64]{Item: 1, Reply: make(chan Answer[int64], 1)}
+	for _, m := range []any{sl, rs, fl, fd, du, ck} {
+		r.ref.Send(m)
+	}
+	if err := <-sl.Reply; !errors.Is(err, ErrStopped) {
+		t.Errorf("SetLimits: %v", err)
+	}
+	if err := <-rs.Reply; !errors.Is(err, ErrStopped) {
+		t.Errorf("Reset: %v", err)
+	}
+	if a := <-fl.Reply; a.Verdict != policy.Shed || !errors.Is(a.Err, ErrStopped) {
+		t.Errorf("Fill: %+v", a)
+	}
+	if a := <-fd.Reply; a.Kept || !errors.Is(a.Err, ErrStopped) {
+		t.Errorf("Filled: %+v", a)
+	}
+	if got := <-du.Reply; got != nil {
+		t.Errorf("Due: %v", got)
+	}
+	if a := <-ck.Reply; a.Kept || !errors.Is(a.Err, ErrStopped) {
+		t.Errorf("Checked: %+v", a)
+	}
+}
+
+// TestCheckFlag: a Take's answer asks for a check exactly when the
+// resource went unused for CheckIdle or longer, and a keep-alive check
+// brings it up to date.
+func TestCheckFlag(t *testing.T) {
+	r := newRig(t, PoolConfig{Check: true, CheckIdle: time.Second})
+	item, _ := r.get(context.Background())
+	r.give(item)
+	r.clock.Advance(999 * time.Millisecond)
+	if a := r.take(false); a.Item != item || a.Check {
+		t.Fatalf("after 999ms idle: %+v, want %d unchecked", a, item)
+	}
+	r.give(item)
+	r.clock.Advance(time.Second)
+	if a := r.take(false); a.Item != item || !a.Check {
+		t.Fatalf("after 1s idle: %+v, want %d to check", a, item)
+	}
+	r.give(item)
+}
+
+// TestUnfilledRoomGoesToTheLine: the room a background make reserved and
+// gave up goes to the caller parked for it at once, and no background make
+// is granted past Size.
+func TestUnfilledRoomGoesToTheLine(t *testing.T) {
+	r := newRig(t, PoolConfig{Limits: policy.Limits{Size: 2, MinIdle: 1}})
+	fill := func() policy.Verdict {
+		m := &Fill[int64]{Now: r.now(), Reply: make(chan Answer[int64], 1)}
+		r.ref.Send(m)
+		return (<-m.Reply).Verdict
+	}
+	a := r.take(false) // room reserved for a caller's make
+	if a.Verdict != policy.Make {
+		t.Fatalf("first take: %+v", a)
+	}
+	if v := fill(); v != policy.Make {
+		t.Fatalf("fill with room and nothing idle: %v, want Make", v)
+	}
+	parked := &Take[int64]{Now: r.now(), Wait: true, Reply: make(chan Answer[int64], 1)}
+	r.ref.Send(parked) // Size reached: it waits
+	if s := r.stats(); s.Waiting != 1 {
+		t.Fatalf("waiting %d, want 1", s.Waiting)
+	}
+	r.ref.Send(&Unfilled{Now: r.now()}) // the background make gave up: its room...
+	if got := <-parked.Reply; got.Verdict != policy.Make {
+		t.Fatalf("the parked caller got %+v, want the room (Make)", got)
+	}
+	if v := fill(); v != policy.Wait {
+		t.Fatalf("fill with the pool full: %v, want Wait", v)
+	}
+	r.ref.Send(&Release{Now: r.now()})
+	r.ref.Send(&Release{Now: r.now()})
+}
