@@ -1,0 +1,3 @@
+package moonredis
+const childEnv = "MOONREDIS_CHILD"
+func child() int { return 0 }
