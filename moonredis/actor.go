@@ -68,9 +68,9 @@ type limiter struct {
 	ref    *engine.Ref
 	cfg    Config
 	script *redis.Script
-	a, b   float64 // the script's ARGV[3] and ARGV[4]
-	keep   int64   // how long a batch's answer is kept, in ms
-	once   bool    // keep answers so a retried batch counts once; off only in a test
+	a, b   float64      // the script's ARGV[3] and ARGV[4]
+	keep   int64        // how long a batch's answer is kept, in ms
+	once   bool         // keep answers so a retried batch counts once; off only in a test
 	queued atomic.Int64 // asks that waited for a call in flight: a test hook
 
 	closed atomic.Bool

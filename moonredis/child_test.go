@@ -1,3 +1,5 @@
 package moonredis
+
 const childEnv = "MOONREDIS_CHILD"
+
 func child() int { return 0 }

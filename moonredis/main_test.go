@@ -17,6 +17,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(child())
 	}
+	redis.SetLogger(quiet{}) // a dead Redis is what some tests are about
 	goleak.VerifyTestMain(m)
 }
 
@@ -56,3 +57,8 @@ func (f *fake) advance(d time.Duration) {
 
 // cfg is a Config on the fake's Redis.
 func (f *fake) cfg() Config { return Config{Client: f.rdb, Timeout: 5 * time.Second} }
+
+// quiet is a go-redis logger that prints nothing.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
