@@ -50,15 +50,22 @@ type verdict struct {
 	fallback bool  // Redis did not answer: the caller applies the FailMode
 	cause    error // why, with fallback
 	closed   bool
+	// run, when not nil, is no answer yet: it hands the caller the call
+	// for its batch to make on its own goroutine, after which the answer
+	// comes as for the others.
+	run *flight
 }
 
-// done is a call's outcome, sent back to the actor by the goroutine that
-// made it.
-type done struct {
+// flight is one call to Redis: a key's batch, sent at now, and once made,
+// its outcome, which goes back to the actor in the same struct.
+type flight struct {
 	key   string
 	batch []*ask
+	now   int64
 	out   []verdict
 	err   error
+	one   [1]*ask    // batch's array when it holds one ask, the usual case
+	res   [1]verdict // out's, likewise
 }
 
 // limiter is what Bucket and Window share: the actor that batches, the
@@ -68,9 +75,10 @@ type limiter struct {
 	ref    *engine.Ref
 	cfg    Config
 	script *redis.Script
-	a, b   float64      // the script's ARGV[3] and ARGV[4]
-	keep   int64        // how long a batch's answer is kept, in ms
-	once   bool         // keep answers so a retried batch counts once; off only in a test
+	a, b   float64 // the script's ARGV[3] and ARGV[4]
+	id     string  // names the limiter in Redis, so a batch sent twice counts once
+	seq    atomic.Uint64
+	once   bool         // name batches so one sent twice counts once; off only in a test
 	queued atomic.Int64 // asks that waited for a call in flight: a test hook
 
 	closed atomic.Bool
@@ -109,7 +117,7 @@ func (l *limiter) start(eng *engine.Engine) error {
 	}
 	l.eng = eng
 	l.once = true
-	l.keep = max(int64(3*l.cfg.Timeout/time.Millisecond), 1000)
+	l.id = strconv.FormatUint(rand.Uint64(), 36)
 	l.base, l.cancel = context.WithCancel(context.Background())
 	o := &owner{l: l, lines: make(map[string]*line), breaker: policy.NewBreaker(2, l.cfg.BreakerPeriod)}
 	ref, err := eng.Spawn("", o, l.shutdown)
@@ -137,17 +145,39 @@ func (l *limiter) shutdown(ctx context.Context) error {
 	}
 }
 
-// ask sends one request to the actor and returns its answer; with ctx not
-// nil it gives up when ctx is done (ok false).
-func (l *limiter) ask(ctx context.Context, a *ask) (verdict, bool) {
+// asks holds asks that cannot be given up on, with their channels, for
+// reuse: each gets exactly one answer (after, for a batch's first, the
+// call to make), read before it goes back.
+var asks = sync.Pool{New: func() any { return &ask{reply: make(chan verdict, 1)} }}
+
+// now sends a request that cannot be given up on to the actor and returns
+// its answer, making the call for its batch when handed it.
+func (l *limiter) now(key string, n float64, look bool) verdict {
+	if l.closed.Load() {
+		return verdict{closed: true}
+	}
+	a := asks.Get().(*ask)
+	a.key, a.n, a.look, a.wait, a.deadline = key, n, look, false, 0
+	l.ref.Send(a)
+	v := <-a.reply
+	if v.run != nil {
+		l.call(v.run)
+		v = <-a.reply
+	}
+	a.key = "" // let the string go
+	asks.Put(a)
+	return v
+}
+
+// await sends a waiting request to the actor and returns its answer, or
+// false when ctx is done first. Its call is made on a goroutine of its
+// own, so that giving up leaves no batch behind.
+func (l *limiter) await(ctx context.Context, key string, n float64, deadline int64) (verdict, bool) {
 	if l.closed.Load() {
 		return verdict{closed: true}, true
 	}
-	a.reply = make(chan verdict, 1)
+	a := &ask{key: key, n: n, wait: true, deadline: deadline, reply: make(chan verdict, 1)}
 	l.ref.Send(a)
-	if ctx == nil {
-		return <-a.reply, true
-	}
 	select {
 	case v := <-a.reply:
 		return v, true
@@ -192,73 +222,84 @@ func (o *owner) Handle(msg any) {
 			o.l.queued.Add(1)
 			return
 		}
-		o.launch(m.key, &line{}, []*ask{m})
-	case *done:
+		f := &flight{key: m.key}
+		f.one[0] = m
+		f.batch = f.one[:]
+		o.launch(&line{}, f)
+	case *flight:
 		o.land(m)
 	}
 }
 
-// launch sends batch for key to Redis on a goroutine of its own, unless
-// the breaker refuses: then the batch is answered by the FailMode at once.
+// launch sends batch for key to Redis off the actor, unless the breaker
+// refuses: then the batch is answered by the FailMode at once. The call is
+// made by the goroutine of the batch's first caller, which waits for its
+// answer anyway, when that caller cannot give up (an Allow, not a Wait);
+// otherwise by a goroutine of its own. Either way, one goroutine per batch
+// in flight, and the actor never waits on Redis.
 // While the breaker refuses anything, one call at a time goes to Redis, so
 // a Redis that hangs costs one caller the timeout, not every caller.
-func (o *owner) launch(key string, ln *line, batch []*ask) {
+func (o *owner) launch(ln *line, f *flight) {
 	now := o.l.eng.Now()
 	if (o.flying > 0 && o.breaker.Reject(now) > 0) || !o.breaker.Allow(now) {
-		for _, a := range batch {
+		for _, a := range f.batch {
 			a.answer(verdict{fallback: true, cause: ErrBreaker})
 		}
 		if len(ln.next) == 0 {
-			delete(o.lines, key)
+			delete(o.lines, f.key)
 			return
 		}
-		batch, ln.next = o.take(ln)
-		o.launch(key, ln, batch)
+		o.launch(ln, o.take(f.key, ln))
 		return
 	}
-	ln.flying = batch
-	o.lines[key] = ln
+	ln.flying = f.batch
+	o.lines[f.key] = ln
 	o.flying++
 	o.l.calls.Add(1)
-	go o.l.call(key, batch, now)
+	f.now = now
+	if f.batch[0].wait {
+		go o.l.call(f)
+		return
+	}
+	f.batch[0].answer(verdict{run: f})
 }
 
-// take cuts the next batch from ln's waiting asks.
-func (o *owner) take(ln *line) (batch, rest []*ask) {
-	if len(ln.next) <= o.l.cfg.MaxBatch {
-		return ln.next, nil
+// take cuts the next batch for key from ln's waiting asks.
+func (o *owner) take(key string, ln *line) *flight {
+	f := &flight{key: key, batch: ln.next}
+	ln.next = nil
+	if most := o.l.cfg.MaxBatch; len(f.batch) > most {
+		f.batch, ln.next = f.batch[:most], f.batch[most:]
 	}
-	return ln.next[:o.l.cfg.MaxBatch], ln.next[o.l.cfg.MaxBatch:]
+	return f
 }
 
 // land answers a call's batch and sends the asks that came meanwhile.
-func (o *owner) land(m *done) {
+func (o *owner) land(f *flight) {
 	if o.stopped {
 		return // stop answered them
 	}
 	o.flying--
 	now := o.l.eng.Now()
-	if m.err != nil {
+	if f.err != nil {
 		o.breaker.Failure(now)
 	} else {
 		o.breaker.Success(now)
 	}
-	for i, a := range m.batch {
-		if m.err != nil {
-			a.answer(verdict{fallback: true, cause: m.err})
+	for i, a := range f.batch {
+		if f.err != nil {
+			a.answer(verdict{fallback: true, cause: f.err})
 		} else {
-			a.answer(m.out[i])
+			a.answer(f.out[i])
 		}
 	}
-	ln := o.lines[m.key]
+	ln := o.lines[f.key]
 	ln.flying = nil
 	if len(ln.next) == 0 {
-		delete(o.lines, m.key)
+		delete(o.lines, f.key)
 		return
 	}
-	var batch []*ask
-	batch, ln.next = o.take(ln)
-	o.launch(m.key, ln, batch)
+	o.launch(ln, o.take(f.key, ln))
 }
 
 // stop answers every ask it holds: the limiter is closed.
@@ -279,53 +320,62 @@ func (o *owner) stop() {
 // in microseconds: a century, which is never in practice.
 const noDeadline = 100 * 365 * 24 * 3600 * 1e6
 
-// call runs the script for batch (off the actor) and sends the outcome
-// back to it.
-func (l *limiter) call(key string, batch []*ask, now int64) {
+// call runs the script for f's batch (off the actor) and sends the
+// outcome back to it in f.
+func (l *limiter) call(f *flight) {
 	defer l.calls.Done()
-	id := strconv.FormatUint(rand.Uint64()|1<<63, 16) // 16 hex digits
-	tag := l.cfg.Prefix + "{" + key + "}"
-	args := make([]any, 4, 4+3*len(batch))
-	args[0], args[2], args[3] = "", l.a, l.b
-	changes := false
-	for _, a := range batch {
-		most := 0.0
+	args := make([]any, 4, 4+3*len(f.batch))
+	args[0], args[2], args[3] = l.id, l.a, l.b
+	if !l.once {
+		args[0] = ""
+	}
+	args[1] = l.id + "." + strconv.FormatUint(l.seq.Add(1), 36)
+	for _, a := range f.batch {
+		most := zero
 		if a.wait {
-			most = noDeadline
+			most = forever
 			if a.deadline != 0 {
-				most = max(0, float64(a.deadline-now)/1e3)
+				most = max(0, float64(a.deadline-f.now)/1e3)
 			}
 		}
-		look := 0
-		if a.look {
-			look = 1
-		} else {
-			changes = true
+		n := one
+		if a.n != 1 {
+			n = a.n
 		}
-		args = append(args, a.n, most, look)
-	}
-	args[1] = 0
-	if changes && l.once {
-		args[1] = l.keep
+		look := zero
+		if a.look {
+			look = one
+		}
+		args = append(args, n, most, look)
 	}
 	ctx, cancel := context.WithTimeout(l.base, l.cfg.Timeout)
-	s, err := l.script.Run(ctx, l.cfg.Client, []string{tag, tag + ":r:" + id}, args...).Text()
+	s, err := l.script.Run(ctx, l.cfg.Client, []string{l.cfg.Prefix + f.key}, args...).Text()
 	cancel()
 	l.stats.calls.Add(1)
-	l.stats.sent.Add(int64(len(batch)))
-	var out []verdict
+	l.stats.sent.Add(int64(len(f.batch)))
 	if err == nil {
-		out, err = parse(s, len(batch))
+		out := f.res[:0]
+		if len(f.batch) > 1 {
+			out = make([]verdict, 0, len(f.batch))
+		}
+		f.out, err = parse(out, s, len(f.batch))
 	}
 	if err != nil {
 		l.stats.failures.Add(1)
 	}
-	l.ref.Send(&done{key: key, batch: batch, out: out, err: err})
+	f.err = err
+	l.ref.Send(f)
 }
 
-// parse reads a script's answer for n requests.
-func parse(s string, n int) ([]verdict, error) {
-	out := make([]verdict, 0, n)
+// Numbers the calls send often, boxed once.
+var (
+	zero    any = 0
+	one     any = 1
+	forever any = noDeadline
+)
+
+// parse reads a script's answer for n requests into out.
+func parse(out []verdict, s string, n int) ([]verdict, error) {
 	for s != "" {
 		var one string
 		one, s, _ = strings.Cut(s, ";")

@@ -20,7 +20,7 @@ type local interface {
 // try asks Redis for n of key without waiting: the Decision, from one
 // call, or the FailMode's.
 func (l *limiter) try(key string, n float64, fb local) client.Decision {
-	v, _ := l.ask(nil, &ask{key: key, n: n})
+	v := l.now(key, n, false)
 	switch {
 	case v.closed:
 		return client.Decision{Wait: policy.Never}
@@ -55,7 +55,7 @@ func (l *limiter) wait(ctx context.Context, key string, n float64, fb local) err
 	if deadline != 0 && deadline < now {
 		return fmt.Errorf("moonredis: wait: %w", context.DeadlineExceeded)
 	}
-	v, answered := l.ask(ctx, &ask{key: key, n: n, wait: true, deadline: deadline})
+	v, answered := l.await(ctx, key, n, deadline)
 	switch {
 	case !answered:
 		// The call goes on; if it takes a slot, the slot goes unused:
@@ -96,7 +96,7 @@ func (l *limiter) wait(ctx context.Context, key string, n float64, fb local) err
 
 // look asks what one request of key would face now, taking nothing.
 func (l *limiter) look(key string) (verdict, bool) {
-	v, _ := l.ask(nil, &ask{key: key, n: 1, look: true})
+	v := l.now(key, 1, true)
 	if v.fallback {
 		l.stats.fallbacks.Add(1)
 	}
