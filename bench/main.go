@@ -2,8 +2,9 @@
 // a Go server author would otherwise pick: jackc/puddle and a buffered
 // channel for pools, x/time/rate for rate limits, x/sync/semaphore for a
 // concurrency gate, sony/gobreaker for a breaker, and a map of rate
-// limiters for a keyed limit; and, on request, real PostgreSQL connections
-// against pgxpool and database/sql.
+// limiters for a keyed limit; a keyed limit kept in a real redis-server
+// (moonredis) against go-redis/redis_rate; and, on request, real
+// PostgreSQL connections against pgxpool and database/sql.
 //
 // Every pair runs in one process, its sides alternating in short slices
 // round after round, so a machine that slows down slows both alike; each
@@ -18,11 +19,15 @@
 //	go run ./bench -out DIR   # also write DIR/results.md and an SVG per pair
 //	go run ./bench -noise     # with GOMAXPROCS goroutines burning CPU alongside
 //	go run ./bench -only Postgres   # a real PostgreSQL: about two minutes
+//	go run ./bench -only Redis      # a real redis-server: about a minute
 //
 // The Postgres suite is not in the default run: it takes longer than all
 // the others together, and needs PostgreSQL's server binaries (initdb,
 // pg_ctl, postgres; Debian's postgresql package), from which it starts a
 // throwaway cluster of its own. Without them it says so and is skipped.
+// The Redis suite is in the default run when redis-server is on PATH
+// (Debian's redis-server package); it starts one of its own on a free
+// port. Without it, it says so in one line and is skipped.
 package main
 
 import (
@@ -137,7 +142,7 @@ var configs = map[string]config{
 			plan:    plan{rounds: 1, slice: 20 * time.Millisecond, samples: 1000},
 			restart: restartPlan{rounds: 1, rate: 200, size: 4, timeout: time.Second, before: 200 * time.Millisecond, after: time.Second},
 		},
-		redis: redisConfig{callers: []int{1, 8}, keys: []int{1, 100}, ops: 200, plan: plan{rounds: 1, samples: 200}},
+		redis: redisConfig{callers: []int{1, 64}, keys: []int{1, 100}, ops: 256, plan: plan{rounds: 1, samples: 200}},
 	},
 }
 
