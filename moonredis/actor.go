@@ -56,15 +56,22 @@ type verdict struct {
 	run *flight
 }
 
-// flight is one call to Redis: a key's batch, sent at now, and once made,
-// its outcome, which goes back to the actor in the same struct.
+// flight is one call to Redis: the batches of one or more keys, sent at
+// now in one round trip, and once made, their outcome, which goes back to
+// the actor in the same struct.
 type flight struct {
+	parts []part
+	now   int64
+	one   [1]part // parts' array when it holds one key, the usual case
+}
+
+// part is one key's batch in a flight, and its answers.
+type part struct {
 	key   string
 	batch []*ask
-	now   int64
 	out   []verdict
 	err   error
-	one   [1]*ask    // batch's array when it holds one ask, the usual case
+	one   [1]*ask    // batch's array when it holds one ask
 	res   [1]verdict // out's, likewise
 }
 
@@ -75,11 +82,11 @@ type limiter struct {
 	ref    *engine.Ref
 	cfg    Config
 	script *redis.Script
-	a, b   float64 // the script's ARGV[3] and ARGV[4]
-	id     string  // names the limiter in Redis, so a batch sent twice counts once
+	a, b   any    // the script's ARGV[3] and ARGV[4], boxed once
+	id     string // names the limiter in Redis, so a batch sent twice counts once
 	seq    atomic.Uint64
 	once   bool         // name batches so one sent twice counts once; off only in a test
-	queued atomic.Int64 // asks that waited for a call in flight: a test hook
+	asked  atomic.Int64 // asks the actor has taken in: a test hook
 
 	closed atomic.Bool
 	base   context.Context
@@ -186,13 +193,18 @@ func (l *limiter) await(ctx context.Context, key string, n float64, deadline int
 	}
 }
 
-// owner is the actor: for each key with a call in flight, the asks that
-// came since, to go in its next call.
+// owner is the actor. Each key with requests in hand has a line: the
+// asks in the call in flight for it, and those that came since, for its
+// next call. At most Config.MaxCalls calls are in flight at once; a key
+// whose next batch waits for one is in ready, and the next call takes the
+// batches of up to Config.MaxKeys of them, in the order they became ready,
+// in one round trip.
 type owner struct {
 	l       *limiter
 	lines   map[string]*line
+	ready   []string
 	breaker *policy.Breaker
-	flying  int // calls in flight, all keys
+	flying  int // calls in flight
 	stopped bool
 }
 
@@ -217,89 +229,115 @@ func (o *owner) Handle(msg any) {
 			m.Refuse()
 			return
 		}
+		o.l.asked.Add(1)
 		if ln, ok := o.lines[m.key]; ok {
 			ln.next = append(ln.next, m)
-			o.l.queued.Add(1)
 			return
 		}
-		f := &flight{key: m.key}
-		f.one[0] = m
-		f.batch = f.one[:]
-		o.launch(&line{}, f)
+		if o.flying == 0 {
+			// Nothing else in hand: the usual case, sent at once.
+			f := &flight{}
+			p := &f.one[0]
+			p.key, p.one[0] = m.key, m
+			p.batch = p.one[:]
+			f.parts = f.one[:]
+			o.lines[m.key] = &line{flying: p.batch}
+			o.launch(f)
+			return
+		}
+		o.lines[m.key] = &line{next: []*ask{m}}
+		o.ready = append(o.ready, m.key)
+		o.pump()
 	case *flight:
 		o.land(m)
 	}
 }
 
-// launch sends batch for key to Redis off the actor, unless the breaker
-// refuses: then the batch is answered by the FailMode at once. The call is
-// made by the goroutine of the batch's first caller, which waits for its
-// answer anyway, when that caller cannot give up (an Allow, not a Wait);
-// otherwise by a goroutine of its own. Either way, one goroutine per batch
-// in flight, and the actor never waits on Redis.
-// While the breaker refuses anything, one call at a time goes to Redis, so
+// pump sends the ready batches, as many calls as may be in flight. While
+// the breaker refuses anything, only one call at a time goes to Redis, so
 // a Redis that hangs costs one caller the timeout, not every caller.
-func (o *owner) launch(ln *line, f *flight) {
-	now := o.l.eng.Now()
-	if (o.flying > 0 && o.breaker.Reject(now) > 0) || !o.breaker.Allow(now) {
-		for _, a := range f.batch {
-			a.answer(verdict{fallback: true, cause: ErrBreaker})
+func (o *owner) pump() {
+	for len(o.ready) > 0 {
+		most := o.l.cfg.MaxCalls
+		if o.flying > 0 && o.breaker.Reject(o.l.eng.Now()) > 0 {
+			most = 1
 		}
-		if len(ln.next) == 0 {
-			delete(o.lines, f.key)
+		if o.flying >= most {
 			return
 		}
-		o.launch(ln, o.take(f.key, ln))
-		return
+		n := min(len(o.ready), o.l.cfg.MaxKeys)
+		f := &flight{parts: make([]part, n)}
+		for i, key := range o.ready[:n] {
+			ln := o.lines[key]
+			p := &f.parts[i]
+			p.key, p.batch = key, ln.next
+			ln.next = nil
+			if most := o.l.cfg.MaxBatch; len(p.batch) > most {
+				p.batch, ln.next = p.batch[:most], p.batch[most:]
+			}
+			ln.flying = p.batch
+		}
+		o.ready = append(o.ready[:0], o.ready[n:]...)
+		o.launch(f)
 	}
-	ln.flying = f.batch
-	o.lines[f.key] = ln
+}
+
+// launch sends f to Redis off the actor, unless the breaker refuses: then
+// its batches are answered by the FailMode at once. The call is made by
+// the goroutine of its first caller, which waits for its answer anyway,
+// when that caller cannot give up (an Allow, not a Wait); otherwise by a
+// goroutine of its own. Either way, one goroutine per call in flight, and
+// the actor never waits on Redis.
+func (o *owner) launch(f *flight) {
+	f.now = o.l.eng.Now()
 	o.flying++
-	o.l.calls.Add(1)
-	f.now = now
-	if f.batch[0].wait {
-		go o.l.call(f)
+	if !o.breaker.Allow(f.now) {
+		for i := range f.parts {
+			f.parts[i].err = ErrBreaker
+		}
+		o.land(f)
 		return
 	}
-	f.batch[0].answer(verdict{run: f})
-}
-
-// take cuts the next batch for key from ln's waiting asks.
-func (o *owner) take(key string, ln *line) *flight {
-	f := &flight{key: key, batch: ln.next}
-	ln.next = nil
-	if most := o.l.cfg.MaxBatch; len(f.batch) > most {
-		f.batch, ln.next = f.batch[:most], f.batch[most:]
+	o.l.calls.Add(1)
+	if first := f.parts[0].batch[0]; !first.wait {
+		first.answer(verdict{run: f})
+		return
 	}
-	return f
+	go o.l.call(f)
 }
 
-// land answers a call's batch and sends the asks that came meanwhile.
+// land answers a call's batches and sends what came meanwhile.
 func (o *owner) land(f *flight) {
 	if o.stopped {
 		return // stop answered them
 	}
 	o.flying--
 	now := o.l.eng.Now()
-	if f.err != nil {
-		o.breaker.Failure(now)
-	} else {
-		o.breaker.Success(now)
-	}
-	for i, a := range f.batch {
-		if f.err != nil {
-			a.answer(verdict{fallback: true, cause: f.err})
+	for i := range f.parts {
+		p := &f.parts[i]
+		switch {
+		case p.err == ErrBreaker:
+		case p.err != nil:
+			o.breaker.Failure(now)
+		default:
+			o.breaker.Success(now)
+		}
+		for j, a := range p.batch {
+			if p.err != nil {
+				a.answer(verdict{fallback: true, cause: p.err})
+			} else {
+				a.answer(p.out[j])
+			}
+		}
+		ln := o.lines[p.key]
+		ln.flying = nil
+		if len(ln.next) == 0 {
+			delete(o.lines, p.key)
 		} else {
-			a.answer(f.out[i])
+			o.ready = append(o.ready, p.key)
 		}
 	}
-	ln := o.lines[f.key]
-	ln.flying = nil
-	if len(ln.next) == 0 {
-		delete(o.lines, f.key)
-		return
-	}
-	o.launch(ln, o.take(f.key, ln))
+	o.pump()
 }
 
 // stop answers every ask it holds: the limiter is closed.
@@ -314,28 +352,61 @@ func (o *owner) stop() {
 		}
 	}
 	clear(o.lines)
+	o.ready = nil
 }
 
 // noDeadline is the most a waiter without a deadline may wait for its slot,
 // in microseconds: a century, which is never in practice.
 const noDeadline = 100 * 365 * 24 * 3600 * 1e6
 
-// call runs the script for f's batch (off the actor) and sends the
-// outcome back to it in f.
+// call runs the script for each of f's batches (off the actor), one key
+// alone or several in one pipeline, and sends the outcome back to the
+// actor in f.
 func (l *limiter) call(f *flight) {
 	defer l.calls.Done()
-	args := make([]any, 4, 4+3*len(f.batch))
+	ctx, cancel := context.WithTimeout(l.base, l.cfg.Timeout)
+	defer cancel()
+	if len(f.parts) == 1 {
+		p := &f.parts[0]
+		s, err := l.script.Run(ctx, l.cfg.Client, []string{l.cfg.Prefix + p.key}, l.args(p, f.now)...).Text()
+		l.read(p, s, err)
+	} else {
+		pipe := l.cfg.Client.Pipeline()
+		cmds := make([]*redis.Cmd, len(f.parts))
+		for i := range f.parts {
+			p := &f.parts[i]
+			cmds[i] = l.script.EvalSha(ctx, pipe, []string{l.cfg.Prefix + p.key}, l.args(p, f.now)...)
+		}
+		pipe.Exec(ctx)
+		for i, c := range cmds {
+			p := &f.parts[i]
+			s, err := c.Text()
+			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				// Redis lost its scripts (a restart, SCRIPT FLUSH): the
+				// batch did not run, so running it now counts it once.
+				s, err = l.script.Run(ctx, l.cfg.Client, []string{l.cfg.Prefix + p.key}, l.args(p, f.now)...).Text()
+			}
+			l.read(p, s, err)
+		}
+	}
+	l.stats.calls.Add(1)
+	l.ref.Send(f)
+}
+
+// args are the script's arguments for p's batch, sent at now.
+func (l *limiter) args(p *part, now int64) []any {
+	args := make([]any, 4, 4+3*len(p.batch))
 	args[0], args[2], args[3] = l.id, l.a, l.b
 	if !l.once {
 		args[0] = ""
 	}
 	args[1] = l.id + "." + strconv.FormatUint(l.seq.Add(1), 36)
-	for _, a := range f.batch {
+	for _, a := range p.batch {
 		most := zero
 		if a.wait {
 			most = forever
 			if a.deadline != 0 {
-				most = max(0, float64(a.deadline-f.now)/1e3)
+				most = max(0, float64(a.deadline-now)/1e3)
 			}
 		}
 		n := one
@@ -348,23 +419,23 @@ func (l *limiter) call(f *flight) {
 		}
 		args = append(args, n, most, look)
 	}
-	ctx, cancel := context.WithTimeout(l.base, l.cfg.Timeout)
-	s, err := l.script.Run(ctx, l.cfg.Client, []string{l.cfg.Prefix + f.key}, args...).Text()
-	cancel()
-	l.stats.calls.Add(1)
-	l.stats.sent.Add(int64(len(f.batch)))
+	return args
+}
+
+// read takes a script's answer for p, or the error in its place.
+func (l *limiter) read(p *part, s string, err error) {
+	l.stats.sent.Add(int64(len(p.batch)))
 	if err == nil {
-		out := f.res[:0]
-		if len(f.batch) > 1 {
-			out = make([]verdict, 0, len(f.batch))
+		out := p.res[:0]
+		if len(p.batch) > 1 {
+			out = make([]verdict, 0, len(p.batch))
 		}
-		f.out, err = parse(out, s, len(f.batch))
+		p.out, err = parse(out, s, len(p.batch))
 	}
 	if err != nil {
 		l.stats.failures.Add(1)
 	}
-	f.err = err
-	l.ref.Send(f)
+	p.err = err
 }
 
 // Numbers the calls send often, boxed once.

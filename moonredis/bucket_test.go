@@ -3,7 +3,9 @@ package moonredis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,7 +82,7 @@ func TestBucketBatches(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); results[i] = b.Allow("hot") }()
 	}
-	for b.l.queued.Load() < callers-1 {
+	for b.l.asked.Load() < callers {
 		waitABit()
 	}
 	close(release)
@@ -184,5 +186,56 @@ func TestBucketBadInput(t *testing.T) {
 	}
 	if err := b.Close(context.Background()); err != nil {
 		t.Errorf("second Close = %v", err)
+	}
+}
+
+// TestKeysShareACall: with every call slot taken, requests for other keys
+// wait in the actor and go to Redis together, in one round trip, each key
+// answered by its own state.
+func TestKeysShareACall(t *testing.T) {
+	f := newFake(t)
+	release := make(chan struct{})
+	h, entered := holdFirst(release)
+	f.rdb.AddHook(h)
+	cfg := f.cfg()
+	cfg.MaxCalls = 1
+	b, err := NewBucket(f.eng, cfg, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keys, each = 20, 3
+	var allowed [keys]atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if b.Allow("k0") {
+			allowed[0].Add(1)
+		}
+	}()
+	<-entered
+	for i := 1; i < keys; i++ {
+		for range each {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if b.Allow(fmt.Sprint("k", i)) {
+					allowed[i].Add(1)
+				}
+			}()
+		}
+	}
+	for b.l.asked.Load() < 1+(keys-1)*each {
+		waitABit()
+	}
+	close(release)
+	wg.Wait()
+	for i := 1; i < keys; i++ {
+		if got := allowed[i].Load(); got != 2 {
+			t.Errorf("key k%d let %d of %d through, want its burst 2", i, got, each)
+		}
+	}
+	if st := b.Stats(); st.Calls != 2 || st.Sent != 1+(keys-1)*each {
+		t.Errorf("Stats = %+v: want 2 calls, the held one and one for the other %d keys", st, keys-1)
 	}
 }

@@ -58,10 +58,10 @@ const UnavailableWait = time.Second
 // Client is required; every other zero field means its documented default.
 type Config struct {
 	// Client runs the scripts: a *redis.Client, *redis.ClusterClient
-	// (each key's state lives in one hash slot), *redis.Ring or a
-	// failover client. Its retries are harmless: a batch sent twice is
-	// counted once (see the package documentation).
-	Client redis.Scripter
+	// (each key's state is one Redis key, so one hash slot), *redis.Ring
+	// or a failover client. Its retries are harmless: a batch sent twice
+	// is counted once (see the package documentation).
+	Client redis.UniversalClient
 	// Prefix begins every key the limiter writes; the empty Prefix is
 	// "moonredis:bucket:" or "moonredis:window:". Two limiters with
 	// different numbers must not share one.
@@ -82,6 +82,13 @@ type Config struct {
 	// MaxBatch is the most requests of one key sent in one call; <= 0 is
 	// 512.
 	MaxBatch int
+	// MaxCalls is the most calls to Redis in flight at once; <= 0 is 8.
+	// Requests for keys with no call in flight that come while that many
+	// are go together in the next call, up to MaxKeys keys in one round
+	// trip (a pipeline of one script call per key).
+	MaxCalls int
+	// MaxKeys is the most keys in one call; <= 0 is 64.
+	MaxKeys int
 }
 
 // normal is c with its defaults filled in.
@@ -106,6 +113,12 @@ func (c Config) normal(kind string) (Config, error) {
 	}
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = 512
+	}
+	if c.MaxCalls <= 0 {
+		c.MaxCalls = 8
+	}
+	if c.MaxKeys <= 0 {
+		c.MaxKeys = 64
 	}
 	return c, nil
 }
