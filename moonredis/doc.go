@@ -10,20 +10,27 @@
 // arrive while a call for that key is in flight wait in the actor and go to
 // Redis together in the next call, one script run that answers each in the
 // order they came; so a hot key costs one round trip per batch, not per
-// request, and Stats says how many calls each admitted request cost. The
-// calls run on goroutines of their own: the actor never waits on Redis.
-// Every script reads Redis's own TIME, the one clock all processes share.
+// request, and Stats says how many calls each admitted request cost. While
+// Config.MaxCalls calls are in flight, the batches of other keys wait too,
+// and go in one pipeline, one script run per key, in one round trip. The
+// calls are made off the actor, by the goroutine of a caller that waits
+// for the answer anyway, or one of their own: the actor never waits on
+// Redis. Every script reads Redis's own TIME, the one clock all processes
+// share, so machines whose clocks disagree still share one limit.
 //
 // # Consistency
 //
 // While Redis answers, a limiter never lets through more than its limit
 // across all processes sharing it: every decision is one script run on the
-// key's state in Redis, and a batch that go-redis sends again after a
-// network error is answered from the first run's kept answer, so it counts
-// once. It can let through fewer: a Wait whose ctx ends after its slot was
-// taken, or whose answer arrives after its caller gave up, leaves that slot
-// unused, and a call that timed out may still have counted in Redis what
-// its callers were told (by the FailMode) went another way. A waiter wakes
+// key's state in Redis. A batch that go-redis sends again after a network
+// error is known by its name and counted once (a bucket keeps, per key, the
+// last batch of each limiter and its answer; a window finds the batch's
+// events by name). It can let through fewer: a Wait whose ctx ends after
+// its slot was taken, or whose answer arrives after its caller gave up,
+// leaves that slot unused; a call that timed out may still have counted in
+// Redis what its callers were told (by the FailMode) went another way; and
+// a bucket's batch resent by go-redis so late that the limiter's next batch
+// for the key ran first is counted twice. A waiter wakes
 // on this process's clock at its slot as measured from when it asked, so up
 // to one round trip early; this never admits more in Redis's books, since
 // the slot was taken there. When Redis does not answer within

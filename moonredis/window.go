@@ -18,10 +18,11 @@ import (
 // process go to Redis together, in one call.
 //
 // NewWindow's is exact: a sorted set per key holds one member per event
-// counted in the last window (about 100 bytes each in Redis, so allow
-// events at most about 100·allow bytes a key), trimmed on every call, and
-// the key expires a window after its last event. NewApproxWindow's is a
-// sliding-window counter: two counts per key, whatever allow is, at the
+// counted in the last window, trimmed on every call, and the key expires a
+// window after its last event. Measured on Redis 7.0, a key costs about 120
+// bytes an event (119 KB for allow 1,000), and about 30 while it holds 128
+// or fewer, which Redis packs. NewApproxWindow's is a sliding-window
+// counter: two counts per key (about 110 bytes), whatever allow is, at the
 // price of the error its documentation states.
 //
 // It is safe for concurrent use. Build one with NewWindow or
