@@ -46,6 +46,7 @@ func (a *ask) answer(v verdict) {
 type verdict struct {
 	ok       bool
 	wait     time.Duration // a grant: until its slot; a refusal: until it would pass; a look: what one would wait
+	sent     int64         // when its call was sent, on the engine's clock: the slot is wait after a moment a little later
 	left     float64
 	fallback bool  // Redis did not answer: the caller applies the FailMode
 	cause    error // why, with fallback
@@ -369,7 +370,7 @@ func (l *limiter) call(f *flight) {
 	if len(f.parts) == 1 {
 		p := &f.parts[0]
 		s, err := l.script.Run(ctx, l.cfg.Client, []string{l.cfg.Prefix + p.key}, l.args(p, f.now)...).Text()
-		l.read(p, s, err)
+		l.read(p, f.now, s, err)
 	} else {
 		pipe := l.cfg.Client.Pipeline()
 		cmds := make([]*redis.Cmd, len(f.parts))
@@ -386,7 +387,7 @@ func (l *limiter) call(f *flight) {
 				// batch did not run, so running it now counts it once.
 				s, err = l.script.Run(ctx, l.cfg.Client, []string{l.cfg.Prefix + p.key}, l.args(p, f.now)...).Text()
 			}
-			l.read(p, s, err)
+			l.read(p, f.now, s, err)
 		}
 	}
 	l.stats.calls.Add(1)
@@ -422,8 +423,9 @@ func (l *limiter) args(p *part, now int64) []any {
 	return args
 }
 
-// read takes a script's answer for p, or the error in its place.
-func (l *limiter) read(p *part, s string, err error) {
+// read takes a script's answer for p, sent at now, or the error in its
+// place.
+func (l *limiter) read(p *part, now int64, s string, err error) {
 	l.stats.sent.Add(int64(len(p.batch)))
 	if err == nil {
 		out := p.res[:0]
@@ -431,6 +433,9 @@ func (l *limiter) read(p *part, s string, err error) {
 			out = make([]verdict, 0, len(p.batch))
 		}
 		p.out, err = parse(out, s, len(p.batch))
+	}
+	for i := range p.out {
+		p.out[i].sent = now
 	}
 	if err != nil {
 		l.stats.failures.Add(1)

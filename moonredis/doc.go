@@ -30,10 +30,10 @@
 // leaves that slot unused; a call that timed out may still have counted in
 // Redis what its callers were told (by the FailMode) went another way; and
 // a bucket's batch resent by go-redis so late that the limiter's next batch
-// for the key ran first is counted twice. A waiter wakes
-// on this process's clock at its slot as measured from when it asked, so up
-// to one round trip early; this never admits more in Redis's books, since
-// the slot was taken there. When Redis does not answer within
+// for the key ran first is counted twice. A waiter wakes on this
+// process's clock at its slot as measured from when its call was sent, so
+// up to the call's way there early; this never admits more in Redis's
+// books, since the slot was taken there. When Redis does not answer within
 // Config.Timeout, or the breaker in front of it refuses the call, the
 // FailMode decides: FailClosed lets nothing more through, FailOpen lets
 // everything through, and FailLocal lets each process through up to its

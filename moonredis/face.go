@@ -77,11 +77,11 @@ func (l *limiter) wait(ctx context.Context, key string, n float64, fb local) err
 		return &client.WaitError{Wait: v.wait}
 	}
 	l.stats.admitted.Add(1)
-	// The slot is v.wait after Redis read its clock, which was after now:
-	// sleeping v.wait from now wakes no later than the slot plus the
-	// round trip, and never past the deadline, which the script kept the
+	// The slot is v.wait after Redis read its clock, a little after the
+	// call was sent: waking v.wait after the sending is at most the way
+	// there early, and never past the deadline, which the script kept the
 	// slot within.
-	d := time.Duration(now + int64(v.wait) - l.eng.Now())
+	d := time.Duration(v.sent + int64(v.wait) - l.eng.Now())
 	if deadline != 0 {
 		d = min(d, time.Duration(deadline-l.eng.Now()))
 	}
