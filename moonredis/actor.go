@@ -324,9 +324,12 @@ func (o *owner) land(f *flight) {
 			o.breaker.Success(now)
 		}
 		for j, a := range p.batch {
-			if p.err != nil {
+			switch {
+			case p.err != nil && o.l.closed.Load():
+				a.answer(verdict{closed: true}) // Close cut the call short
+			case p.err != nil:
 				a.answer(verdict{fallback: true, cause: p.err})
-			} else {
+			default:
 				a.answer(p.out[j])
 			}
 		}

@@ -239,3 +239,62 @@ func TestKeysShareACall(t *testing.T) {
 		t.Errorf("Stats = %+v: want 2 calls, the held one and one for the other %d keys", st, keys-1)
 	}
 }
+
+// TestCloseAnswersEveryone: Close answers the caller whose call is in
+// flight and the one waiting behind it, and cuts the call short rather
+// than waiting for Redis.
+func TestCloseAnswersEveryone(t *testing.T) {
+	f := newFake(t)
+	h, entered := holdFirst(make(chan struct{})) // Redis never answers
+	f.rdb.AddHook(h)
+	b, err := NewBucket(f.eng, f.cfg(), 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- b.Wait(context.Background(), "k") }()
+	<-entered
+	allowed := make(chan bool, 1)
+	go func() { allowed <- b.Allow("k") }()
+	for b.l.asked.Load() < 2 {
+		waitABit()
+	}
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	if err := <-waited; !errors.Is(err, client.ErrClosed) {
+		t.Errorf("the waiter in flight got %v, want ErrClosed", err)
+	}
+	if <-allowed {
+		t.Error("the caller behind it was allowed by a closed bucket")
+	}
+}
+
+// TestWaitGivesUp: a Wait whose ctx ends while its call is in flight
+// returns ctx's error at once; the call's late answer harms nobody.
+func TestWaitGivesUp(t *testing.T) {
+	f := newFake(t)
+	release := make(chan struct{})
+	h, entered := holdFirst(release)
+	f.rdb.AddHook(h)
+	b, err := NewBucket(f.eng, f.cfg(), 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	waited := make(chan error, 1)
+	go func() { waited <- b.Wait(ctx, "k") }()
+	<-entered
+	cancel()
+	if err := <-waited; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait after cancel = %v, want context.Canceled", err)
+	}
+	close(release)
+	// The slot it took is spent: fewer let through, never more.
+	for b.Stats().Calls < 1 {
+		waitABit()
+	}
+	if b.Allow("k") {
+		t.Error("the abandoned waiter's token was handed out again")
+	}
+}

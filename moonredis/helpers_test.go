@@ -27,7 +27,11 @@ func holdFirst(release chan struct{}) (h redis.Hook, entered chan struct{}) {
 		return func(ctx context.Context, cmd redis.Cmder) error {
 			if strings.HasPrefix(cmd.Name(), "eval") && first.CompareAndSwap(false, true) {
 				close(entered)
-				<-release
+				select {
+				case <-release:
+				case <-ctx.Done(): // the call cut short: Close, or its timeout
+					return ctx.Err()
+				}
 			}
 			return next(ctx, cmd)
 		}
