@@ -82,7 +82,7 @@ type Config struct {
 	// MaxBatch is the most requests of one key sent in one call; <= 0 is
 	// 512.
 	MaxBatch int
-	// MaxCalls is the most calls to Redis in flight at once; <= 0 is 8.
+	// MaxCalls is the most calls to Redis in flight at once; <= 0 is 4.
 	// Requests for keys with no call in flight that come while that many
 	// are go together in the next call, up to MaxKeys keys in one round
 	// trip (a pipeline of one script call per key).
@@ -115,7 +115,7 @@ func (c Config) normal(kind string) (Config, error) {
 		c.MaxBatch = 512
 	}
 	if c.MaxCalls <= 0 {
-		c.MaxCalls = 8
+		c.MaxCalls = 4
 	}
 	if c.MaxKeys <= 0 {
 		c.MaxKeys = 64
