@@ -79,14 +79,14 @@ func TestProcessesShareOneQuota(t *testing.T) {
 
 // TestRedisKilledAndRestarted: callers keep calling while redis-server is
 // killed and started again; nothing hangs, the FailMode answers while it is
-// gone (nothing let through when closed, everything when open), and Redis
-// answers again once it is back.
+// gone (nothing let through when closed, everything when open, the local
+// share when local), and Redis answers again once it is back.
 func TestRedisKilledAndRestarted(t *testing.T) {
-	for _, mode := range []FailMode{FailClosed, FailOpen} {
+	for _, mode := range []FailMode{FailClosed, FailOpen, FailLocal} {
 		t.Run(mode.String(), func(t *testing.T) {
 			srv := redistest.New(t)
 			eng := realEngine(t)
-			cfg := Config{Client: realClient(t, srv.Addr()), Timeout: 100 * time.Millisecond, FailMode: mode, BreakerPeriod: time.Second}
+			cfg := Config{Client: realClient(t, srv.Addr()), Timeout: 100 * time.Millisecond, FailMode: mode, BreakerPeriod: time.Second, ExpectedProcesses: 2}
 			b, err := NewBucket(eng, cfg, 1e6, 1e6)
 			if err != nil {
 				t.Fatal(err)
@@ -133,7 +133,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 			srv.Kill()
 			progress("Redis killed")
 			for i := range 20 {
-				if got := b.Allow(fmt.Sprint("probe", i)); got != (mode == FailOpen) {
+				if got := b.Allow(fmt.Sprint("probe", i)); got != (mode != FailClosed) {
 					t.Fatalf("with Redis gone, %v answered Allow %v", mode, got)
 				}
 			}

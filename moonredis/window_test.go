@@ -132,3 +132,64 @@ func TestWindowBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowFailLocal: with Redis gone, a window under FailLocal counts
+// each process's share of the quota in the process.
+func TestWindowFailLocal(t *testing.T) {
+	f := newFake(t)
+	cfg := f.cfg()
+	cfg.FailMode, cfg.ExpectedProcesses, cfg.Timeout = FailLocal, 3, 50*time.Millisecond
+	w, err := NewWindow(f.eng, cfg, 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mr.Close()
+	allowed := 0
+	for range 10 {
+		if w.Allow("k") {
+			allowed++
+		}
+	}
+	if allowed != 3 { // 10 shared by 3, rounded down: never more than the whole
+		t.Errorf("allowed %d of 10 with Redis gone, want the share 3", allowed)
+	}
+	if got := w.Delay("k"); got <= 0 {
+		t.Errorf("Delay with the local share spent = %v, want a wait", got)
+	}
+}
+
+// TestApproxWindowWait: waiters on the counter take their places in the
+// order they asked and wake when the estimate has room for them.
+func TestApproxWindowWait(t *testing.T) {
+	f := newFake(t)
+	edge := (f.clock.Now()/int64(time.Second) + 1) * int64(time.Second)
+	f.advance(time.Duration(edge - f.clock.Now()))
+	w, err := NewApproxWindow(f.eng, f.cfg(), 2, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Allow("k")
+	w.Allow("k")
+	order := make(chan int, 2)
+	for i := range 2 {
+		go func() {
+			if err := w.Wait(context.Background(), "k"); err != nil {
+				t.Error(err)
+			}
+			order <- i
+		}()
+		for f.clock.Pending() < i+1 {
+			waitABit()
+		}
+	}
+	for i := range 2 {
+		d, ok := f.clock.Next()
+		if !ok {
+			t.Fatalf("waiter %d sleeps on no timer", i)
+		}
+		f.advance(d)
+		if got := <-order; got != i {
+			t.Fatalf("waiter %d woke in place %d", got, i)
+		}
+	}
+}
