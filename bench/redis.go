@@ -191,6 +191,9 @@ func theirRedis(addr string, callers int, prefix string, keys []string) contende
 // hot key, where batching should pay, and alone, where it cannot.
 func redisTargets(results []result) []check {
 	r := find(results, "Redis", "Allow, 1 key")
+	if r == nil {
+		return nil // not run, or skipped for want of a server
+	}
 	var cs []check
 	add := func(target string, pick func(int) bool, most float64) {
 		s, worst, ok := vsAt(r, "redis_rate", pick, ns)
