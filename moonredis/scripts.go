@@ -33,16 +33,25 @@ const prologue = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local out = {}
-local function put(ok, wait, left)
-  if left < 0 then left = 0 end
-  out[#out + 1] = ok .. ',' .. math.ceil(wait) .. ',' .. math.floor(left * 1000)
+`
+
+// kept is how the bucket and the counter look for their batch's answer:
+// the field named ARGV[1] holds the limiter's last batch and its answer.
+// (Plain string functions: a closure or a pattern costs a microsecond
+// here, a fifth of a short script's run.)
+const kept = `
+local kept = got[#got]
+if kept and ARGV[1] ~= '' then
+  local bar = string.find(kept, '|', 1, true)
+  if bar and string.sub(kept, 1, bar - 1) == ARGV[2] then return string.sub(kept, bar + 1) end
 end
-local function again(kept)
-  if ARGV[1] == '' or not kept then return nil end
-  local batch, answer = string.match(kept, '^([^|]*)|(.*)$')
-  if batch == ARGV[2] then return answer end
-  return nil
-end
+`
+
+// answer is the answer as a string, and the batch's name and answer as the
+// field to keep, when the script sets it.
+const answer = `
+local s = out[1] or ''
+if #out > 1 then s = table.concat(out, ';') end
 `
 
 // bucketBody is GCRA: field t of the key holds its theoretical arrival
@@ -52,28 +61,27 @@ end
 // queue behind it.
 const bucketBody = `
 local got = redis.call('HMGET', KEYS[1], 't', ARGV[1])
-local answer = again(got[2])
-if answer then return answer end
+` + kept + `
 local T = tonumber(ARGV[3])
 local tau = T * tonumber(ARGV[4])
 local tat = tonumber(got[1] or '0')
 if tat < now then tat = now end
 local moved = false
 for i = 5, #ARGV, 3 do
-  local n, most, look = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2] == '1'
+  local n, most = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
   local wait = tat + n * T - tau - now
   if wait < 0 then wait = 0 end
-  if look then
-    put(0, wait, (now + tau - tat) / T)
-  elseif wait <= most then
+  local ok = 0
+  if ARGV[i + 2] ~= '1' and wait <= most then
     tat = tat + n * T
     moved = true
-    put(1, wait, (now + tau - tat) / T)
-  else
-    put(0, wait, (now + tau - tat) / T)
+    ok = 1
   end
+  local left = (now + tau - tat) / T
+  if left < 0 then left = 0 end
+  out[#out + 1] = ok .. ',' .. math.ceil(wait) .. ',' .. math.floor(left * 1000)
 end
-local s = table.concat(out, ';')
+` + answer + `
 if moved then
   redis.call('HSET', KEYS[1], 't', string.format('%.0f', tat), ARGV[1], ARGV[2] .. '|' .. s)
   redis.call('PEXPIRE', KEYS[1], math.ceil((tat - now) / 1000) + 1)
@@ -105,10 +113,11 @@ for i = 5, #ARGV, 3 do
   if not look and ARGV[1] ~= '' then kept = redis.call('ZSCORE', KEYS[1], name .. '1') end
   local left = allow - m
   if last > now then left = 0 end
+  local ok, wait = 0, 0
   if kept then
     local at = tonumber(kept)
     if at < now then at = now end
-    put(1, at - now, left)
+    ok, wait = 1, at - now
   else
     local at = last
     local need = m - allow + n
@@ -116,25 +125,25 @@ for i = 5, #ARGV, 3 do
       local s = tonumber(redis.call('ZRANGE', KEYS[1], need - 1, need - 1, 'WITHSCORES')[2])
       if s + W > at then at = s + W end
     end
-    if look then
-      put(0, at - now, left)
-    elseif at - now <= most then
+    wait = at - now
+    if not look and wait <= most then
       for j = 1, n do
         redis.call('ZADD', KEYS[1], at, name .. j)
       end
       m = m + n
       last = at
       added = true
-      put(1, at - now, left - n)
-    else
-      put(0, at - now, left)
+      ok, left = 1, left - n
     end
   end
+  if left < 0 then left = 0 end
+  out[#out + 1] = ok .. ',' .. math.ceil(wait) .. ',' .. math.floor(left * 1000)
 end
 if added then
   redis.call('PEXPIRE', KEYS[1], math.ceil((last + W - now) / 1000) + 1)
 end
-return table.concat(out, ';')
+` + answer + `
+return s
 `
 
 // counterBody is the approximate sliding window (a sliding-window
@@ -150,8 +159,7 @@ local idx = math.floor(now / W)
 local x = (now - idx * W) / W
 local cur = string.format('%d', idx)
 local got = redis.call('HMGET', KEYS[1], cur, string.format('%d', idx - 1), ARGV[1])
-local answer = again(got[3])
-if answer then return answer end
+` + kept + `
 local c = tonumber(got[1] or '0')
 local p = tonumber(got[2] or '0')
 local added = 0
@@ -167,17 +175,16 @@ for i = 5, #ARGV, 3 do
     end
     if wait < 1 then wait = 1 end
   end
-  if look then
-    put(0, wait, allow - est)
-  elseif wait <= most then
+  local ok, left = 0, allow - est
+  if not look and wait <= most then
     c = c + n
     added = added + n
-    put(1, wait, allow - est - n)
-  else
-    put(0, wait, allow - est)
+    ok, left = 1, left - n
   end
+  if left < 0 then left = 0 end
+  out[#out + 1] = ok .. ',' .. math.ceil(wait) .. ',' .. math.floor(left * 1000)
 end
-local s = table.concat(out, ';')
+` + answer + `
 if added > 0 then
   redis.call('HSET', KEYS[1], cur, c, ARGV[1], ARGV[2] .. '|' .. s)
   redis.call('HDEL', KEYS[1], string.format('%d', idx - 2))
