@@ -23,10 +23,12 @@ const (
 	// nil at once. The limit is off while Redis is gone.
 	FailOpen
 	// FailLocal answers from a limit in this process of the shared limit
-	// divided by Config.ExpectedProcesses (its rate and burst, or its
-	// allow), each key on its own: with that many processes alive the
-	// fleet together stays near the limit. It starts full, so a process
-	// may let through its share of the burst again when Redis goes.
+	// divided by Config.ExpectedProcesses, each key on its own: a bucket's
+	// rate and burst (a burst of at least 1), a window's allow rounded
+	// down (so 0, refusing everything, when the processes outnumber it).
+	// With that many processes alive the fleet together stays near the
+	// limit. It starts full, so a process may let through its share of
+	// the burst again when Redis goes.
 	FailLocal
 )
 
