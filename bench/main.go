@@ -2,8 +2,9 @@
 // a Go server author would otherwise pick: jackc/puddle and a buffered
 // channel for pools, x/time/rate for rate limits, x/sync/semaphore for a
 // concurrency gate, sony/gobreaker for a breaker, and a map of rate
-// limiters for a keyed limit; and, on request, real PostgreSQL connections
-// against pgxpool and database/sql.
+// limiters for a keyed limit; a keyed limit kept in a real redis-server
+// (moonredis) against go-redis/redis_rate; and, on request, real
+// PostgreSQL connections against pgxpool and database/sql.
 //
 // Every pair runs in one process, its sides alternating in short slices
 // round after round, so a machine that slows down slows both alike; each
@@ -18,11 +19,15 @@
 //	go run ./bench -out DIR   # also write DIR/results.md and an SVG per pair
 //	go run ./bench -noise     # with GOMAXPROCS goroutines burning CPU alongside
 //	go run ./bench -only Postgres   # a real PostgreSQL: about two minutes
+//	go run ./bench -only Redis      # a real redis-server: about a minute
 //
 // The Postgres suite is not in the default run: it takes longer than all
 // the others together, and needs PostgreSQL's server binaries (initdb,
 // pg_ctl, postgres; Debian's postgresql package), from which it starts a
 // throwaway cluster of its own. Without them it says so and is skipped.
+// The Redis suite is in the default run when redis-server is on PATH
+// (Debian's redis-server package); it starts one of its own on a free
+// port. Without it, it says so in one line and is skipped.
 package main
 
 import (
@@ -43,6 +48,7 @@ import (
 
 	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/internal/pgtest"
+	"github.com/moonpool-go/moonpool/internal/redistest"
 )
 
 // config is one way of running the whole suite.
@@ -57,6 +63,7 @@ type config struct {
 	keyedRounds    int // a slice of a million keys takes a second or two
 	noise          bool
 	pg             pgConfig
+	redis          redisConfig
 }
 
 // pgConfig is how the Postgres suite runs.
@@ -83,6 +90,7 @@ var configs = map[string]config{
 			plan:    plan{rounds: 3, slice: 100 * time.Millisecond, samples: 20_000},
 			restart: restartPlan{rounds: 1, rate: 1000, size: 10, timeout: time.Second, before: 500 * time.Millisecond, after: 2 * time.Second},
 		},
+		redis: redisConfig{callers: []int{1, 64}, keys: []int{1, 10_000}, ops: 3000, plan: plan{rounds: 3, samples: 10_000}},
 	},
 	"default": {
 		name:           "default",
@@ -99,6 +107,7 @@ var configs = map[string]config{
 			plan:    plan{rounds: 5, slice: 250 * time.Millisecond, samples: 50_000},
 			restart: restartPlan{rounds: 3, rate: 1000, size: 10, timeout: time.Second, before: time.Second, after: 3 * time.Second},
 		},
+		redis: redisConfig{callers: []int{1, 8, 64, 512}, keys: []int{1, 10_000}, ops: 20_000, plan: plan{rounds: 5, samples: 20_000}},
 	},
 	"full": {
 		name:           "full",
@@ -115,6 +124,7 @@ var configs = map[string]config{
 			plan:    plan{rounds: 9, slice: 500 * time.Millisecond, samples: 200_000},
 			restart: restartPlan{rounds: 5, rate: 1000, size: 10, timeout: time.Second, before: time.Second, after: 4 * time.Second},
 		},
+		redis: redisConfig{callers: []int{1, 8, 64, 512}, keys: []int{1, 10_000}, ops: 50_000, plan: plan{rounds: 9, samples: 100_000}},
 	},
 	// smoke runs every code path in a blink; the tests use it.
 	"smoke": {
@@ -132,6 +142,7 @@ var configs = map[string]config{
 			plan:    plan{rounds: 1, slice: 20 * time.Millisecond, samples: 1000},
 			restart: restartPlan{rounds: 1, rate: 200, size: 4, timeout: time.Second, before: 200 * time.Millisecond, after: time.Second},
 		},
+		redis: redisConfig{callers: []int{1, 64}, keys: []int{1, 100}, ops: 256, plan: plan{rounds: 1, samples: 200}},
 	},
 }
 
@@ -155,13 +166,14 @@ var suites = []suite{
 	{name: "Core", rows: func(_ *engine.Engine, cfg config) []row { return coreRows(cfg) }},
 	{name: "Keyed", rows: keyedRows},
 	{name: "Postgres", serve: postgresSuite, slow: true},
+	{name: "Redis", serve: redisSuite},
 }
 
 func main() {
 	quick := flag.Bool("quick", false, "a few seconds: fewer callers, rounds and keys")
 	full := flag.Bool("full", false, "the long run: longer slices, more rounds and samples")
 	out := flag.String("out", "", "also write results.md and one SVG per pair into this directory")
-	only := flag.String("only", "", "comma-separated suites to run (Pool,Rate,Gate,Breaker,Core,Keyed,Postgres); all but Postgres if empty")
+	only := flag.String("only", "", "comma-separated suites to run (Pool,Rate,Gate,Breaker,Core,Keyed,Postgres,Redis); all but Postgres if empty")
 	noise := flag.Bool("noise", false, "a noisy neighbour: GOMAXPROCS goroutines burning CPU beside the benchmark")
 	flag.Parse()
 	stopOnInterrupt()
@@ -224,7 +236,7 @@ func run(cfg config, only, out string, stdout, stderr io.Writer, tty bool) error
 		if s.serve != nil {
 			rs, stops[i], err = s.serve(eng, cfg)
 			switch {
-			case errors.Is(err, pgtest.ErrNoServer):
+			case errors.Is(err, pgtest.ErrNoServer), errors.Is(err, redistest.ErrNoServer):
 				fmt.Fprintf(stderr, "bench: %s skipped: %v\n", s.name, err)
 			case err != nil:
 				for _, e := range append(engines, eng) {
@@ -331,7 +343,7 @@ func pick(only string) ([]suite, error) {
 		}
 	}
 	if len(picked) != len(names) {
-		return nil, fmt.Errorf("-only %q: the suites are Pool, Rate, Gate, Breaker, Core, Keyed and Postgres", only)
+		return nil, fmt.Errorf("-only %q: the suites are Pool, Rate, Gate, Breaker, Core, Keyed, Postgres and Redis", only)
 	}
 	return picked, nil
 }

@@ -28,6 +28,7 @@ var peers = []string{
 	"golang.org/x/sync",
 	"github.com/sony/gobreaker/v2",
 	"github.com/jackc/pgx/v5", // pgxpool and the database/sql driver are in it
+	"github.com/go-redis/redis_rate/v10",
 }
 
 // modulesOf lists the modules whose packages pkgs depend on, run from the
@@ -73,6 +74,7 @@ var integrations = map[string]string{
 	"google.golang.org/genproto/googleapis/rpc": "./moongrpc",
 	"go.opentelemetry.io/otel/metric":           "./moonotel",
 	"github.com/prometheus/client_golang":       "./moonprom",
+	"github.com/redis/go-redis/v9":              "./moonredis",
 }
 
 // libraryImports checks that the library's own packages import nothing but

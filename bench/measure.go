@@ -20,6 +20,9 @@ type contender struct {
 	// calls allowed by a limiter, or the calls that reached a failing
 	// backend.
 	count func() int64
+	// extra, if set, is a second running count, for a row whose note
+	// needs two: the Redis rows count commands, and calls let through.
+	extra func() int64
 	// errs, if set, counts operations that failed where none should (a Get
 	// that returned an error from a healthy pool). Any is reported.
 	errs func() int64
@@ -66,6 +69,7 @@ const (
 	countAllowed = "allowed" // share of calls let through
 	countBackend = "backend" // calls that reached the backend, of all calls
 	countOpened  = "opened"  // connections the side opened while built, warm-up included
+	countRedis   = "redis"   // Redis commands sent, and (extra) calls let through
 )
 
 // measured is one side's result at one level of callers.
@@ -79,6 +83,7 @@ type measured struct {
 	p999     float64   // the same, for the Postgres rows
 	samples  int
 	count    float64 // the row's count per slice (median over rounds)
+	extra    float64 // its second count per slice (median over rounds)
 	ops      float64 // operations per slice (median over rounds)
 	heap     float64 // live heap bytes grown per operation (median over rounds)
 	total    float64 // with countOpened: the count over the whole level
@@ -131,6 +136,7 @@ type slice struct {
 	mallocs uint64
 	lat     []float64
 	count   int64
+	extra   int64
 	heap    int64
 	errs    int64
 }
@@ -142,9 +148,12 @@ func runSlice(c contender, callers int, d time.Duration, fixed, batch, every, ke
 	batch = max(batch, 1)
 	every = max(every, batch)
 	perWorker := max(keep/callers, 8)
-	var count0, errs0 int64
+	var count0, extra0, errs0 int64
 	if c.count != nil {
 		count0 = c.count()
+	}
+	if c.extra != nil {
+		extra0 = c.extra()
 	}
 	if c.errs != nil {
 		errs0 = c.errs()
@@ -225,6 +234,9 @@ func runSlice(c contender, callers int, d time.Duration, fixed, batch, every, ke
 	}
 	if c.count != nil {
 		s.count = c.count() - count0
+	}
+	if c.extra != nil {
+		s.extra = c.extra() - extra0
 	}
 	if c.errs != nil {
 		s.errs = c.errs() - errs0
@@ -342,7 +354,7 @@ func summarise(s side, sl []slice) measured {
 	m := measured{side: s.name, ours: s.ours}
 	var ops int64
 	var mallocs uint64
-	var lat, counts, perOps, heaps []float64
+	var lat, counts, extras, perOps, heaps []float64
 	for _, x := range sl {
 		if x.ops == 0 {
 			continue
@@ -352,6 +364,7 @@ func summarise(s side, sl []slice) measured {
 		mallocs += x.mallocs
 		lat = append(lat, x.lat...)
 		counts = append(counts, float64(x.count))
+		extras = append(extras, float64(x.extra))
 		perOps = append(perOps, float64(x.ops))
 		heaps = append(heaps, float64(x.heap)/float64(x.ops))
 		m.errs += x.errs
@@ -366,6 +379,7 @@ func summarise(s side, sl []slice) measured {
 	m.p99 = quantile(lat, 0.99)
 	m.p999 = quantile(lat, 0.999)
 	m.count = median(counts)
+	m.extra = median(extras)
 	m.ops = median(perOps)
 	m.heap = median(heaps)
 	return m

@@ -21,6 +21,8 @@ var suiteWhat = map[string]string{
 	"Keyed":   "one Allow per distinct key on a limiter that starts empty; note: live heap grown per key",
 	"Postgres": "one request on a real PostgreSQL through pgx: wait for a connection, query, hand it back; pools of the same size on every side; " +
 		"req/s over every caller, latency of one request including the wait, connections opened by the side at that level (warm-up included)",
+	"Redis": "Allow on a keyed limit (1/s, bursts of 100, per key) kept in a real redis-server, each call the next key, both sides built afresh (full) for each slice of a fixed number of calls; " +
+		"note: Redis commands per call and per call let through, and how many were let through in the slice",
 }
 
 // check is one of an issue's targets and how this run did against it.
@@ -189,7 +191,8 @@ func targets(results []result) []check {
 			cs[i].issue = 5 // issue 5's targets for the core, which still hold
 		}
 	}
-	return append(cs, pgTargets(results)...)
+	cs = append(cs, pgTargets(results)...)
+	return append(cs, redisTargets(results)...)
 }
 
 // times formats a ratio.
@@ -234,6 +237,10 @@ func note(r row, m *measured) string {
 		}
 	case countBackend:
 		parts = append(parts, fmt.Sprintf("backend %.0f of %.0f", m.count, m.ops))
+	case countRedis:
+		if m.ops > 0 && m.extra > 0 {
+			parts = append(parts, fmt.Sprintf("%.3f cmd/call, %.2f cmd/admitted, admitted %.0f of %.0f", m.count/m.ops, m.count/m.extra, m.extra, m.ops))
+		}
 	}
 	if r.heap {
 		parts = append(parts, fmt.Sprintf("%.0f B/key", m.heap))

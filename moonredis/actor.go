@@ -1,0 +1,496 @@
+package moonredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/policy"
+	"github.com/redis/go-redis/v9"
+)
+
+// ask is one request to a limiter's actor: n of key, or (look) a look at
+// what one would face. A waiting ask may take a slot up to its deadline.
+type ask struct {
+	key      string
+	n        float64
+	wait     bool
+	look     bool
+	deadline int64 // on the engine's clock; 0: none
+	reply    chan verdict
+}
+
+// Refuse answers an ask that reached a stopped actor.
+func (a *ask) Refuse() { a.answer(verdict{closed: true}) }
+
+// answer sends a's one answer; the channel has room for it, and a second
+// answer (none is sent, but a stopped actor may race a late call) is
+// dropped rather than blocking the actor.
+func (a *ask) answer(v verdict) {
+	select {
+	case a.reply <- v:
+	default:
+	}
+}
+
+// verdict is the answer to an ask.
+type verdict struct {
+	ok       bool
+	wait     time.Duration // a grant: until its slot; a refusal: until it would pass; a look: what one would wait
+	sent     int64         // when its call was sent, on the engine's clock: the slot is wait after a moment a little later
+	left     float64
+	fallback bool  // Redis did not answer: the caller applies the FailMode
+	cause    error // why, with fallback
+	closed   bool
+	// run, when not nil, is no answer yet: it hands the caller the call
+	// for its batch to make on its own goroutine, after which the answer
+	// comes as for the others.
+	run *flight
+}
+
+// flight is one call to Redis: the batches of one or more keys, sent at
+// now in one round trip, and once made, their outcome, which goes back to
+// the actor in the same struct.
+type flight struct {
+	parts []part
+	now   int64
+	one   [1]part // parts' array when it holds one key, the usual case
+}
+
+// part is one key's batch in a flight, and its answers.
+type part struct {
+	key   string
+	batch []*ask
+	out   []verdict
+	err   error
+	one   [1]*ask    // batch's array when it holds one ask
+	res   [1]verdict // out's, likewise
+}
+
+// limiter is what Bucket and Window share: the actor that batches, the
+// calls, the counts.
+type limiter struct {
+	eng    *engine.Engine
+	ref    *engine.Ref
+	cfg    Config
+	script *redis.Script
+	a, b   any    // the script's ARGV[3] and ARGV[4], boxed once
+	id     string // names the limiter in Redis, so a batch sent twice counts once
+	seq    atomic.Uint64
+	once   bool         // name batches so one sent twice counts once; off only in a test
+	asked  atomic.Int64 // asks the actor has taken in: a test hook
+
+	closed atomic.Bool
+	base   context.Context
+	cancel context.CancelFunc
+	calls  sync.WaitGroup
+	stats  counts
+}
+
+// counts are a limiter's running counts (see Stats).
+type counts struct {
+	calls, sent, admitted, refused, fallbacks, failures atomic.Int64
+}
+
+// Stats are a limiter's counts since it started, in this process.
+type Stats struct {
+	Calls     int64 // script calls sent to Redis (each answers a batch)
+	Sent      int64 // requests those calls carried, looks included
+	Admitted  int64 // requests let through by Redis
+	Refused   int64 // requests Redis refused
+	Fallbacks int64 // requests answered by the FailMode
+	Failures  int64 // calls that failed or timed out
+}
+
+func (c *counts) read() Stats {
+	return Stats{
+		Calls: c.calls.Load(), Sent: c.sent.Load(), Admitted: c.admitted.Load(), Refused: c.refused.Load(),
+		Fallbacks: c.fallbacks.Load(), Failures: c.failures.Load(),
+	}
+}
+
+// start spawns l's actor on eng.
+func (l *limiter) start(eng *engine.Engine) error {
+	if eng == nil {
+		return errors.New("moonredis: nil engine")
+	}
+	l.eng = eng
+	l.once = true
+	l.id = strconv.FormatUint(rand.Uint64(), 36)
+	l.base, l.cancel = context.WithCancel(context.Background())
+	o := &owner{l: l, lines: make(map[string]*line), breaker: policy.NewBreaker(2, l.cfg.BreakerPeriod)}
+	ref, err := eng.Spawn("", o, l.shutdown)
+	if err != nil {
+		l.cancel()
+		return err
+	}
+	l.ref = ref
+	return nil
+}
+
+// shutdown runs when the actor is stopped, by Close or the engine's
+// Shutdown: calls in flight are cut short and waited for within ctx, so no
+// goroutine outlives the limiter.
+func (l *limiter) shutdown(ctx context.Context) error {
+	l.closed.Store(true)
+	l.cancel()
+	ended := make(chan struct{})
+	go func() { l.calls.Wait(); close(ended) }()
+	select {
+	case <-ended:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// asks holds asks that cannot be given up on, with their channels, for
+// reuse: each gets exactly one answer (after, for a batch's first, the
+// call to make), read before it goes back.
+var asks = sync.Pool{New: func() any { return &ask{reply: make(chan verdict, 1)} }}
+
+// now sends a request that cannot be given up on to the actor and returns
+// its answer, making the call for its batch when handed it.
+func (l *limiter) now(key string, n float64, look bool) verdict {
+	if l.closed.Load() {
+		return verdict{closed: true}
+	}
+	a := asks.Get().(*ask)
+	a.key, a.n, a.look, a.wait, a.deadline = key, n, look, false, 0
+	l.ref.Send(a)
+	v := <-a.reply
+	if v.run != nil {
+		l.call(v.run)
+		v = <-a.reply
+	}
+	a.key = "" // let the string go
+	asks.Put(a)
+	return v
+}
+
+// await sends a waiting request to the actor and returns its answer, or
+// false when ctx is done first. Its call is made on a goroutine of its
+// own, so that giving up leaves no batch behind.
+func (l *limiter) await(ctx context.Context, key string, n float64, deadline int64) (verdict, bool) {
+	if l.closed.Load() {
+		return verdict{closed: true}, true
+	}
+	a := &ask{key: key, n: n, wait: true, deadline: deadline, reply: make(chan verdict, 1)}
+	l.ref.Send(a)
+	select {
+	case v := <-a.reply:
+		return v, true
+	case <-ctx.Done():
+		return verdict{}, false
+	}
+}
+
+// owner is the actor. Each key with requests in hand has a line: the
+// asks in the call in flight for it, and those that came since, for its
+// next call. At most Config.MaxCalls calls are in flight at once; a key
+// whose next batch waits for one is in ready, and the next call takes the
+// batches of up to Config.MaxKeys of them, in the order they became ready,
+// in one round trip.
+type owner struct {
+	l       *limiter
+	lines   map[string]*line
+	ready   []string
+	breaker *policy.Breaker
+	flying  int // calls in flight
+	stopped bool
+}
+
+type line struct {
+	flying []*ask // in the call in flight
+	next   []*ask // for the next call
+}
+
+func (o *owner) Receive(c actor.Context) {
+	if _, ok := c.Message().(*actor.Stopped); ok {
+		o.stop()
+		return
+	}
+	o.Handle(c.Message())
+}
+
+// Handle runs one user message (see engine.Handler).
+func (o *owner) Handle(msg any) {
+	switch m := msg.(type) {
+	case *ask:
+		if o.stopped {
+			m.Refuse()
+			return
+		}
+		o.l.asked.Add(1)
+		if ln, ok := o.lines[m.key]; ok {
+			ln.next = append(ln.next, m)
+			return
+		}
+		if o.flying == 0 {
+			// Nothing else in hand: the usual case, sent at once.
+			f := &flight{}
+			p := &f.one[0]
+			p.key, p.one[0] = m.key, m
+			p.batch = p.one[:]
+			f.parts = f.one[:]
+			o.lines[m.key] = &line{flying: p.batch}
+			o.launch(f)
+			return
+		}
+		o.lines[m.key] = &line{next: []*ask{m}}
+		o.ready = append(o.ready, m.key)
+		o.pump()
+	case *flight:
+		o.land(m)
+	}
+}
+
+// pump sends the ready batches, as many calls as may be in flight. While
+// the breaker refuses anything, only one call at a time goes to Redis, so
+// a Redis that hangs costs one caller the timeout, not every caller.
+func (o *owner) pump() {
+	for len(o.ready) > 0 {
+		most := o.l.cfg.MaxCalls
+		if o.flying > 0 && o.breaker.Reject(o.l.eng.Now()) > 0 {
+			most = 1
+		}
+		if o.flying >= most {
+			return
+		}
+		n := min(len(o.ready), o.l.cfg.MaxKeys)
+		f := &flight{parts: make([]part, n)}
+		for i, key := range o.ready[:n] {
+			ln := o.lines[key]
+			p := &f.parts[i]
+			p.key, p.batch = key, ln.next
+			ln.next = nil
+			if most := o.l.cfg.MaxBatch; len(p.batch) > most {
+				p.batch, ln.next = p.batch[:most], p.batch[most:]
+			}
+			ln.flying = p.batch
+		}
+		o.ready = append(o.ready[:0], o.ready[n:]...)
+		o.launch(f)
+	}
+}
+
+// launch sends f to Redis off the actor, unless the breaker refuses: then
+// its batches are answered by the FailMode at once. The call is made by
+// the goroutine of its first caller, which waits for its answer anyway,
+// when that caller cannot give up (an Allow, not a Wait); otherwise by a
+// goroutine of its own. Either way, one goroutine per call in flight, and
+// the actor never waits on Redis.
+func (o *owner) launch(f *flight) {
+	f.now = o.l.eng.Now()
+	o.flying++
+	if !o.breaker.Allow(f.now) {
+		for i := range f.parts {
+			f.parts[i].err = ErrBreaker
+		}
+		o.land(f)
+		return
+	}
+	o.l.calls.Add(1)
+	if first := f.parts[0].batch[0]; !first.wait {
+		first.answer(verdict{run: f})
+		return
+	}
+	go o.l.call(f)
+}
+
+// land answers a call's batches and sends what came meanwhile.
+func (o *owner) land(f *flight) {
+	if o.stopped {
+		return // stop answered them
+	}
+	o.flying--
+	now := o.l.eng.Now()
+	for i := range f.parts {
+		p := &f.parts[i]
+		switch {
+		case p.err == ErrBreaker:
+		case p.err != nil:
+			o.breaker.Failure(now)
+		default:
+			o.breaker.Success(now)
+		}
+		for j, a := range p.batch {
+			switch {
+			case p.err != nil && o.l.closed.Load():
+				a.answer(verdict{closed: true}) // Close cut the call short
+			case p.err != nil:
+				a.answer(verdict{fallback: true, cause: p.err})
+			default:
+				a.answer(p.out[j])
+			}
+		}
+		ln := o.lines[p.key]
+		ln.flying = nil
+		if len(ln.next) == 0 {
+			delete(o.lines, p.key)
+		} else {
+			o.ready = append(o.ready, p.key)
+		}
+	}
+	o.pump()
+}
+
+// stop answers every ask it holds: the limiter is closed.
+func (o *owner) stop() {
+	o.stopped = true
+	for _, ln := range o.lines {
+		for _, a := range ln.flying {
+			a.Refuse()
+		}
+		for _, a := range ln.next {
+			a.Refuse()
+		}
+	}
+	clear(o.lines)
+	o.ready = nil
+}
+
+// noDeadline is the most a waiter without a deadline may wait for its slot,
+// in microseconds: a century, which is never in practice.
+const noDeadline = 100 * 365 * 24 * 3600 * 1e6
+
+// call runs the script for each of f's batches (off the actor), one key
+// alone or several in one pipeline, and sends the outcome back to the
+// actor in f.
+func (l *limiter) call(f *flight) {
+	defer l.calls.Done()
+	ctx, cancel := context.WithTimeout(l.base, l.cfg.Timeout)
+	defer cancel()
+	if len(f.parts) == 1 {
+		p := &f.parts[0]
+		s, err := l.script.Run(ctx, l.cfg.Client, []string{l.cfg.Prefix + p.key}, l.args(p, f.now)...).Text()
+		l.read(p, f.now, s, err)
+	} else {
+		pipe := l.cfg.Client.Pipeline()
+		cmds := make([]*redis.Cmd, len(f.parts))
+		for i := range f.parts {
+			p := &f.parts[i]
+			cmds[i] = l.script.EvalSha(ctx, pipe, []string{l.cfg.Prefix + p.key}, l.args(p, f.now)...)
+		}
+		pipe.Exec(ctx)
+		for i, c := range cmds {
+			p := &f.parts[i]
+			s, err := c.Text()
+			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				// Redis lost its scripts (a restart, SCRIPT FLUSH): the
+				// batch did not run, so running it now counts it once.
+				s, err = l.script.Run(ctx, l.cfg.Client, []string{l.cfg.Prefix + p.key}, l.args(p, f.now)...).Text()
+			}
+			l.read(p, f.now, s, err)
+		}
+	}
+	l.stats.calls.Add(1)
+	l.ref.Send(f)
+}
+
+// args are the script's arguments for p's batch, sent at now.
+func (l *limiter) args(p *part, now int64) []any {
+	args := make([]any, 4, 4+3*len(p.batch))
+	args[0], args[2], args[3] = l.id, l.a, l.b
+	if !l.once {
+		args[0] = ""
+	}
+	args[1] = l.id + "." + strconv.FormatUint(l.seq.Add(1), 36)
+	for _, a := range p.batch {
+		most := zero
+		if a.wait {
+			most = forever
+			if a.deadline != 0 {
+				most = max(0, float64(a.deadline-now)/1e3)
+			}
+		}
+		n := one
+		if a.n != 1 {
+			n = a.n
+		}
+		look := zero
+		if a.look {
+			look = one
+		}
+		args = append(args, n, most, look)
+	}
+	return args
+}
+
+// read takes a script's answer for p, sent at now, or the error in its
+// place.
+func (l *limiter) read(p *part, now int64, s string, err error) {
+	l.stats.sent.Add(int64(len(p.batch)))
+	if err == nil {
+		out := p.res[:0]
+		if len(p.batch) > 1 {
+			out = make([]verdict, 0, len(p.batch))
+		}
+		p.out, err = parse(out, s, len(p.batch))
+	}
+	for i := range p.out {
+		p.out[i].sent = now
+	}
+	if err != nil {
+		l.stats.failures.Add(1)
+	}
+	p.err = err
+}
+
+// Numbers the calls send often, boxed once.
+var (
+	zero    any = 0
+	one     any = 1
+	forever any = noDeadline
+)
+
+// parse reads a script's answer for n requests into out.
+func parse(out []verdict, s string, n int) ([]verdict, error) {
+	for s != "" {
+		var one string
+		one, s, _ = strings.Cut(s, ";")
+		ok, rest, _ := strings.Cut(one, ",")
+		wait, left, _ := strings.Cut(rest, ",")
+		w, err1 := strconv.ParseInt(wait, 10, 64)
+		k, err2 := strconv.ParseInt(left, 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("moonredis: unreadable answer %q", one)
+		}
+		out = append(out, verdict{ok: ok == "1", wait: micros(w), left: float64(k) / 1000})
+	}
+	if len(out) != n {
+		return nil, fmt.Errorf("moonredis: %d answers for %d requests", len(out), n)
+	}
+	return out, nil
+}
+
+// micros is w microseconds as a Duration, at most policy.Never.
+func micros(w int64) time.Duration {
+	if w >= int64(policy.Never/time.Microsecond) {
+		return policy.Never
+	}
+	return time.Duration(max(w, 0)) * time.Microsecond
+}
+
+// deadlineOf lays ctx's deadline, a span from now on the real clock, on
+// the engine's clock from now; 0 when ctx has none.
+func deadlineOf(ctx context.Context, now int64) int64 {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	left := time.Until(d)
+	if left > time.Duration(math.MaxInt64-now) {
+		return 0
+	}
+	return now + int64(left)
+}

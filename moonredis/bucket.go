@@ -1,0 +1,159 @@
+package moonredis
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/policy"
+)
+
+// Bucket is a token bucket per key kept in Redis, shared by every process
+// that builds one with the same Prefix and numbers: GCRA in one script with
+// Redis's clock. It answers as client.KeyedBucket does (see the package
+// documentation for where a shared bucket must differ), and each key's
+// concurrent requests from this process go to Redis together, in one call.
+//
+// It is safe for concurrent use. Build one with NewBucket; the zero Bucket
+// is not usable.
+type Bucket struct {
+	l     limiter
+	burst float64
+	fb    *bucketLocal // nil unless FailLocal
+}
+
+// NewBucket starts a bucket on eng whose keys each earn rate tokens a
+// second up to burst, full when first seen. A burst <= 0 is a second's
+// worth, and one below 1 is 1, as client.NewBucket reads it. A rate that is
+// not above zero and finite is refused with an error, as are a nil eng and
+// a Config without a Client. It does not touch Redis.
+func NewBucket(eng *engine.Engine, cfg Config, rate, burst float64) (*Bucket, error) {
+	if !(rate > 0) || math.IsInf(rate, 1) {
+		return nil, fmt.Errorf("moonredis: NewBucket: rate %v is not above zero and finite", rate)
+	}
+	cfg, err := cfg.normal("bucket")
+	if err != nil {
+		return nil, err
+	}
+	burst = policy.NewBucket(rate, burst, 0).Tokens(0)
+	b := &Bucket{burst: burst}
+	b.l.cfg, b.l.script = cfg, bucketScript
+	b.l.a, b.l.b = 1e6/rate, burst // microseconds a token, and the burst
+	if err := b.l.start(eng); err != nil {
+		return nil, fmt.Errorf("moonredis: NewBucket: %w", err)
+	}
+	if cfg.FailMode == FailLocal {
+		p := float64(cfg.ExpectedProcesses)
+		kb, err := client.NewKeyedBucket(eng, rate/p, max(burst/p, 1))
+		if err != nil {
+			b.l.close(context.Background(), nil)
+			return nil, fmt.Errorf("moonredis: NewBucket: %w", err)
+		}
+		b.fb = &bucketLocal{kb}
+	}
+	return b, nil
+}
+
+// Allow is whether key has a token now, taking it if so. It blocks for one
+// call to Redis at most (bounded by Config.Timeout), shared with the other
+// callers of key in this process. While callers wait for key's tokens, in
+// any process, it says no; after Close it says no.
+func (b *Bucket) Allow(key string) bool { return b.TryN(key, 1).OK }
+
+// AllowN is Allow for n tokens. An n <= 0 asks for nothing and gets it
+// without asking Redis (until Close); an n above the burst, or NaN, is
+// never allowed, and Redis is not asked either.
+func (b *Bucket) AllowN(key string, n float64) bool { return b.TryN(key, n).OK }
+
+// Try is Allow with the whole answer for key (see client.Decision).
+func (b *Bucket) Try(key string) client.Decision { return b.TryN(key, 1) }
+
+// TryN is Try for n tokens, answering as AllowN does.
+func (b *Bucket) TryN(key string, n float64) client.Decision {
+	switch {
+	case b.l.closed.Load():
+		return client.Decision{Wait: policy.Never}
+	case n <= 0:
+		return client.Decision{OK: true}
+	case !(n <= b.burst):
+		b.l.stats.refused.Add(1)
+		return client.Decision{Wait: policy.Never}
+	}
+	return b.l.try(key, n, b.fb.orNil())
+}
+
+// Wait blocks until a token of key's is taken for the caller, or ctx is
+// done. It is WaitN(ctx, key, 1).
+func (b *Bucket) Wait(ctx context.Context, key string) error { return b.WaitN(ctx, key, 1) }
+
+// WaitN blocks until n of key's tokens are taken for the caller, or ctx is
+// done. Redis gives the caller the first slot free after every caller
+// already waiting for key, in any process; the caller then sleeps until
+// it on the engine's clock. So callers of one key in this process are let
+// through in the order they asked. It never sleeps past ctx's deadline:
+//   - n above the burst, or NaN: client.ErrExceedsBurst at once;
+//   - a slot after ctx's deadline: a *client.WaitError at once, saying how
+//     long the wait would be;
+//   - ctx done while waiting: an error matching ctx.Err(); the slot it
+//     held is not given back, so this costs the key a slot (fewer let
+//     through, never more);
+//   - Redis unavailable: the FailMode's answer (ErrUnavailable under
+//     FailClosed);
+//   - closed: client.ErrClosed.
+func (b *Bucket) WaitN(ctx context.Context, key string, n float64) error {
+	if !(n <= b.burst) {
+		b.l.stats.refused.Add(1)
+		return fmt.Errorf("%w: %v tokens, burst %v", client.ErrExceedsBurst, n, b.burst)
+	}
+	if n <= 0 {
+		if b.l.closed.Load() {
+			return client.ErrClosed
+		}
+		return nil
+	}
+	return b.l.wait(ctx, key, n, b.fb.orNil())
+}
+
+// Delay is how long a caller wanting one of key's tokens would wait now,
+// behind every caller already waiting for key: 0 for a key not seen. It
+// takes nothing. After Close it is policy.Never; with Redis unavailable,
+// the FailMode's (0 open, UnavailableWait closed, the local limit's).
+func (b *Bucket) Delay(key string) time.Duration { return b.l.delay(key, b.fb.orNil()) }
+
+// Tokens is how many tokens key holds now, to a thousandth: the burst for
+// a key not seen, 0 after Close or with Redis unavailable.
+func (b *Bucket) Tokens(key string) float64 {
+	v, ok := b.l.look(key)
+	if !ok {
+		return 0
+	}
+	return min(v.left, b.burst)
+}
+
+// Stats are the bucket's counts in this process.
+func (b *Bucket) Stats() Stats { return b.l.stats.read() }
+
+// Close stops the bucket's actor within ctx: callers waiting for an answer
+// from Redis get ErrClosed (or false), calls in flight are cut short, and
+// so are later calls. It takes nothing from Redis. A second Close returns
+// nil.
+func (b *Bucket) Close(ctx context.Context) error { return b.l.close(ctx, b.fb.orNil()) }
+
+// bucketLocal is FailLocal's limit for a Bucket.
+type bucketLocal struct{ *client.KeyedBucket }
+
+func (k *bucketLocal) orNil() local {
+	if k == nil {
+		return nil
+	}
+	return k
+}
+func (k *bucketLocal) tryN(key string, n float64) client.Decision { return k.TryN(key, n) }
+func (k *bucketLocal) waitN(ctx context.Context, key string, n float64) error {
+	return k.WaitN(ctx, key, n)
+}
+
+var _ client.KeyedLimiter = (*Bucket)(nil)

@@ -1,0 +1,300 @@
+package moonredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/policy"
+)
+
+// TestBucketSteps walks one key of a bucket of 1 a second, bursts of 3,
+// through fixed instants: the burst, the refusal with its exact wait, the
+// refill, and a key nobody used.
+func TestBucketSteps(t *testing.T) {
+	f := newFake(t)
+	b, err := NewBucket(f.eng, f.cfg(), 1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		at   time.Duration // since the start
+		key  string
+		n    float64
+		want client.Decision
+	}{
+		{0, "a", 1, client.Decision{OK: true, Left: 2}},
+		{0, "a", 2, client.Decision{OK: true, Left: 0}},
+		{0, "a", 1, client.Decision{Wait: time.Second}},
+		{0, "b", 1, client.Decision{OK: true, Left: 2}},
+		{400 * time.Millisecond, "a", 1, client.Decision{Wait: 600 * time.Millisecond}},
+		{time.Second, "a", 1, client.Decision{OK: true}},
+		{time.Second, "a", 4, client.Decision{Wait: policy.Never}}, // above the burst: never
+		{time.Second, "a", 0, client.Decision{OK: true}},           // nothing asked
+		{3 * time.Second, "a", 2, client.Decision{OK: true}},
+		{3 * time.Second, "a", 1, client.Decision{Wait: time.Second}},
+	}
+	start := f.clock.Now()
+	for i, s := range steps {
+		f.advance(time.Duration(start + int64(s.at) - f.clock.Now()))
+		if got := b.TryN(s.key, s.n); got != s.want {
+			t.Fatalf("step %d: TryN(%q, %v) at %v = %+v, want %+v", i, s.key, s.n, s.at, got, s.want)
+		}
+	}
+	if got := b.Tokens("a"); got != 0 {
+		t.Errorf("Tokens(a) = %v, want 0", got)
+	}
+	if got := b.Tokens("never"); got != 3 {
+		t.Errorf("Tokens of a key not seen = %v, want the burst 3", got)
+	}
+	if got := b.Delay("a"); got != time.Second {
+		t.Errorf("Delay(a) = %v, want 1s", got)
+	}
+	if got := b.Delay("never"); got != 0 {
+		t.Errorf("Delay of a key not seen = %v, want 0", got)
+	}
+}
+
+// TestBucketBatches: callers of one key that come while a call is in
+// flight go to Redis in one call, are answered in the order they came, and
+// exactly the burst is let through.
+func TestBucketBatches(t *testing.T) {
+	f := newFake(t)
+	release := make(chan struct{})
+	h, entered := holdFirst(release)
+	f.rdb.AddHook(h)
+	b, err := NewBucket(f.eng, f.cfg(), 1, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const callers = 64
+	results := make([]bool, callers)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); results[0] = b.Allow("hot") }()
+	<-entered
+	for i := 1; i < callers; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); results[i] = b.Allow("hot") }()
+	}
+	for b.l.asked.Load() < callers {
+		waitABit()
+	}
+	close(release)
+	wg.Wait()
+	admitted := 0
+	for _, ok := range results {
+		if ok {
+			admitted++
+		}
+	}
+	st := b.Stats()
+	if admitted != 10 || st.Admitted != 10 {
+		t.Errorf("admitted %d (Stats %d), want the burst 10", admitted, st.Admitted)
+	}
+	if st.Calls != 2 {
+		t.Errorf("%d calls for %d callers, want 2: the first, then the rest together", st.Calls, callers)
+	}
+}
+
+// TestBucketWaitFIFO: waiters of one key take slots in the order they
+// asked, each wakes at its own slot on the engine's clock, and a caller
+// whose slot would come after its deadline is told so at once and takes
+// nothing.
+func TestBucketWaitFIFO(t *testing.T) {
+	f := newFake(t)
+	b, err := NewBucket(f.eng, f.cfg(), 10, 1) // a token every 100 ms
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.Allow("k") {
+		t.Fatal("first Allow refused")
+	}
+	const waiters = 4
+	order := make(chan int, waiters)
+	errs := make(chan error, waiters)
+	for i := range waiters {
+		go func() {
+			err := b.Wait(context.Background(), "k")
+			errs <- err
+			order <- i
+		}()
+		for f.clock.Pending() < i+1 { // asleep until its slot
+			waitABit()
+		}
+	}
+	// A caller with 250 ms to go faces a slot 500 ms away.
+	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+	defer cancel()
+	var we *client.WaitError
+	if err := b.Wait(ctx, "k"); !errors.As(err, &we) || we.Wait != 500*time.Millisecond {
+		t.Fatalf("Wait past the deadline = %v, want a *WaitError of 500ms", err)
+	}
+	for i := range waiters {
+		f.advance(100 * time.Millisecond)
+		if err := <-errs; err != nil {
+			t.Fatalf("waiter %d: %v", i, err)
+		}
+		if got := <-order; got != i {
+			t.Fatalf("woke waiter %d at slot %d", got, i)
+		}
+	}
+	// The refused caller took nothing: the next slot is 100 ms on.
+	if got := b.Delay("k"); got != 100*time.Millisecond {
+		t.Errorf("Delay after the waiters = %v, want 100ms", got)
+	}
+}
+
+// TestBucketBadInput: numbers that cannot make a bucket are errors, not
+// panics, and so is a missing client.
+func TestBucketBadInput(t *testing.T) {
+	f := newFake(t)
+	for _, rate := range []float64{0, -1, nanf(), inff()} {
+		if _, err := NewBucket(f.eng, f.cfg(), rate, 1); err == nil {
+			t.Errorf("NewBucket with rate %v: no error", rate)
+		}
+	}
+	if _, err := NewBucket(f.eng, Config{}, 1, 1); err == nil {
+		t.Error("NewBucket without a client: no error")
+	}
+	if _, err := NewBucket(nil, f.cfg(), 1, 1); err == nil {
+		t.Error("NewBucket without an engine: no error")
+	}
+	b, err := NewBucket(f.eng, f.cfg(), 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WaitN(context.Background(), "k", 3); !errors.Is(err, client.ErrExceedsBurst) {
+		t.Errorf("WaitN above the burst = %v, want ErrExceedsBurst", err)
+	}
+	if b.AllowN("k", nanf()) {
+		t.Error("AllowN(NaN) allowed")
+	}
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if b.Allow("k") || b.Delay("k") != policy.Never || b.Tokens("k") != 0 {
+		t.Error("a closed bucket still answers")
+	}
+	if err := b.Wait(context.Background(), "k"); !errors.Is(err, client.ErrClosed) {
+		t.Errorf("Wait after Close = %v, want ErrClosed", err)
+	}
+	if err := b.Close(context.Background()); err != nil {
+		t.Errorf("second Close = %v", err)
+	}
+}
+
+// TestKeysShareACall: with every call slot taken, requests for other keys
+// wait in the actor and go to Redis together, in one round trip, each key
+// answered by its own state.
+func TestKeysShareACall(t *testing.T) {
+	f := newFake(t)
+	release := make(chan struct{})
+	h, entered := holdFirst(release)
+	f.rdb.AddHook(h)
+	cfg := f.cfg()
+	cfg.MaxCalls = 1
+	b, err := NewBucket(f.eng, cfg, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keys, each = 20, 3
+	var allowed [keys]atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if b.Allow("k0") {
+			allowed[0].Add(1)
+		}
+	}()
+	<-entered
+	for i := 1; i < keys; i++ {
+		for range each {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if b.Allow(fmt.Sprint("k", i)) {
+					allowed[i].Add(1)
+				}
+			}()
+		}
+	}
+	for b.l.asked.Load() < 1+(keys-1)*each {
+		waitABit()
+	}
+	close(release)
+	wg.Wait()
+	for i := 1; i < keys; i++ {
+		if got := allowed[i].Load(); got != 2 {
+			t.Errorf("key k%d let %d of %d through, want its burst 2", i, got, each)
+		}
+	}
+	if st := b.Stats(); st.Calls != 2 || st.Sent != 1+(keys-1)*each {
+		t.Errorf("Stats = %+v: want 2 calls, the held one and one for the other %d keys", st, keys-1)
+	}
+}
+
+// TestCloseAnswersEveryone: Close answers the caller whose call is in
+// flight and the one waiting behind it, and cuts the call short rather
+// than waiting for Redis.
+func TestCloseAnswersEveryone(t *testing.T) {
+	f := newFake(t)
+	h, entered := holdFirst(make(chan struct{})) // Redis never answers
+	f.rdb.AddHook(h)
+	b, err := NewBucket(f.eng, f.cfg(), 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- b.Wait(context.Background(), "k") }()
+	<-entered
+	allowed := make(chan bool, 1)
+	go func() { allowed <- b.Allow("k") }()
+	for b.l.asked.Load() < 2 {
+		waitABit()
+	}
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	if err := <-waited; !errors.Is(err, client.ErrClosed) {
+		t.Errorf("the waiter in flight got %v, want ErrClosed", err)
+	}
+	if <-allowed {
+		t.Error("the caller behind it was allowed by a closed bucket")
+	}
+}
+
+// TestWaitGivesUp: a Wait whose ctx ends while its call is in flight
+// returns ctx's error at once; the call's late answer harms nobody.
+func TestWaitGivesUp(t *testing.T) {
+	f := newFake(t)
+	release := make(chan struct{})
+	h, entered := holdFirst(release)
+	f.rdb.AddHook(h)
+	b, err := NewBucket(f.eng, f.cfg(), 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	waited := make(chan error, 1)
+	go func() { waited <- b.Wait(ctx, "k") }()
+	<-entered
+	cancel()
+	if err := <-waited; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait after cancel = %v, want context.Canceled", err)
+	}
+	close(release)
+	// The slot it took is spent: fewer let through, never more.
+	for b.Stats().Calls < 1 {
+		waitABit()
+	}
+	if b.Allow("k") {
+		t.Error("the abandoned waiter's token was handed out again")
+	}
+}

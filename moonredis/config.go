@@ -1,0 +1,126 @@
+package moonredis
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// FailMode is what a limiter answers when Redis cannot: it is down, slower
+// than Config.Timeout, or the breaker in front of it refuses the call. The
+// zero FailMode is FailClosed.
+type FailMode uint8
+
+const (
+	// FailClosed refuses: Allow says no, Try refuses with a Wait of
+	// UnavailableWait, Wait returns an error matching ErrUnavailable. It
+	// never lets through more than the limit, and lets nothing through
+	// while Redis is gone.
+	FailClosed FailMode = iota
+	// FailOpen lets everything through: Allow says yes and Wait returns
+	// nil at once. The limit is off while Redis is gone.
+	FailOpen
+	// FailLocal answers from a limit in this process of the shared limit
+	// divided by Config.ExpectedProcesses, each key on its own: a bucket's
+	// rate and burst (a burst of at least 1), a window's allow rounded
+	// down (so 0, refusing everything, when the processes outnumber it).
+	// With that many processes alive the fleet together stays near the
+	// limit. It starts full, so a process may let through its share of
+	// the burst again when Redis goes.
+	FailLocal
+)
+
+var failNames = [...]string{"closed", "open", "local"}
+
+// String is the mode's name in lower case: "closed", "open" or "local".
+func (m FailMode) String() string {
+	if int(m) < len(failNames) {
+		return failNames[m]
+	}
+	return fmt.Sprintf("FailMode(%d)", uint8(m))
+}
+
+// ErrUnavailable is what a Wait under FailClosed returns, wrapping the
+// cause (Redis's error, a timeout, or ErrBreaker), when Redis could not
+// answer.
+var ErrUnavailable = errors.New("moonredis: redis unavailable")
+
+// ErrBreaker is the cause given when the breaker in front of Redis refused
+// the call rather than Redis failing it.
+var ErrBreaker = errors.New("moonredis: breaker refused the call")
+
+// UnavailableWait is the Wait a refusal under FailClosed carries (so
+// Retry-After says 1): Redis's state says nothing about when a caller
+// would pass.
+const UnavailableWait = time.Second
+
+// Config is how a limiter reaches Redis and what it does without it. Only
+// Client is required; every other zero field means its documented default.
+type Config struct {
+	// Client runs the scripts: a *redis.Client, *redis.ClusterClient
+	// (each key's state is one Redis key, so one hash slot), *redis.Ring
+	// or a failover client. Its retries are harmless: a batch sent twice
+	// is counted once (see the package documentation).
+	Client redis.UniversalClient
+	// Prefix begins every key the limiter writes; the empty Prefix is
+	// "moonredis:bucket:" or "moonredis:window:". Two limiters with
+	// different numbers must not share one.
+	Prefix string
+	// Timeout bounds each call to Redis, retries included; <= 0 is 100 ms.
+	// A call that takes longer is answered by the FailMode.
+	Timeout time.Duration
+	// FailMode is what to answer when Redis cannot; the zero value is
+	// FailClosed.
+	FailMode FailMode
+	// ExpectedProcesses is how many processes share the limit, for
+	// FailLocal; <= 0 is 1.
+	ExpectedProcesses int
+	// BreakerPeriod is how far back the breaker in front of Redis counts
+	// calls and failures (a policy.Breaker with the SRE book's K of 2, its
+	// floor of 10 and its cap of 0.9); <= 0 is 10 seconds.
+	BreakerPeriod time.Duration
+	// MaxBatch is the most requests of one key sent in one call; <= 0 is
+	// 512.
+	MaxBatch int
+	// MaxCalls is the most calls to Redis in flight at once; <= 0 is 4.
+	// Requests for keys with no call in flight that come while that many
+	// are go together in the next call, up to MaxKeys keys in one round
+	// trip (a pipeline of one script call per key).
+	MaxCalls int
+	// MaxKeys is the most keys in one call; <= 0 is 64.
+	MaxKeys int
+}
+
+// normal is c with its defaults filled in.
+func (c Config) normal(kind string) (Config, error) {
+	if c.Client == nil {
+		return c, errors.New("moonredis: Config.Client is nil")
+	}
+	if c.FailMode > FailLocal {
+		return c, fmt.Errorf("moonredis: unknown %v", c.FailMode)
+	}
+	if c.Prefix == "" {
+		c.Prefix = "moonredis:" + kind + ":"
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 100 * time.Millisecond
+	}
+	if c.ExpectedProcesses <= 0 {
+		c.ExpectedProcesses = 1
+	}
+	if c.BreakerPeriod <= 0 {
+		c.BreakerPeriod = 10 * time.Second
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 512
+	}
+	if c.MaxCalls <= 0 {
+		c.MaxCalls = 4
+	}
+	if c.MaxKeys <= 0 {
+		c.MaxKeys = 64
+	}
+	return c, nil
+}

@@ -1,0 +1,176 @@
+package moonredis
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moonpool-go/moonpool/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestFailModes: with Redis gone, each mode answers as documented, and
+// FailLocal holds each process to its share of the limit.
+func TestFailModes(t *testing.T) {
+	cases := []struct {
+		mode    FailMode
+		allowed int   // of 20 Allows of one key
+		waitErr error // what Wait returns
+	}{
+		{FailClosed, 0, ErrUnavailable},
+		{FailOpen, 20, nil},
+		{FailLocal, 5, nil}, // a burst of 10 shared by 2
+	}
+	for _, c := range cases {
+		t.Run(c.mode.String(), func(t *testing.T) {
+			f := newFake(t)
+			cfg := f.cfg()
+			cfg.FailMode, cfg.ExpectedProcesses = c.mode, 2
+			cfg.Timeout = 50 * time.Millisecond
+			b, err := NewBucket(f.eng, cfg, 1, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.mr.Close()
+			allowed := 0
+			for range 20 {
+				if b.Allow("k") {
+					allowed++
+				}
+			}
+			if allowed != c.allowed {
+				t.Errorf("allowed %d of 20, want %d", allowed, c.allowed)
+			}
+			if c.mode == FailLocal {
+				return // its Wait would wait for the local bucket
+			}
+			if err := b.Wait(context.Background(), "k"); !errors.Is(err, c.waitErr) && err != c.waitErr {
+				t.Errorf("Wait = %v, want %v", err, c.waitErr)
+			}
+			if st := b.Stats(); st.Fallbacks != 21 {
+				t.Errorf("Stats.Fallbacks = %d, want 21", st.Fallbacks)
+			}
+		})
+	}
+}
+
+// TestBreakerSparesRedis: once calls to a dead Redis fail, the breaker
+// answers most requests without calling it.
+func TestBreakerSparesRedis(t *testing.T) {
+	f := newFake(t)
+	cfg := f.cfg()
+	cfg.Timeout = 50 * time.Millisecond
+	b, err := NewBucket(f.eng, cfg, 1, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mr.Close()
+	for range 100 {
+		if b.Allow("k") {
+			t.Fatal("FailClosed allowed with Redis gone")
+		}
+	}
+	st := b.Stats()
+	if st.Fallbacks != 100 {
+		t.Errorf("Fallbacks = %d, want 100", st.Fallbacks)
+	}
+	// Ten calls fill the breaker's floor; then it refuses nine in ten.
+	if st.Calls > 25 {
+		t.Errorf("%d calls reached a dead Redis for 100 requests, want at most 25", st.Calls)
+	}
+}
+
+// TestTimeoutFallsBack: a Redis slower than Config.Timeout is answered by
+// the FailMode when the timeout ends, not when Redis does.
+func TestTimeoutFallsBack(t *testing.T) {
+	f := newFake(t)
+	f.rdb.AddHook(hook{process: func(next redis.ProcessHook) redis.ProcessHook {
+		return func(ctx context.Context, cmd redis.Cmder) error {
+			if strings.HasPrefix(cmd.Name(), "eval") {
+				<-ctx.Done() // a Redis that never answers
+				return ctx.Err()
+			}
+			return next(ctx, cmd)
+		}
+	}})
+	cfg := f.cfg()
+	cfg.Timeout, cfg.FailMode = 20*time.Millisecond, FailOpen
+	b, err := NewBucket(f.eng, cfg, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.Allow("k") || !b.Allow("k") {
+		t.Error("FailOpen refused while Redis hung")
+	}
+	if st := b.Stats(); st.Failures != 2 || st.Fallbacks != 2 {
+		t.Errorf("Stats = %+v, want 2 failures answered by the mode", st)
+	}
+}
+
+// TestDroppedReplyCountedOnce: a reply lost on the network makes go-redis
+// send the script again; the second run answers from the first, so the
+// request takes one token (or counts one event), not two.
+func TestDroppedReplyCountedOnce(t *testing.T) {
+	for _, once := range []bool{true, false} {
+		for _, kind := range []string{"window", "approx"} {
+			if kind == "window" && !once {
+				continue // its events are named by their batch: a run again adds none
+			}
+			f := newFake(t)
+			p := redistest.NewProxy(t, f.mr.Addr())
+			rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
+			t.Cleanup(func() { rdb.Close() })
+			cfg := f.cfg()
+			cfg.Client = rdb
+			newW := NewWindow
+			if kind == "approx" {
+				newW = NewApproxWindow
+			}
+			w, err := newW(f.eng, cfg, 5, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.l.once = once
+			w.Allow("warm")
+			p.DropNext(1)
+			if !w.Allow("k") || p.Dropped() != 1 {
+				t.Fatalf("%s once=%v: Allow refused, or %d replies dropped", kind, once, p.Dropped())
+			}
+			want := 4
+			if !once {
+				want = 3
+			}
+			if got := w.Left("k"); got != want {
+				t.Errorf("%s once=%v: %d left after one Allow whose reply was dropped, want %d", kind, once, got, want)
+			}
+		}
+		f := newFake(t)
+		p := redistest.NewProxy(t, f.mr.Addr())
+		rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
+		t.Cleanup(func() { rdb.Close() })
+		cfg := f.cfg()
+		cfg.Client = rdb
+		b, err := NewBucket(f.eng, cfg, 1, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.l.once = once
+		b.Allow("warm") // loads the script, so the dropped call is the run itself
+		p.DropNext(1)
+		if !b.Allow("k") {
+			t.Fatalf("once=%v: Allow refused", once)
+		}
+		if p.Dropped() != 1 {
+			t.Fatalf("once=%v: the proxy dropped %d replies, want 1", once, p.Dropped())
+		}
+		want := 4.0 // one token taken
+		if !once {
+			want = 3 // what the kept answer prevents: taken twice
+		}
+		if got := b.Tokens("k"); got != want {
+			t.Errorf("once=%v: %v tokens left after one Allow whose reply was dropped, want %v", once, got, want)
+		}
+	}
+}

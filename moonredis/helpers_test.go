@@ -1,0 +1,55 @@
+package moonredis
+
+import (
+	"context"
+	"math"
+	"runtime"
+	"strings"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func nanf() float64 { return math.NaN() }
+func inff() float64 { return math.Inf(1) }
+
+// waitABit lets other goroutines run while a test waits for them to reach
+// a point it can see.
+func waitABit() { runtime.Gosched() }
+
+// holdFirst is a hook that holds the first script call until release is
+// closed, so a test can line callers up behind it; entered is closed once
+// the call is held.
+func holdFirst(release chan struct{}) (h redis.Hook, entered chan struct{}) {
+	entered = make(chan struct{})
+	var first atomic.Bool
+	return hook{process: func(next redis.ProcessHook) redis.ProcessHook {
+		return func(ctx context.Context, cmd redis.Cmder) error {
+			if strings.HasPrefix(cmd.Name(), "eval") && first.CompareAndSwap(false, true) {
+				close(entered)
+				select {
+				case <-release:
+				case <-ctx.Done(): // the call cut short: Close, or its timeout
+					return ctx.Err()
+				}
+			}
+			return next(ctx, cmd)
+		}
+	}}, entered
+}
+
+// hook is a redis.Hook from a process function.
+type hook struct {
+	process func(redis.ProcessHook) redis.ProcessHook
+}
+
+func (h hook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	if h.process == nil {
+		return next
+	}
+	return h.process(next)
+}
+func (h hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}

@@ -1,0 +1,200 @@
+package moonredis
+
+import "github.com/redis/go-redis/v9"
+
+// The scripts. Each takes one batch of requests for one key and answers
+// each in order, so a batch of N costs one round trip and one run, and
+// whoever comes first in the batch comes first in the answers.
+//
+// KEYS[1] is the key's state. ARGV[1] names the limiter (a random id
+// drawn when it starts; empty only in a test, to show what it is for) and
+// ARGV[2] the batch (that id and a sequence number); ARGV[3] and
+// ARGV[4] are the limit's numbers; then, from ARGV[5], three per request:
+// n, the most it may wait for its slot in microseconds (0 for an Allow),
+// and 1 for a look that takes nothing.
+//
+// The answer is one string, three numbers per request: 1 or 0 for
+// granted, the wait in microseconds (for a grant, until its slot; for a
+// refusal, until it would be granted; for a look, what one would wait),
+// and what is left in thousandths. Lua writes a whole number below 1e14
+// without an exponent, and every wait here is below that (three years).
+//
+// The clock is Redis's TIME: one clock for every process, so machines
+// whose clocks disagree still share one limit.
+//
+// Counted once: go-redis sends a command again after a network error, and
+// a reply lost on the way back would otherwise count its batch twice. A
+// limiter has at most one batch in flight per key, so the bucket and the
+// counter keep, beside the key's state, the last batch each limiter sent
+// and its answer, and answer that batch again from it; the window finds a
+// batch's requests among its events by their names.
+
+const prologue = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local out = {}
+`
+
+// kept is how the bucket and the counter look for their batch's answer:
+// the field named ARGV[1] holds the limiter's last batch and its answer.
+// (Plain string functions: a closure or a pattern costs a microsecond
+// here, a fifth of a short script's run.)
+const kept = `
+local kept = got[#got]
+if kept and ARGV[1] ~= '' then
+  local bar = string.find(kept, '|', 1, true)
+  if bar and string.sub(kept, 1, bar - 1) == ARGV[2] then return string.sub(kept, bar + 1) end
+end
+`
+
+// answer is the answer as a string, and the batch's name and answer as the
+// field to keep, when the script sets it.
+const answer = `
+local s = out[1] or ''
+if #out > 1 then s = table.concat(out, ';') end
+`
+
+// bucketBody is GCRA: field t of the key holds its theoretical arrival
+// time (tat), the instant the bucket will be full again; a request of n
+// conforms once tat + n*T - burst*T has come. A waiter takes its slot in
+// the future by moving tat, so later callers, here or in another process,
+// queue behind it.
+const bucketBody = `
+local got = redis.call('HMGET', KEYS[1], 't', ARGV[1])
+` + kept + `
+local T = tonumber(ARGV[3])
+local tau = T * tonumber(ARGV[4])
+local tat = tonumber(got[1] or '0')
+if tat < now then tat = now end
+local moved = false
+for i = 5, #ARGV, 3 do
+  local n, most = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+  local wait = tat + n * T - tau - now
+  if wait < 0 then wait = 0 end
+  local ok = 0
+  if ARGV[i + 2] ~= '1' and wait <= most then
+    tat = tat + n * T
+    moved = true
+    ok = 1
+  end
+  local left = (now + tau - tat) / T
+  if left < 0 then left = 0 end
+  out[#out + 1] = ok .. ',' .. math.ceil(wait) .. ',' .. math.floor(left * 1000)
+end
+` + answer + `
+if moved then
+  redis.call('HSET', KEYS[1], 't', string.format('%.0f', tat), ARGV[1], ARGV[2] .. '|' .. s)
+  redis.call('PEXPIRE', KEYS[1], math.ceil((tat - now) / 1000) + 1)
+end
+return s
+`
+
+// windowBody is the exact sliding window: the key is a sorted set of the
+// events counted, scored by their instant, each counted for W from it. A
+// request of n fits at the first instant t, no earlier than the latest
+// event, at which the events after t - W and its n are at most allow. A
+// request of a batch sent again finds its first event by name, and is
+// answered from it.
+const windowBody = `
+local W = tonumber(ARGV[3])
+local allow = tonumber(ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - W)
+local m = redis.call('ZCARD', KEYS[1])
+local last = now
+if m > 0 then
+  local s = tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
+  if s > last then last = s end
+end
+local added = false
+for i = 5, #ARGV, 3 do
+  local n, most, look = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2] == '1'
+  local name = ARGV[2] .. ':' .. i .. ':'
+  local kept = nil
+  if not look and ARGV[1] ~= '' then kept = redis.call('ZSCORE', KEYS[1], name .. '1') end
+  local left = allow - m
+  if last > now then left = 0 end
+  local ok, wait = 0, 0
+  if kept then
+    local at = tonumber(kept)
+    if at < now then at = now end
+    ok, wait = 1, at - now
+  else
+    local at = last
+    local need = m - allow + n
+    if need > 0 then
+      local s = tonumber(redis.call('ZRANGE', KEYS[1], need - 1, need - 1, 'WITHSCORES')[2])
+      if s + W > at then at = s + W end
+    end
+    wait = at - now
+    if not look and wait <= most then
+      for j = 1, n do
+        redis.call('ZADD', KEYS[1], at, name .. j)
+      end
+      m = m + n
+      last = at
+      added = true
+      ok, left = 1, left - n
+    end
+  end
+  if left < 0 then left = 0 end
+  out[#out + 1] = ok .. ',' .. math.ceil(wait) .. ',' .. math.floor(left * 1000)
+end
+if added then
+  redis.call('PEXPIRE', KEYS[1], math.ceil((last + W - now) / 1000) + 1)
+end
+` + answer + `
+return s
+`
+
+// counterBody is the approximate sliding window (a sliding-window
+// counter): a count per fixed window, in a field of the key named by the
+// window's number, and the estimate of the sliding window's count is the
+// current window's count plus the previous one's weighted by how much of
+// it the sliding window still covers. A waiter is counted at once, in the
+// current window, and told to wait until the estimate has room for it.
+const counterBody = `
+local W = tonumber(ARGV[3])
+local allow = tonumber(ARGV[4])
+local idx = math.floor(now / W)
+local x = (now - idx * W) / W
+local cur = string.format('%d', idx)
+local got = redis.call('HMGET', KEYS[1], cur, string.format('%d', idx - 1), ARGV[1])
+` + kept + `
+local c = tonumber(got[1] or '0')
+local p = tonumber(got[2] or '0')
+local added = 0
+for i = 5, #ARGV, 3 do
+  local n, most, look = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2] == '1'
+  local est = p * (1 - x) + c
+  local wait = 0
+  if est + n > allow then
+    if c + n <= allow then
+      wait = (1 - (allow - n - c) / p - x) * W
+    else
+      wait = (1 - x) * W + (1 - (allow - n) / c) * W
+    end
+    if wait < 1 then wait = 1 end
+  end
+  local ok, left = 0, allow - est
+  if not look and wait <= most then
+    c = c + n
+    added = added + n
+    ok, left = 1, left - n
+  end
+  if left < 0 then left = 0 end
+  out[#out + 1] = ok .. ',' .. math.ceil(wait) .. ',' .. math.floor(left * 1000)
+end
+` + answer + `
+if added > 0 then
+  redis.call('HSET', KEYS[1], cur, c, ARGV[1], ARGV[2] .. '|' .. s)
+  redis.call('HDEL', KEYS[1], string.format('%d', idx - 2))
+  redis.call('PEXPIRE', KEYS[1], math.ceil(2 * W / 1000) + 1)
+end
+return s
+`
+
+var (
+	bucketScript  = redis.NewScript(prologue + bucketBody)
+	windowScript  = redis.NewScript(prologue + windowBody)
+	counterScript = redis.NewScript(prologue + counterBody)
+)

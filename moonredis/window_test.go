@@ -1,0 +1,195 @@
+package moonredis
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/moonpool-go/moonpool/client"
+)
+
+// TestWindowSteps walks one key of an exact window of 3 a second through
+// fixed instants: each event leaves the window exactly a second after it
+// was counted, and a refusal waits for the oldest to leave.
+func TestWindowSteps(t *testing.T) {
+	f := newFake(t)
+	w, err := NewWindow(f.eng, f.cfg(), 3, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := time.Millisecond
+	steps := []struct {
+		at   time.Duration
+		want client.Decision
+	}{
+		{0, client.Decision{OK: true, Left: 2}},
+		{100 * ms, client.Decision{OK: true, Left: 1}},
+		{200 * ms, client.Decision{OK: true, Left: 0}},
+		{300 * ms, client.Decision{Wait: 700 * ms}},
+		{999 * ms, client.Decision{Wait: 1 * ms}},
+		{1000 * ms, client.Decision{OK: true, Left: 0}}, // the first left; this one took its place
+		{1050 * ms, client.Decision{Wait: 50 * ms}},
+		{1100 * ms, client.Decision{OK: true, Left: 0}},
+		{3000 * ms, client.Decision{OK: true, Left: 2}},
+	}
+	start := f.clock.Now()
+	for i, s := range steps {
+		f.advance(time.Duration(start + int64(s.at) - f.clock.Now()))
+		if got := w.Try("k"); got != s.want {
+			t.Fatalf("step %d: Try at %v = %+v, want %+v", i, s.at, got, s.want)
+		}
+	}
+	if got := w.Left("k"); got != 2 {
+		t.Errorf("Left = %d, want 2", got)
+	}
+	if got := w.Left("other"); got != 3 {
+		t.Errorf("Left of a key not seen = %d, want 3", got)
+	}
+	// The key expires a window after its last event: idle keys vanish.
+	f.advance(time.Second + 2*ms)
+	if f.mr.Exists("moonredis:window:k") {
+		t.Error("an idle key is still in Redis a window after its last event")
+	}
+}
+
+// TestWindowWaitFIFO: waiters take the instants the oldest events leave,
+// in the order they asked, and an Allow meanwhile is refused behind them.
+func TestWindowWaitFIFO(t *testing.T) {
+	f := newFake(t)
+	w, err := NewWindow(f.eng, f.cfg(), 2, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Allow("k")
+	f.advance(500 * time.Millisecond)
+	w.Allow("k")
+	order := make(chan int, 2)
+	for i := range 2 {
+		go func() {
+			if err := w.Wait(context.Background(), "k"); err != nil {
+				t.Error(err)
+			}
+			order <- i
+		}()
+		for f.clock.Pending() < i+1 {
+			waitABit()
+		}
+	}
+	if d := w.Try("k"); d.OK || d.Wait != 1500*time.Millisecond {
+		t.Fatalf("Try behind two waiters = %+v, want a refusal of 1.5s", d)
+	}
+	f.advance(500 * time.Millisecond) // the first event leaves
+	if got := <-order; got != 0 {
+		t.Fatalf("waiter %d woke first", got)
+	}
+	f.advance(500 * time.Millisecond) // the second leaves
+	if got := <-order; got != 1 {
+		t.Fatalf("waiter %d woke second", got)
+	}
+}
+
+// TestApproxWindow: the counter lets allow through in a fixed window, and
+// in the next one as much as the previous window's weight has faded.
+func TestApproxWindow(t *testing.T) {
+	f := newFake(t)
+	// Start on a window's edge, so the weights are round.
+	edge := (f.clock.Now()/int64(time.Second) + 1) * int64(time.Second)
+	f.advance(time.Duration(edge - f.clock.Now()))
+	w, err := NewApproxWindow(f.eng, f.cfg(), 10, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		n := 0
+		for w.Allow("k") {
+			n++
+		}
+		return n
+	}
+	if got := count(); got != 10 {
+		t.Fatalf("first window let %d through, want 10", got)
+	}
+	// Room for one comes a tenth into the next window, when the ten
+	// weigh nine.
+	if d := w.Try("k"); d.Wait != 1100*time.Millisecond {
+		t.Errorf("refusal at the window's start waits %v, want 1.1s", d.Wait)
+	}
+	f.advance(1500 * time.Millisecond) // half of the previous window's 10 still weigh
+	if got := count(); got != 5 {
+		t.Fatalf("half-way through the next window let %d through, want 5", got)
+	}
+}
+
+// TestWindowBadInput: quotas that cannot be are errors.
+func TestWindowBadInput(t *testing.T) {
+	f := newFake(t)
+	for _, c := range []struct {
+		allow  int
+		window time.Duration
+	}{{0, time.Second}, {-1, time.Second}, {1, 0}, {1, time.Microsecond}} {
+		if _, err := NewWindow(f.eng, f.cfg(), c.allow, c.window); err == nil {
+			t.Errorf("NewWindow(%d, %v): no error", c.allow, c.window)
+		}
+	}
+}
+
+// TestWindowFailLocal: with Redis gone, a window under FailLocal counts
+// each process's share of the quota in the process.
+func TestWindowFailLocal(t *testing.T) {
+	f := newFake(t)
+	cfg := f.cfg()
+	cfg.FailMode, cfg.ExpectedProcesses, cfg.Timeout = FailLocal, 3, 50*time.Millisecond
+	w, err := NewWindow(f.eng, cfg, 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mr.Close()
+	allowed := 0
+	for range 10 {
+		if w.Allow("k") {
+			allowed++
+		}
+	}
+	if allowed != 3 { // 10 shared by 3, rounded down: never more than the whole
+		t.Errorf("allowed %d of 10 with Redis gone, want the share 3", allowed)
+	}
+	if got := w.Delay("k"); got <= 0 {
+		t.Errorf("Delay with the local share spent = %v, want a wait", got)
+	}
+}
+
+// TestApproxWindowWait: waiters on the counter take their places in the
+// order they asked and wake when the estimate has room for them.
+func TestApproxWindowWait(t *testing.T) {
+	f := newFake(t)
+	edge := (f.clock.Now()/int64(time.Second) + 1) * int64(time.Second)
+	f.advance(time.Duration(edge - f.clock.Now()))
+	w, err := NewApproxWindow(f.eng, f.cfg(), 2, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Allow("k")
+	w.Allow("k")
+	order := make(chan int, 2)
+	for i := range 2 {
+		go func() {
+			if err := w.Wait(context.Background(), "k"); err != nil {
+				t.Error(err)
+			}
+			order <- i
+		}()
+		for f.clock.Pending() < i+1 {
+			waitABit()
+		}
+	}
+	for i := range 2 {
+		d, ok := f.clock.Next()
+		if !ok {
+			t.Fatalf("waiter %d sleeps on no timer", i)
+		}
+		f.advance(d)
+		if got := <-order; got != i {
+			t.Fatalf("waiter %d woke in place %d", got, i)
+		}
+	}
+}
