@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/moonpool-go/moonpool/engine"
@@ -35,35 +36,62 @@ import (
 //
 // A nil *Credit draws nothing. The zero Credit is dry.
 //
-// The one word Draw changes also counts the draws, so Drawn costs a caller
-// nothing: no second atomic operation on the fast path.
+// A lease is split across a few stripes, each on its own cache line, and
+// a caller draws from the stripe its goroutine's stack falls on, so callers
+// on different processors rarely touch the same line; a caller whose
+// stripe is dry tries the others before it asks the actor. The word a draw
+// changes also counts the draws, so Drawn costs a caller nothing: no
+// second atomic operation on the fast path.
 type Credit struct {
-	// w is the lease's number << 32 | draws since it was lent << 16 |
-	// tokens lent and not drawn. The number changes with every lease, so
-	// a draw that read one lease's from cannot land in the next.
-	w     atomic.Uint64
-	from  atomic.Int64  // the instant the lease was lent; DrawAt's draws are at or after it
-	span  int64         // how long after from DrawAt may draw; set once, before the first lease
-	drawn atomic.Int64  // draws the actor has taken back
-	seq   atomic.Uint64 // odd while the actor takes the credit back
+	stripes [creditStripes]stripe
+	from    atomic.Int64  // the instant the lease was lent; DrawAt's draws are at or after it
+	span    int64         // how long after from DrawAt may draw; set once, before the first lease
+	drawn   atomic.Int64  // draws the actor has taken back
+	seq     atomic.Uint64 // odd while the actor takes the credit back
 }
 
-// The fields of Credit.w; a lease is at most 1,024 tokens, so tokens and
-// draws each fit in 16 bits.
+// stripe is one part of a lease: the lease's number << 32 | draws since it
+// was lent << 16 | tokens lent and not drawn. The number changes with every
+// lease, so a draw that read one lease's from cannot land in the next.
+type stripe struct {
+	w atomic.Uint64
+	_ [56]byte // a cache line of its own
+}
+
+// creditStripes is how many stripes a lease is split into: enough that two
+// processors' callers seldom meet, few enough that a small lease still
+// gives each stripe some.
+const creditStripes = 4
+
+// The fields of a stripe's word; a lease is at most 1,024 tokens, so
+// tokens and draws each fit in 16 bits.
 const (
 	creditMask = 1<<16 - 1
 	drawOne    = 1 << 16
 	leaseOne   = 1 << 32
 )
 
+// home is the stripe the calling goroutine draws from first: picked by
+// where its stack is, which differs between goroutines and stays put for
+// one (unless its stack moves).
+func (c *Credit) home() int {
+	var mark byte
+	h := uintptr(unsafe.Pointer(&mark)) >> 12
+	return int(h^h>>3) & (creditStripes - 1)
+}
+
 // Draw takes n whole tokens if the credit holds them. It never blocks.
 func (c *Credit) Draw(n int64) bool {
 	if c == nil || n < 1 {
 		return false
 	}
-	for w := c.w.Load(); int64(w&creditMask) >= n; w = c.w.Load() {
-		if c.w.CompareAndSwap(w, w-uint64(n)+drawOne) {
-			return true
+	home := c.home()
+	for k := range creditStripes {
+		st := &c.stripes[(home+k)&(creditStripes-1)]
+		for w := st.w.Load(); int64(w&creditMask) >= n; w = st.w.Load() {
+			if st.w.CompareAndSwap(w, w-uint64(n)+drawOne) {
+				return true
+			}
 		}
 	}
 	return false
@@ -71,18 +99,21 @@ func (c *Credit) Draw(n int64) bool {
 
 // DrawAt is Draw for a caller whose clock reads now: it says no, and the
 // caller asks the actor, unless now is within the span after the lease
-// was lent. It never blocks.
+// was lent. It never blocks. A lease bounded in time is lent whole to the
+// first stripe: the clock reading dwarfs what striping saves, and one
+// stripe keeps the lease from running dry in parts.
 func (c *Credit) DrawAt(now, n int64) bool {
 	if c == nil || n < 1 {
 		return false
 	}
-	for w := c.w.Load(); int64(w&creditMask) >= n; w = c.w.Load() {
+	st := &c.stripes[0]
+	for w := st.w.Load(); int64(w&creditMask) >= n; w = st.w.Load() {
 		// from is read after w and stored before the lease's w, so a CAS
 		// on this w proves it is this lease's from.
 		if from := c.from.Load(); now < from || now-from > c.span {
 			return false
 		}
-		if c.w.CompareAndSwap(w, w-uint64(n)+drawOne) {
+		if st.w.CompareAndSwap(w, w-uint64(n)+drawOne) {
 			return true
 		}
 	}
@@ -98,9 +129,12 @@ func (c *Credit) Drawn() int64 {
 	for {
 		s := c.seq.Load()
 		if s&1 == 0 {
-			d, w := c.drawn.Load(), c.w.Load()
+			d := c.drawn.Load()
+			for i := range c.stripes {
+				d += int64(c.stripes[i].w.Load() >> 16 & creditMask)
+			}
 			if c.seq.Load() == s {
-				return d + int64(w>>16&creditMask)
+				return d
 			}
 		}
 		runtime.Gosched()
@@ -108,20 +142,39 @@ func (c *Credit) Drawn() int64 {
 }
 
 // takeBack empties the credit and returns the tokens that were still in
-// it, counting the draws made since the last lend. The lease's number
-// stays, for the next lease to count on from.
+// it, counting the draws made since the last lend. The leases' numbers
+// stay, for the next lease to count on from.
 func (c *Credit) takeBack() int64 {
 	c.seq.Add(1)
-	w := c.w.And(^uint64(leaseOne - 1))
-	c.drawn.Add(int64(w >> 16 & creditMask))
+	var left, drawn int64
+	for i := range c.stripes {
+		w := c.stripes[i].w.And(^uint64(leaseOne - 1))
+		drawn += int64(w >> 16 & creditMask)
+		left += int64(w & creditMask)
+	}
+	c.drawn.Add(drawn)
 	c.seq.Add(1)
-	return int64(w & creditMask)
+	return left
 }
 
-// lendAt lends n tokens from the instant from.
+// lendAt lends n tokens from the instant from, split across the stripes,
+// or all to the first for a lease bounded in time (see DrawAt).
 func (c *Credit) lendAt(from, n int64) {
 	c.from.Store(from)
-	c.w.Store(c.w.Load()&^(leaseOne-1) + leaseOne + uint64(n))
+	parts := int64(creditStripes)
+	if c.span > 0 {
+		parts = 1
+	}
+	for i := range c.stripes {
+		part := n / parts
+		if int64(i) >= parts {
+			part = 0
+		} else if int64(i) < n%parts {
+			part++
+		}
+		st := &c.stripes[i]
+		st.w.Store(st.w.Load()&^(leaseOne-1) + leaseOne + uint64(part))
+	}
 }
 
 // leaseOf is how many tokens a bucket of burst lends at a time: a

@@ -268,3 +268,36 @@ func TestWindowCreditConcurrent(t *testing.T) {
 		t.Fatalf("Stats().Allowed() = %d, let through %d", got, total)
 	}
 }
+
+// TestBucketCreditConcurrent: eight callers spend a bucket that earns
+// nothing, drawing from its lent stripes and asking its actor at once; they
+// get exactly the burst between them, and Stats counts exactly that.
+func TestBucketCreditConcurrent(t *testing.T) {
+	for _, burst := range []float64{16, 100, 5000} {
+		clock := vclock.NewVirtual()
+		eng := engine.New(engine.WithClock(clock))
+		b, err := client.NewBucket(eng, 0, burst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got atomic.Int64
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range int(burst) {
+					if b.Allow() {
+						got.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if got.Load() != int64(burst) {
+			t.Errorf("burst %v: %d allowed between eight callers, want the burst", burst, got.Load())
+		}
+		if s := b.Stats().Allowed(); s != got.Load() {
+			t.Errorf("burst %v: Stats().Allowed() = %d, allowed %d", burst, s, got.Load())
+		}
+		eng.Shutdown(context.Background())
+	}
+}
