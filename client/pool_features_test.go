@@ -517,3 +517,68 @@ func TestSetLimitsMinIdle(t *testing.T) {
 	}
 	r.balance()
 }
+
+// gate is a Check that holds each call until the test lets it go: entered
+// gets the resource being checked, and a value sent on release is the
+// check's outcome.
+type gate struct {
+	entered chan *conn
+	release chan error
+}
+
+func newGate() *gate { return &gate{entered: make(chan *conn, 8), release: make(chan error)} }
+
+func (g *gate) check(ctx context.Context, c *conn) error {
+	g.entered <- c
+	select {
+	case err := <-g.release:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestStrayPutDuringKeepAlive: a resource a keep-alive check holds is not
+// its last holder's any more: a second Put or a Discard of it is refused
+// with ErrNotLent and changes nothing, so it is not lent to a caller while
+// the check holds it, nor closed under the check, and the check hands it
+// back to the pool as before.
+func TestStrayPutDuringKeepAlive(t *testing.T) {
+	g := newGate()
+	r := newRig(t, PoolConfig[*conn]{
+		Limits:    policy.Limits{Size: 1},
+		Check:     g.check,
+		CheckIdle: time.Hour,
+		KeepAlive: time.Second,
+	})
+	r.waitFor("the keep-alive's timer", func() bool { return r.clock.Pending() > 0 })
+	a := r.get()
+	r.put(a)
+	r.clock.Advance(time.Second)
+	if c := <-g.entered; c != a {
+		t.Fatalf("the keep-alive checks conn %d, want %d", c.id, a.id)
+	}
+	if err := r.pool.Put(a); !errors.Is(err, ErrNotLent) {
+		t.Errorf("a stray Put during the check: %v, want ErrNotLent", err)
+	}
+	if err := r.pool.Discard(a); !errors.Is(err, ErrNotLent) {
+		t.Errorf("a stray Discard during the check: %v, want ErrNotLent", err)
+	}
+	if c, err := r.pool.TryGet(r.ctx); !errors.Is(err, ErrNoneIdle) {
+		t.Errorf("TryGet while the only conn is checked: %v, %v; want ErrNoneIdle", c, err)
+		if err == nil {
+			r.put(c)
+		}
+	}
+	g.release <- nil
+	r.waitFor("the check done", func() bool { return r.pool.Stats().Idle() == 1 })
+	if c := r.get(); c != a {
+		t.Errorf("after the check got conn %d, want %d", c.id, a.id)
+	} else {
+		r.put(c)
+	}
+	if s := r.pool.Stats(); s.Live() != 1 || s.Broken() != 0 || r.be.closes.Load() != 0 {
+		t.Errorf("live %d broken %d closed %d, want 1, 0, 0", s.Live(), s.Broken(), r.be.closes.Load())
+	}
+	r.balance()
+}

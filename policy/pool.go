@@ -337,10 +337,12 @@ func (p *Pool[T]) worked(now int64) {
 // past Life (lending it again would only hand it back as Stale), and when
 // the pool is closed. A resource already idle answers true and changes
 // nothing: it is in the pool, and telling the caller to close it would close
-// what the pool may lend. A resource the pool does not know fills the room a
-// Make reserved, born now, as if Made had been called (the ward hears the
-// make worked); when no room is reserved it is refused (false) and never
-// counted, which is where the original library let Live drift upwards.
+// what the pool may lend; the same goes for one lent to the owner by Due
+// to be checked, which comes back through Checked. A resource the pool does
+// not know fills the room a Make reserved, born now, as if Made had been
+// called (the ward hears the make worked); when no room is reserved it is
+// refused (false) and never counted, which is where the original library
+// let Live drift upwards.
 func (p *Pool[T]) Give(item T, now int64) bool {
 	now = p.clock(now)
 	i, ok := p.books[item]
@@ -356,8 +358,8 @@ func (p *Pool[T]) Give(item T, now int64) bool {
 		p.idle = append(p.idle, p.register(item, now))
 		return true
 	}
-	if !p.recs[i].lent {
-		return true
+	if e := &p.recs[i]; !e.lent || e.checking {
+		return true // in the pool, idle or under check: the pool's to close
 	}
 	return p.giveBack(i, now)
 }
@@ -472,7 +474,9 @@ func (p *Pool[T]) Checked(item T, ok bool, now int64) bool {
 // slot for ever and the pool would stop making new ones.
 //
 // Dropping an idle resource takes it out of the pool (an idle connection the
-// caller found dead). Dropping one the pool does not know frees the room a
+// caller found dead). Dropping one Due lent to be checked changes nothing:
+// the check holds it and hands it back through Checked, which is where a
+// dead one leaves the books. Dropping one the pool does not know frees the room a
 // Make reserved, if any: the resource asked for broke before it was
 // registered. The ward does not count that as a failed make (nor as one that
 // worked: a probe dropped this way frees the way for the next). Drop takes no
@@ -487,6 +491,9 @@ func (p *Pool[T]) Drop(item T) {
 		return
 	}
 	e := &p.recs[i]
+	if e.checking {
+		return // the check has it, and hands it back through Checked
+	}
 	if e.lent {
 		p.lent--
 		if e.gen != p.gen {
@@ -663,12 +670,13 @@ func (p *Pool[T]) Busy() int { return p.lent + p.reserved }
 // yet filled by Made, Unmade, or a Give or Drop of an unknown resource.
 func (p *Pool[T]) Reserved() int { return p.reserved }
 
-// Lent says whether item is registered and lent out now. With Reserved it
-// lets a caller tell a Give refused as misuse (a resource never lent, no
-// room reserved) from one refused because the pool is full.
+// Lent says whether item is registered and lent out to a caller now; one
+// Due lent to the owner to be checked is not. With Reserved it lets a
+// caller tell a Give refused as misuse (a resource never lent, no room
+// reserved) from one refused because the pool is full.
 func (p *Pool[T]) Lent(item T) bool {
 	i, ok := p.books[item]
-	return ok && p.recs[i].lent
+	return ok && p.recs[i].lent && !p.recs[i].checking
 }
 
 // Holds says whether item is on the books, idle or lent. An owner asks it

@@ -231,3 +231,41 @@ func TestDueAndChecked(t *testing.T) {
 		t.Fatalf("Evict at Keep after the return = %v, want [2]: a check is not a use", got)
 	}
 }
+
+// TestUnderCheckNotTheCallers: a resource Due lent to be checked is not a
+// caller's: a stray Give, GiveLent or Drop of it (a second Put or Discard
+// by its last holder) changes nothing, so it is neither lent to a caller
+// while the check holds it nor taken off the books twice, and Checked still
+// takes it back.
+func TestUnderCheckNotTheCallers(t *testing.T) {
+	p := NewPool[int](Limits{Size: 2}, Ward{})
+	p.Take(t0)
+	p.Made(1, t0)
+	p.Give(1, t0)
+	if got := p.Due(minute(2), time.Minute, nil); !slices.Equal(got, []int{1}) {
+		t.Fatalf("Due = %v, want [1]", got)
+	}
+	for step, stray := range []func(){
+		func() { p.Give(1, minute(2)) },
+		func() { p.GiveLent(1, minute(2)) },
+		func() { p.Drop(1) },
+	} {
+		if p.Lent(1) {
+			t.Fatalf("step %d: Lent says the checked one is a caller's", step)
+		}
+		if kept, lent := p.GiveLent(1, minute(2)); kept || lent {
+			t.Fatalf("step %d: GiveLent of the checked one = %v, %v; want false, false", step, kept, lent)
+		}
+		stray()
+		if p.Live() != 1 || p.Busy() != 1 || p.Idle() != 0 {
+			t.Fatalf("step %d: live %d busy %d idle %d, want 1, 1, 0", step, p.Live(), p.Busy(), p.Idle())
+		}
+		if got := p.Take(minute(2)); got.Verdict != Make {
+			t.Fatalf("step %d: Take while it is checked = %v %v, want Make", step, got.Verdict, got.Item)
+		}
+		p.Release()
+	}
+	if !p.Checked(1, true, minute(3)) || p.Live() != 1 || p.Idle() != 1 || p.Busy() != 0 {
+		t.Fatalf("after Checked: live %d idle %d busy %d, want 1, 1, 0", p.Live(), p.Idle(), p.Busy())
+	}
+}

@@ -18,14 +18,15 @@ func Stamps(limits Limits, ward Ward) (take, give bool) {
 }
 
 // GiveLent is Give for an owner that refuses a resource it has not lent:
-// if item is not lent out now (never lent, or given back already), nothing
-// changes and lent is false; otherwise it is Give. It looks item up once,
+// if item is not lent out to a caller now (never lent, given back already,
+// or lent by Due to be checked), nothing changes and lent is false;
+// otherwise it is Give. It looks item up once,
 // where Lent and then Give look it up twice, which on a pool's hot path
 // is a tenth of the cost.
 func (p *Pool[T]) GiveLent(item T, now int64) (kept, lent bool) {
 	now = p.clock(now)
 	i, ok := p.books[item]
-	if !ok || !p.recs[i].lent {
+	if !ok || !p.recs[i].lent || p.recs[i].checking {
 		return false, false
 	}
 	return p.giveBack(i, now), true
