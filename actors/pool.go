@@ -621,6 +621,15 @@ func (b *books[T]) close(now int64) {
 	idle := b.pool.Close()
 	b.stats.Shutdown += int64(len(idle))
 	b.retire = append(b.retire, idle...)
+	// Lent to a check the owner has not collected: its checker stops before
+	// it sends Close, so no one will; the pool takes them back (and, closed,
+	// refuses them) or Drained would wait for them for ever.
+	for _, item := range b.due {
+		b.pool.Checked(item, true, now)
+		b.stats.Shutdown++
+		b.retire = append(b.retire, item)
+	}
+	b.due = nil
 	b.signal()
 	b.q.drain(func(m *Take[T]) {
 		b.stats.Shed++

@@ -98,3 +98,43 @@ func TestUnfilledRoomGoesToTheLine(t *testing.T) {
 	r.ref.Send(&Release{Now: r.now()})
 	r.ref.Send(&Release{Now: r.now()})
 }
+
+// TestCloseWithChecksUncollected: a keep-alive lent an idle resource to be
+// checked, and the pool closed before the owner collected it (the owner's
+// checker stops before it sends Close). Close retires it for the owner to
+// close, so the pool drains: a Drained is answered, where it used to wait
+// for a check no one would run.
+func TestCloseWithChecksUncollected(t *testing.T) {
+	checks := make(chan struct{}, 1)
+	r := newRig(t, PoolConfig{Check: true, KeepAlive: time.Second, Checks: checks})
+	item, err := r.get(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.give(item)
+	r.ref.Send(&Tick{Now: r.now()}) // starts the keep-alive's timer
+	r.clock.Advance(time.Second)
+	<-checks // the tick lent it to be checked
+	if s := r.stats(); s.Busy != 1 || s.Idle != 0 {
+		t.Fatalf("after the tick: busy %d idle %d, want 1 and 0", s.Busy, s.Idle)
+	}
+	c := &Close{Now: r.now(), Reply: make(chan Stats, 1)}
+	r.ref.Send(c)
+	<-c.Reply
+	d := &Drained{Reply: make(chan Stats, 1)}
+	r.ref.Send(d)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a net for a hung test
+	defer cancel()
+	select {
+	case s := <-d.Reply:
+		if s.Busy != 0 || s.Live != 0 || s.Shutdown != 1 {
+			t.Errorf("drained: busy %d live %d shutdown %d, want 0, 0, 1", s.Busy, s.Live, s.Shutdown)
+		}
+	case <-ctx.Done():
+		t.Fatal("Drained never answered: the resource lent to the check holds the Close up")
+	}
+	if got := r.collect(); len(got) != 1 || got[0] != item {
+		t.Errorf("retired %v, want [%d]", got, item)
+	}
+	r.balance()
+}
