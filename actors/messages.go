@@ -143,9 +143,15 @@ type (
 		Now    int64
 		Failed bool
 	}
-	// Due collects the idle resources a keep-alive lent the owner to check
-	// (see PoolConfig.KeepAlive); each goes back with Checked.
-	Due[T comparable] struct{ Reply chan []T }
+	// Due asks for the next idle resource due a keep-alive check (see
+	// PoolConfig.KeepAlive), lent to the owner: Answer.Verdict Ready with
+	// the Item, which goes back with Checked, or Wait when none is due or
+	// the pool is closed. The owner asks again after each check, so at
+	// most one resource is out of service for it at a time.
+	Due[T comparable] struct {
+		Now   int64
+		Reply chan Answer[T]
+	}
 	// Checked hands back a resource Due lent, with the check's outcome: a
 	// good one (OK) goes back among the idle, a bad one leaves the books
 	// (Stats.CheckFailures). Answer.Kept false means the caller closes it.
@@ -326,7 +332,7 @@ func (m *Fill[T]) Refuse() { m.Reply <- Answer[T]{Verdict: policy.Shed, Err: Err
 func (m *Filled[T]) Refuse() { m.Reply <- Answer[T]{Err: ErrStopped} }
 
 // Refuse answers a Due that reached a stopped actor.
-func (m *Due[T]) Refuse() { m.Reply <- nil }
+func (m *Due[T]) Refuse() { m.Reply <- Answer[T]{Verdict: policy.Wait, Err: ErrStopped} }
 
 // Refuse answers a Checked that reached a stopped actor.
 func (m *Checked[T]) Refuse() { m.Reply <- Answer[T]{Err: ErrStopped} }

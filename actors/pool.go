@@ -30,11 +30,12 @@ type PoolConfig struct {
 	// for CheckIdle or longer (0: every one).
 	Check     bool
 	CheckIdle time.Duration
-	// KeepAlive, if above zero, lends the owner every idle resource that
-	// went unused and unchecked that long, every KeepAlive, to be checked
-	// and handed back with Checked; Checks is signalled (without
-	// blocking) when there are some to collect with Due. The timer starts
-	// with the first Tick the owner sends.
+	// KeepAlive, if above zero, has the owner check, every KeepAlive, the
+	// idle resources that went unused and unchecked that long: Checks is
+	// signalled (without blocking) each period, and the owner then asks
+	// Due for one after another, handing each back with Checked, until
+	// Due answers Wait. The timer starts with the first Tick the owner
+	// sends.
 	KeepAlive time.Duration
 	Checks    chan<- struct{}
 	// Fills, if not nil, is signalled (without blocking) whenever fewer
@@ -88,9 +89,8 @@ type books[T comparable] struct {
 	check     bool          // Answer.Check is wanted
 	checkIdle time.Duration // for Answer.Check
 	keepAlive time.Duration
-	nextCheck int64           // when the keep-alive next looks for the idle due a check
-	due       []T             // lent for a keep-alive check, not yet collected
-	checks    chan<- struct{} // signalled when due has some
+	nextCheck int64           // when the keep-alive next signals checks
+	checks    chan<- struct{} // signalled each keep-alive period
 	leftovers chan []T        // what stop hands over, if the owner asked
 	rng       *rand.Rand
 
@@ -180,9 +180,13 @@ func (a *poolActor[T]) Handle(msg any) {
 	case *Unfilled:
 		b.unfilled(m)
 	case *Due[T]:
-		out := b.due
-		b.due = nil
-		m.Reply <- out
+		a := Answer[T]{Verdict: policy.Wait}
+		if !b.pool.Closed() {
+			if item, ok := b.pool.Due(b.stamped(m.Now), b.keepAlive); ok {
+				a = Answer[T]{Verdict: policy.Ready, Item: item}
+			}
+		}
+		m.Reply <- a
 		b.answered()
 	case *Checked[T]:
 		b.checked(m)
@@ -523,12 +527,13 @@ func (b *books[T]) tick(now int64) {
 	}
 }
 
-// keepAliveAt lends the owner the idle due a check, when the keep-alive's
-// time has come, and keeps the timer on for the next.
+// keepAliveAt signals the owner to ask Due for the idle due a check, when
+// the keep-alive's time has come, and keeps the timer on for the next.
+// Nothing is lent here: a resource is lent to a check only when the owner
+// is there to check it, so none sits out of service waiting for it.
 func (b *books[T]) keepAliveAt(now int64) {
 	if now >= b.nextCheck && !b.pool.Closed() {
-		n := len(b.due)
-		if b.due = b.pool.Due(now, b.keepAlive, b.due); len(b.due) > n && b.checks != nil {
+		if b.checks != nil {
 			select {
 			case b.checks <- struct{}{}:
 			default:
@@ -621,15 +626,6 @@ func (b *books[T]) close(now int64) {
 	idle := b.pool.Close()
 	b.stats.Shutdown += int64(len(idle))
 	b.retire = append(b.retire, idle...)
-	// Lent to a check the owner has not collected: its checker stops before
-	// it sends Close, so no one will; the pool takes them back (and, closed,
-	// refuses them) or Drained would wait for them for ever.
-	for _, item := range b.due {
-		b.pool.Checked(item, true, now)
-		b.stats.Shutdown++
-		b.retire = append(b.retire, item)
-	}
-	b.due = nil
 	b.signal()
 	b.q.drain(func(m *Take[T]) {
 		b.stats.Shed++
@@ -651,8 +647,6 @@ func (b *books[T]) stop() {
 		b.stats.Shutdown += int64(len(idle))
 		b.retire = append(b.retire, idle...)
 	}
-	b.retire = append(b.retire, b.due...) // lent for a check no one collected
-	b.due = nil
 	if len(b.retire) > 0 && b.leftovers != nil {
 		select {
 		case b.leftovers <- b.retire:

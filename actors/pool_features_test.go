@@ -22,7 +22,7 @@ func TestNewRequestsRefusedWhenStopped(t *testing.T) {
 	rs := &Reset{Reply: make(chan error, 1)}
 	fl := &Fill[int64]{Reply: make(chan Answer[int64], 1)}
 	fd := &Filled[int64]{Item: 1, Reply: make(chan Answer[int64], 1)}
-	du := &Due[int64]{Reply: make(chan []int64, 1)}
+	du := &Due[int64]{Reply: make(chan Answer[int64], 1)}
 	ck := &Checked[int64]{Item: 1, Reply: make(chan Answer[int64], 1)}
 	for _, m := range []any{sl, rs, fl, fd, du, ck} {
 		r.ref.Send(m)
@@ -39,8 +39,8 @@ func TestNewRequestsRefusedWhenStopped(t *testing.T) {
 	if a := <-fd.Reply; a.Kept || !errors.Is(a.Err, ErrStopped) {
 		t.Errorf("Filled: %+v", a)
 	}
-	if got := <-du.Reply; got != nil {
-		t.Errorf("Due: %v", got)
+	if a := <-du.Reply; a.Verdict != policy.Wait || !errors.Is(a.Err, ErrStopped) {
+		t.Errorf("Due: %+v", a)
 	}
 	if a := <-ck.Reply; a.Kept || !errors.Is(a.Err, ErrStopped) {
 		t.Errorf("Checked: %+v", a)
@@ -99,12 +99,13 @@ func TestUnfilledRoomGoesToTheLine(t *testing.T) {
 	r.ref.Send(&Release{Now: r.now()})
 }
 
-// TestCloseWithChecksUncollected: a keep-alive lent an idle resource to be
-// checked, and the pool closed before the owner collected it (the owner's
-// checker stops before it sends Close). Close retires it for the owner to
-// close, so the pool drains: a Drained is answered, where it used to wait
-// for a check no one would run.
-func TestCloseWithChecksUncollected(t *testing.T) {
+// TestCloseAfterKeepAliveTick: a keep-alive tick comes just before Close,
+// after the owner's checker has stopped (it stops before it sends Close).
+// The tick lends nothing by itself (the owner borrows one resource at a
+// time with Due), so the pool drains and a Drained is answered, where a
+// tick that lent every due resource left them for a check no one would
+// run, and Close waited for ever. A Due after Close lends nothing.
+func TestCloseAfterKeepAliveTick(t *testing.T) {
 	checks := make(chan struct{}, 1)
 	r := newRig(t, PoolConfig{Check: true, KeepAlive: time.Second, Checks: checks})
 	item, err := r.get(context.Background())
@@ -114,9 +115,9 @@ func TestCloseWithChecksUncollected(t *testing.T) {
 	r.give(item)
 	r.ref.Send(&Tick{Now: r.now()}) // starts the keep-alive's timer
 	r.clock.Advance(time.Second)
-	<-checks // the tick lent it to be checked
-	if s := r.stats(); s.Busy != 1 || s.Idle != 0 {
-		t.Fatalf("after the tick: busy %d idle %d, want 1 and 0", s.Busy, s.Idle)
+	<-checks // the tick's signal, which no one will answer
+	if s := r.stats(); s.Busy != 0 || s.Idle != 1 {
+		t.Fatalf("after the tick: busy %d idle %d, want 0 and 1", s.Busy, s.Idle)
 	}
 	c := &Close{Now: r.now(), Reply: make(chan Stats, 1)}
 	r.ref.Send(c)
@@ -131,7 +132,12 @@ func TestCloseWithChecksUncollected(t *testing.T) {
 			t.Errorf("drained: busy %d live %d shutdown %d, want 0, 0, 1", s.Busy, s.Live, s.Shutdown)
 		}
 	case <-ctx.Done():
-		t.Fatal("Drained never answered: the resource lent to the check holds the Close up")
+		t.Fatal("Drained never answered: a resource lent to the keep-alive holds the Close up")
+	}
+	du := &Due[int64]{Now: r.now(), Reply: make(chan Answer[int64], 1)}
+	r.ref.Send(du)
+	if a := <-du.Reply; a.Verdict != policy.Wait {
+		t.Errorf("Due after Close: %+v, want Wait", a)
 	}
 	if got := r.collect(); len(got) != 1 || got[0] != item {
 		t.Errorf("retired %v, want [%d]", got, item)

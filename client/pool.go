@@ -268,19 +268,24 @@ func (p *Pool[T]) background() {
 		case <-p.checks:
 			p.keepAlive()
 		case <-p.kill.Done():
-			p.keepAlive() // hands back, unchecked, what was lent to be checked
 			return
 		}
 	}
 }
 
-// keepAlive checks the resources the actor lent for it and hands each back
-// with the outcome; once the pool is closing, unchecked.
+// keepAlive checks the idle resources due a check, borrowing one from the
+// actor at a time so the others stay there for callers, and hands each
+// back with the outcome, until none is due or the pool is closing.
 func (p *Pool[T]) keepAlive() {
-	m := &actors.Due[T]{Reply: make(chan []T, 1)}
-	p.ref.Send(m)
-	for _, item := range <-m.Reply {
-		ok := p.kill.Err() != nil || p.vet(p.kill, item) == nil ||
+	for p.kill.Err() == nil {
+		m := &actors.Due[T]{Now: p.eng.Now(), Reply: make(chan actors.Answer[T], 1)}
+		p.ref.Send(m)
+		a := <-m.Reply
+		if a.Verdict != policy.Ready {
+			return
+		}
+		item := a.Item
+		ok := p.vet(p.kill, item) == nil ||
 			p.kill.Err() != nil // a check cut short by Close says nothing of the resource
 		c := &actors.Checked[T]{Now: p.eng.Now(), Item: item, OK: ok, Reply: make(chan actors.Answer[T], 1)}
 		p.ref.Send(c)

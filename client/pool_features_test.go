@@ -582,3 +582,44 @@ func TestStrayPutDuringKeepAlive(t *testing.T) {
 	}
 	r.balance()
 }
+
+// TestKeepAliveOneAtATime: a keep-alive sweep takes one idle resource out
+// of service at a time, so a slow check holds up no caller: with every one
+// of Size 3 idle and due, and the first check hanging, a Get still gets
+// another at once. The sweep goes on, once the first check is done, to the
+// one still due (the one the Get used is not).
+func TestKeepAliveOneAtATime(t *testing.T) {
+	g := newGate()
+	r := newRig(t, PoolConfig[*conn]{
+		Limits:    policy.Limits{Size: 3},
+		Check:     g.check,
+		CheckIdle: time.Hour,
+		KeepAlive: time.Second,
+	})
+	r.waitFor("the keep-alive's timer", func() bool { return r.clock.Pending() > 0 })
+	all := []*conn{r.get(), r.get(), r.get()}
+	for _, c := range all {
+		r.put(c)
+	}
+	r.clock.Advance(time.Second)
+	first := <-g.entered // hangs until released
+	c, err := r.pool.TryGet(r.ctx)
+	if err != nil {
+		t.Fatalf("Get while one check hangs: %v; want another idle one", err)
+	}
+	if c == first {
+		t.Fatalf("got conn %d, which the keep-alive is checking", c.id)
+	}
+	r.put(c)
+	g.release <- nil
+	second := <-g.entered // the sweep goes on
+	if second == first || second == c {
+		t.Errorf("the second check is of conn %d, want the one neither checked nor used", second.id)
+	}
+	g.release <- nil
+	r.waitFor("the sweep done", func() bool { return r.pool.Stats().Idle() == 3 })
+	if n := len(g.entered); n != 0 {
+		t.Errorf("%d more checks, want none: the rest was used or checked", n)
+	}
+	r.balance()
+}

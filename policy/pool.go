@@ -415,28 +415,36 @@ func (p *Pool[T]) Sat(item T, now int64) (d time.Duration, ok bool) {
 	return elapsed(p.reading(now), e.seen), true
 }
 
-// Due appends to dst every idle resource that has gone unused and
-// unchecked for every or longer, and lends it to the owner to be checked
-// (a keep-alive): until Checked it is off the idle list and counted as
-// lent, so Take cannot lend it meanwhile. It answers dst unchanged when
-// every is 0 or less.
-func (p *Pool[T]) Due(now int64, every time.Duration, dst []T) []T {
+// Due lends the owner the idle resource that has gone unused and unchecked
+// longest, if that is every or longer, to be checked (a keep-alive): until
+// Checked it is off the idle list and counted as lent, so Take cannot lend
+// it meanwhile, and it is not a caller's (see Lent). ok is false when none
+// is due, or every is 0 or less.
+//
+// It lends one at a time, and the owner asks again after each check: a
+// sweep that took every due resource out at once would leave callers
+// waiting on resources that sit unchecked behind a slow check.
+func (p *Pool[T]) Due(now int64, every time.Duration) (item T, ok bool) {
 	now = p.clock(now)
 	if every <= 0 {
-		return dst
+		return item, false
 	}
-	kept := p.idle[:0]
-	for _, i := range p.idle {
-		if e := &p.recs[i]; elapsed(now, e.seen) >= every && !p.stale(e, now) {
-			e.lent, e.checking = true, true
-			p.lent++
-			dst = append(dst, e.item)
-			continue
+	k := -1
+	for j, i := range p.idle {
+		e := &p.recs[i]
+		if elapsed(now, e.seen) >= every && !p.stale(e, now) && (k < 0 || e.seen < p.recs[p.idle[k]].seen) {
+			k = j
 		}
-		kept = append(kept, i)
 	}
-	p.idle = kept
-	return dst
+	if k < 0 {
+		return item, false
+	}
+	i := p.idle[k]
+	p.idle = slices.Delete(p.idle, k, k+1)
+	e := &p.recs[i]
+	e.lent, e.checking = true, true
+	p.lent++
+	return e.item, true
 }
 
 // Checked takes back a resource Due lent, with the check's outcome. A good
