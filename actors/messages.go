@@ -40,12 +40,16 @@ type (
 	// Give returns a lent resource. Answer.Kept says whether the pool kept it;
 	// if not, the caller closes it. With Strict, a resource the pool has not
 	// lent is refused with ErrNotLent (a misuse: given twice, or never lent).
+	// Unchecked says the caller neither used nor checked it (its check was
+	// cut short): it keeps the time it was last known good, so the next Take
+	// asks for a check again (see policy.Pool.GiveUnchecked).
 	Give[T comparable] struct {
-		Now    int64
-		Item   T
-		Strict bool
-		Reply  chan Answer[T]
-		Slot   *engine.Reply[Answer[T]] // if not nil, the answer goes here rather than to Reply
+		Now       int64
+		Item      T
+		Strict    bool
+		Unchecked bool
+		Reply     chan Answer[T]
+		Slot      *engine.Reply[Answer[T]] // if not nil, the answer goes here rather than to Reply
 	}
 	// Made registers a resource made after a Make. Answer.Kept is false when
 	// the pool could not take it (it closed meanwhile); the caller closes it.

@@ -424,7 +424,12 @@ func (b *books[T]) give(m *Give[T]) {
 	item := m.Item
 	closed := b.pool.Closed()
 	outdated := b.pool.Outdated()
-	kept, lent := b.pool.GiveLent(item, now)
+	var kept, lent bool
+	if m.Unchecked {
+		kept, lent = b.pool.GiveUnchecked(item, now)
+	} else {
+		kept, lent = b.pool.GiveLent(item, now)
+	}
 	if !lent && m.Strict {
 		m.answer(Answer[T]{Err: ErrNotLent})
 		b.answered()

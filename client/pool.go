@@ -336,11 +336,23 @@ func (p *Pool[T]) checkOut(ctx context.Context, item T, wait bool) (T, error) {
 	}
 	var zero T
 	if ctx.Err() != nil { // the caller gave up, not the resource
-		_ = p.give(item)
+		p.putUnchecked(item)
 		return zero, ctxError(ctx, "get")
 	}
 	_ = p.discard(item, actors.CheckFailed)
 	return p.get(ctx, wait)
+}
+
+// putUnchecked hands back a resource whose check its Get cut short: as it
+// was, still due a check (the check said nothing of it), so the next Get
+// checks it rather than take it for good. It was never the caller's: no
+// loan to forget, no Reuse to ask.
+func (p *Pool[T]) putUnchecked(item T) {
+	m := &actors.Give[T]{Now: p.eng.Now(), Item: item, Strict: true, Unchecked: true, Reply: make(chan actors.Answer[T], 1)}
+	p.ref.Send(m)
+	if a := <-m.Reply; a.Err != nil || !a.Kept {
+		_ = p.closeItem(item)
+	}
 }
 
 // fill opens one resource after another, for as long as the actor answers

@@ -623,3 +623,54 @@ func TestKeepAliveOneAtATime(t *testing.T) {
 	}
 	r.balance()
 }
+
+// TestCheckCutShortChecksAgain: a Get whose ctx ends during the check of
+// an idle connection (dead, its ping hanging) puts it back still due a
+// check: the check said nothing of it. The next Get, within CheckIdle of
+// the first, checks it again, finds it dead, and gets a fresh one, where a
+// put-back that counted as a use lent it the dead one unchecked.
+func TestCheckCutShortChecksAgain(t *testing.T) {
+	g := newGate()
+	r := newRig(t, PoolConfig[*conn]{
+		Limits:    policy.Limits{Size: 2},
+		Check:     g.check,
+		CheckIdle: time.Second,
+	})
+	dead := r.get()
+	r.put(dead)
+	r.clock.Advance(time.Second) // due a check
+	ctx, cancel := context.WithCancel(r.ctx)
+	first := make(chan error, 1)
+	go func() {
+		_, err := r.pool.Get(ctx)
+		first <- err
+	}()
+	if c := <-g.entered; c != dead {
+		t.Fatalf("checking conn %d, want %d", c.id, dead.id)
+	}
+	cancel() // the caller gives up during the check
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the first Get: %v, want context.Canceled", err)
+	}
+	next := make(chan *conn, 1)
+	go func() { next <- r.get() }()
+	select {
+	case c := <-g.entered:
+		if c != dead {
+			t.Fatalf("the next Get checks conn %d, want %d", c.id, dead.id)
+		}
+		g.release <- errors.New("dead")
+	case c := <-next:
+		r.put(c)
+		t.Fatalf("the next Get was lent conn %d unchecked, right after a check cut short", c.id)
+	}
+	c := <-next
+	if c == dead {
+		t.Fatalf("the next Get was lent the dead conn")
+	}
+	r.put(c)
+	if s := r.pool.Stats(); s.CheckFailures() != 1 {
+		t.Errorf("check failures %d, want 1", s.CheckFailures())
+	}
+	r.balance()
+}

@@ -274,3 +274,24 @@ func TestUnderCheckNotTheCallers(t *testing.T) {
 		t.Fatalf("after Checked: live %d idle %d busy %d, want 1, 1, 0", p.Live(), p.Idle(), p.Busy())
 	}
 }
+
+// TestGiveUnchecked: a resource handed back neither used nor checked keeps
+// the time it was last known good, so it is still due a check; a Give
+// would make that now. It refuses what is not lent to a caller, as
+// GiveLent does.
+func TestGiveUnchecked(t *testing.T) {
+	p := NewPool[int](Limits{}, Ward{})
+	p.Take(t0)
+	p.Made(1, t0)
+	p.Give(1, t0)
+	p.Take(minute(2))
+	if kept, lent := p.GiveUnchecked(1, minute(2)); !kept || !lent {
+		t.Fatalf("GiveUnchecked = %v, %v; want true, true", kept, lent)
+	}
+	if d, _ := p.Sat(1, minute(3)); d != 3*time.Minute {
+		t.Fatalf("Sat after GiveUnchecked = %v, want 3m: unchecked since t0", d)
+	}
+	if kept, lent := p.GiveUnchecked(1, minute(3)); kept || lent {
+		t.Fatalf("GiveUnchecked of an idle one = %v, %v; want false, false", kept, lent)
+	}
+}

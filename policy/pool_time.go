@@ -31,3 +31,21 @@ func (p *Pool[T]) GiveLent(item T, now int64) (kept, lent bool) {
 	}
 	return p.giveBack(i, now), true
 }
+
+// GiveUnchecked is GiveLent for a resource that comes back neither used nor
+// checked: its holder's check of it was cut short by the holder, which says
+// nothing of the resource. It keeps the time the resource was last known
+// good (see Sat), where a Give would make it now, so the next owner that
+// asks Sat still checks it before lending it.
+func (p *Pool[T]) GiveUnchecked(item T, now int64) (kept, lent bool) {
+	now = p.clock(now)
+	i, ok := p.books[item]
+	if !ok || !p.recs[i].lent || p.recs[i].checking {
+		return false, false
+	}
+	seen := p.recs[i].seen
+	if kept = p.giveBack(i, now); kept {
+		p.recs[i].seen = seen
+	}
+	return kept, true
+}
