@@ -674,3 +674,21 @@ func TestCheckCutShortChecksAgain(t *testing.T) {
 	}
 	r.balance()
 }
+
+// TestMinIdleWithKeepNoChurn: with MinIdle 2 and Keep a minute, a pool
+// left alone for five minutes keeps its two warm connections: Keep retires
+// none of the last MinIdle, as HikariCP and pgxpool spare theirs, so
+// nothing is closed and nothing opened beyond the first two.
+func TestMinIdleWithKeepNoChurn(t *testing.T) {
+	r := newRig(t, PoolConfig[*conn]{Limits: policy.Limits{Size: 4, Keep: time.Minute, MinIdle: 2}})
+	r.warm(func(s Stats) bool { return s.Idle() == 2 })
+	for range 10 {
+		r.clock.Advance(30 * time.Second)
+		r.waitFor("the pool to settle", func() bool { s := r.pool.Stats(); return s.s.Opening == 0 })
+	}
+	if s := r.pool.Stats(); s.Evicted() != 0 || s.Made() != 2 || s.Idle() != 2 || r.be.made.Load() != 2 {
+		t.Errorf("after 5 idle minutes: evicted %d made %d idle %d opened %d; want 0, 2, 2, 2",
+			s.Evicted(), s.Made(), s.Idle(), r.be.made.Load())
+	}
+	r.balance()
+}

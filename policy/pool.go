@@ -28,8 +28,9 @@ type Limits struct {
 	// pool without one).
 	LifeJitter time.Duration
 	// MinIdle is how many the pool keeps idle, made in the background
-	// (see Pool.Fill) whenever fewer are idle, within Size and Idle. 0 is
-	// none: the pool makes only for a caller.
+	// (see Pool.Fill) whenever fewer are idle, within Size and Idle; Keep
+	// retires none of these last MinIdle (Life does). 0 is none: the pool
+	// makes only for a caller.
 	MinIdle int
 }
 
@@ -199,7 +200,7 @@ func (p *Pool[T]) Take(now int64) Taken[T] {
 		i := p.idle[n-1]
 		p.idle = p.idle[:n-1]
 		e := &p.recs[i]
-		if p.stale(e, now) {
+		if p.stale(e, now, n) {
 			item := e.item
 			p.forget(i)
 			return Taken[T]{Verdict: Stale, Item: item}
@@ -432,7 +433,7 @@ func (p *Pool[T]) Due(now int64, every time.Duration) (item T, ok bool) {
 	k := -1
 	for j, i := range p.idle {
 		e := &p.recs[i]
-		if elapsed(now, e.seen) >= every && !p.stale(e, now) && (k < 0 || e.seen < p.recs[p.idle[k]].seen) {
+		if elapsed(now, e.seen) >= every && !p.stale(e, now, len(p.idle)) && (k < 0 || e.seen < p.recs[p.idle[k]].seen) {
 			k = j
 		}
 	}
@@ -467,7 +468,7 @@ func (p *Pool[T]) Checked(item T, ok bool, now int64) bool {
 		p.outdated--
 		ok = false
 	}
-	if !ok || p.closed || p.idleFull() || p.full() || p.stale(e, now) {
+	if !ok || p.closed || p.idleFull() || p.full() || p.stale(e, now, len(p.idle)+1) {
 		p.forget(i)
 		return false
 	}
@@ -531,11 +532,29 @@ func (p *Pool[T]) Evict(now int64) []T {
 
 // EvictInto is Evict appending to dst, for an owner that reuses one buffer
 // on every tick. The resources still idle keep their order.
+//
+// Keep retires none of the last MinIdle idle, as HikariCP's idleTimeout and
+// pgxpool's MaxConnIdleTime spare minimumIdle and MinIdleConns: retiring a
+// warm resource only for the pool to open another in its place would churn
+// the backend every Keep. Life still retires them.
 func (p *Pool[T]) EvictInto(now int64, dst []T) []T {
 	now = p.clock(now)
+	spare := len(p.idle) - p.limits.MinIdle // how many Keep may retire
+	if p.limits.MinIdle > 0 && p.limits.Life != Forever {
+		for _, i := range p.idle {
+			if p.tooOld(&p.recs[i], now) {
+				spare-- // Life takes these whatever MinIdle says
+			}
+		}
+	}
 	kept := p.idle[:0]
-	for _, i := range p.idle {
-		if e := &p.recs[i]; p.stale(e, now) {
+	for _, i := range p.idle { // the longest idle first
+		e := &p.recs[i]
+		old := p.tooOld(e, now)
+		if old || spare > 0 && p.pastKeep(e, now) {
+			if !old {
+				spare--
+			}
 			dst = append(dst, e.item)
 			p.forget(i)
 			continue
@@ -547,17 +566,22 @@ func (p *Pool[T]) EvictInto(now int64, dst []T) []T {
 }
 
 // Deadline is the earliest instant at which an idle resource becomes stale,
-// by Keep or by Life: when the owner should next call Evict, instead of
-// polling. ok is false when no idle resource can ever become stale (none
-// idle, or neither Keep nor Life set). An instant already past means Evict
-// has work now.
+// by Keep (only while more than MinIdle are idle) or by Life: when the
+// owner should next call Evict, instead of polling. ok is false when no
+// idle resource can become stale as things stand (none idle, neither Keep
+// nor Life set, or only Keep and no more than MinIdle idle). An instant
+// already past means Evict has work now.
 func (p *Pool[T]) Deadline() (at int64, ok bool) {
 	if len(p.idle) == 0 || p.limits.Keep == Forever && p.limits.Life == Forever {
 		return 0, false
 	}
+	keep := len(p.idle) > p.limits.MinIdle
+	if !keep && p.limits.Life == Forever {
+		return 0, false
+	}
 	at = math.MaxInt64
 	for _, i := range p.idle {
-		at = min(at, p.due(&p.recs[i]))
+		at = min(at, p.due(&p.recs[i], keep))
 	}
 	return at, true
 }
@@ -568,16 +592,18 @@ func (p *Pool[T]) Deadline() (at int64, ok bool) {
 // is false when item is not idle or can never become stale.
 func (p *Pool[T]) DeadlineOf(item T) (at int64, ok bool) {
 	i, known := p.books[item]
-	if !known || p.recs[i].lent || p.limits.Keep == Forever && p.limits.Life == Forever {
+	keep := p.limits.Keep != Forever && len(p.idle) > p.limits.MinIdle
+	if !known || p.recs[i].lent || !keep && p.limits.Life == Forever {
 		return 0, false
 	}
-	return p.due(&p.recs[i]), true
+	return p.due(&p.recs[i], keep), true
 }
 
-// due is when an idle record becomes stale, by Keep or by Life.
-func (p *Pool[T]) due(e *entry[T]) int64 {
+// due is when an idle record becomes stale, by Keep (if keep: more are
+// idle than MinIdle) or by Life.
+func (p *Pool[T]) due(e *entry[T], keep bool) int64 {
 	at := int64(math.MaxInt64)
-	if p.limits.Keep != Forever {
+	if keep && p.limits.Keep != Forever {
 		at = min(at, after(e.at, p.limits.Keep))
 	}
 	if p.limits.Life != Forever {
@@ -757,9 +783,15 @@ func (p *Pool[T]) idleOver(gone int) bool {
 	return p.limits.Idle > 0 && len(p.idle)-gone > p.limits.Idle
 }
 
-// stale says whether an idle resource has sat for Keep or lived for Life.
-func (p *Pool[T]) stale(e *entry[T], now int64) bool {
-	return p.limits.Keep != Forever && elapsed(now, e.at) >= p.limits.Keep || p.tooOld(e, now)
+// stale says whether an idle resource, one of idle sitting idle, has sat
+// for Keep while more than MinIdle are idle, or lived for Life.
+func (p *Pool[T]) stale(e *entry[T], now int64, idle int) bool {
+	return p.pastKeep(e, now) && idle > p.limits.MinIdle || p.tooOld(e, now)
+}
+
+// pastKeep says whether an idle resource has sat for Keep.
+func (p *Pool[T]) pastKeep(e *entry[T], now int64) bool {
+	return p.limits.Keep != Forever && elapsed(now, e.at) >= p.limits.Keep
 }
 
 // tooOld says whether a resource has lived for Life.

@@ -295,3 +295,36 @@ func TestGiveUnchecked(t *testing.T) {
 		t.Fatalf("GiveUnchecked of an idle one = %v, %v; want false, false", kept, lent)
 	}
 }
+
+// TestKeepSparesMinIdle: Keep retires the longest idle only down to
+// MinIdle, so a quiet pool does not close warm resources and make new ones
+// every Keep; Life retires them all the same. Deadline and Take agree.
+func TestKeepSparesMinIdle(t *testing.T) {
+	p := NewPool[int](Limits{Keep: time.Minute, Life: time.Hour, MinIdle: 2}, Ward{})
+	for i := 1; i <= 3; i++ {
+		p.Take(t0)
+		p.Made(i, t0)
+	}
+	p.Give(1, t0)
+	p.Give(2, minute(1))
+	p.Give(3, minute(2))
+	if at, ok := p.Deadline(); !ok || at != minute(1) {
+		t.Fatalf("Deadline with 3 idle = %v, %v; want minute 1, Keep's for 1", at, ok)
+	}
+	if got := p.Evict(minute(5)); !slices.Equal(got, []int{1}) {
+		t.Fatalf("Evict with all 3 past Keep = %v, want [1]: the longest idle, down to MinIdle", got)
+	}
+	if at, ok := p.Deadline(); !ok || at != minute(60) {
+		t.Fatalf("Deadline with MinIdle idle = %v, %v; want minute 60, Life's", at, ok)
+	}
+	if got := p.Take(minute(6)); got.Verdict != Ready || got.Item != 3 {
+		t.Fatalf("Take past Keep with MinIdle idle = %v %v, want Ready 3", got.Verdict, got.Item)
+	}
+	p.Give(3, minute(6))
+	if got := p.Evict(minute(59)); got != nil {
+		t.Fatalf("Evict at minute 59 = %v, want none: the last MinIdle stay however long they sit", got)
+	}
+	if got := p.Evict(minute(60)); !slices.Equal(got, []int{2, 3}) {
+		t.Fatalf("Evict at Life = %v, want [2 3]", got)
+	}
+}
