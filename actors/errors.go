@@ -38,6 +38,11 @@ var (
 	// ErrDuplicate answers a Made of a resource the pool already holds (idle
 	// or lent): taking it on would lend one resource to two holders.
 	ErrDuplicate = errors.New("moonpool: open returned a resource the pool already holds")
+	// ErrOutdated answers a Made or Filled of a make begun before a Reset
+	// (its Gen is not the pool's): the pool does not take it on, since the
+	// Reset said every connection to the backend as it was is suspect, and
+	// the caller closes it. A caller's Get takes again.
+	ErrOutdated = errors.New("moonpool: opened before a Reset")
 	// ErrCancelled answers a parked request withdrawn by Cancel or Withdraw.
 	ErrCancelled = errors.New("moonpool: request withdrawn")
 	// ErrDeadline answers a limiter wait that would end after its Deadline.

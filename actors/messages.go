@@ -56,9 +56,12 @@ type (
 	// A resource the pool already holds, idle or lent, is refused with
 	// ErrDuplicate and the room freed: it is on the books once already, and
 	// leaves them once, so the caller must not close it.
+	// Gen is the Answer.Gen of the Make: one made in an earlier generation
+	// is refused with ErrOutdated (see Reset).
 	Made[T comparable] struct {
 		Now   int64
 		Item  T
+		Gen   uint64
 		Reply chan Answer[T]
 	}
 	// Unmade says the make that a Make answered failed: the room is free
@@ -113,8 +116,9 @@ type (
 		Reply  chan error
 	}
 	// Reset starts a new generation (see policy.Pool.Reset): every idle
-	// resource is retired now and every lent one as it comes home (both
-	// counted as Stats.Outdated); Takes from then on get resources made
+	// resource is retired now, every lent one as it comes home, and every
+	// one a make begun before it opens is refused (ErrOutdated), all
+	// counted as Stats.Outdated; Takes from then on get resources made
 	// after it. Reply, if not nil, gets nil once done, or ErrClosed for a
 	// closed pool.
 	Reset struct {
@@ -138,6 +142,7 @@ type (
 	Filled[T comparable] struct {
 		Now   int64
 		Item  T
+		Gen   uint64 // the Fill's Answer.Gen, as for Made
 		Reply chan Answer[T]
 	}
 	// Unfilled says the open a Fill's Make asked for did not happen: it
@@ -191,7 +196,8 @@ type Answer[T comparable] struct {
 	Kept    bool          // for Give and Made
 	Check   bool          // for Ready: the resource sat for CheckIdle or longer; check it before use
 	Why     policy.Reason // for Shed and Later (and ErrHeld): which part said no
-	Err     error         // ErrStopped, ErrClosed, ErrNotLent, ErrCancelled, ErrTooManyWaiting, ErrHeld, ErrDuplicate
+	Err     error         // ErrStopped, ErrClosed, ErrNotLent, ErrCancelled, ErrTooManyWaiting, ErrHeld, ErrDuplicate, ErrOutdated
+	Gen     uint64        // for Make: the pool's generation, to be handed back with Made or Filled
 }
 
 // Tick is the engine's timer firing, which an actor asks of the engine's

@@ -285,7 +285,7 @@ func (b *books[T]) decide(now int64) policy.Taken[T] {
 // did nothing wrong.
 func (b *books[T]) made(m *Made[T]) {
 	now := m.Now // m is the caller's again once answered
-	a, refused := b.unwanted(m.Item)
+	a, refused := b.unwanted(m.Item, m.Gen, now)
 	if !refused {
 		b.pool.Made(m.Item, now)
 		a.Kept = b.pool.Lent(m.Item)
@@ -299,9 +299,10 @@ func (b *books[T]) made(m *Made[T]) {
 }
 
 // unwanted refuses a resource made for room the pool reserved, when the
-// pool holds it already or has closed since, freeing the room (see made);
-// refused is false when the pool may take it.
-func (b *books[T]) unwanted(item T) (a Answer[T], refused bool) {
+// pool holds it already, has closed since, or was Reset since the make
+// began (gen is the make's), freeing the room (see made); refused is false
+// when the pool may take it.
+func (b *books[T]) unwanted(item T, gen uint64, now int64) (a Answer[T], refused bool) {
 	switch {
 	case b.pool.Holds(item):
 		b.pool.Release()
@@ -311,6 +312,14 @@ func (b *books[T]) unwanted(item T) (a Answer[T], refused bool) {
 		b.pool.Release()
 		b.stats.Shutdown++
 		return Answer[T]{}, true
+	case gen != b.pool.Gen():
+		// The make worked, and the ward hears so; but the Reset said the
+		// backend as it was is suspect, so the resource goes straight off
+		// the books again, its room freed, and the caller closes it.
+		b.pool.Made(item, now)
+		b.pool.Drop(item)
+		b.stats.Outdated++
+		return Answer[T]{Err: ErrOutdated}, true
 	}
 	return a, false
 }
@@ -334,6 +343,9 @@ func (b *books[T]) refuseHeld(m *Take[T], t policy.Taken[T]) {
 
 func (b *books[T]) answer(m *Take[T], t policy.Taken[T]) {
 	a := Answer[T]{Verdict: t.Verdict, Item: t.Item, After: t.After, Why: t.Why}
+	if t.Verdict == policy.Make {
+		a.Gen = b.pool.Gen()
+	}
 	if b.check && t.Verdict == policy.Ready {
 		sat, _ := b.pool.Sat(t.Item, 0)
 		a.Check = sat >= b.checkIdle
@@ -728,7 +740,7 @@ func (b *books[T]) fill(m *Fill[T]) {
 	case t.Verdict == policy.Shed:
 		b.wakeAt(now, fillRetry)
 	}
-	m.Reply <- Answer[T]{Verdict: t.Verdict, After: t.After, Why: t.Why}
+	m.Reply <- Answer[T]{Verdict: t.Verdict, After: t.After, Why: t.Why, Gen: b.pool.Gen()}
 	b.answered()
 }
 
@@ -736,7 +748,7 @@ func (b *books[T]) fill(m *Fill[T]) {
 func (b *books[T]) filled(m *Filled[T]) {
 	now := b.stamped(m.Now)
 	b.filling = max(b.filling-1, 0)
-	a, refused := b.unwanted(m.Item)
+	a, refused := b.unwanted(m.Item, m.Gen, now)
 	if !refused {
 		b.stats.Made++
 		if a.Kept = b.pool.Give(m.Item, now); !a.Kept {

@@ -144,3 +144,33 @@ func TestCloseAfterKeepAliveTick(t *testing.T) {
 	}
 	r.balance()
 }
+
+// TestFilledAcrossReset: a background open begun before a Reset and done
+// after it is refused (ErrOutdated, counted Outdated), its room freed, as
+// a caller's is: the warm-up does not restock the pool with what the Reset
+// cleared.
+func TestFilledAcrossReset(t *testing.T) {
+	r := newRig(t, PoolConfig{Limits: policy.Limits{Size: 2, MinIdle: 1}})
+	fl := &Fill[int64]{Now: r.now(), Reply: make(chan Answer[int64], 1)}
+	r.ref.Send(fl)
+	a := <-fl.Reply
+	if a.Verdict != policy.Make {
+		t.Fatalf("fill: %+v, want Make", a)
+	}
+	rs := &Reset{Now: r.now(), Reply: make(chan error, 1)}
+	r.ref.Send(rs)
+	if err := <-rs.Reply; err != nil {
+		t.Fatal(err)
+	}
+	item := r.next.Add(1)
+	fd := &Filled[int64]{Now: r.now(), Item: item, Gen: a.Gen, Reply: make(chan Answer[int64], 1)}
+	r.ref.Send(fd)
+	if got := <-fd.Reply; got.Kept || !errors.Is(got.Err, ErrOutdated) {
+		t.Fatalf("filled across the Reset: %+v, want ErrOutdated", got)
+	}
+	r.close(item)
+	if s := r.stats(); s.Outdated != 1 || s.Live != 0 || s.Opening != 0 {
+		t.Errorf("outdated %d live %d opening %d, want 1, 0, 0", s.Outdated, s.Live, s.Opening)
+	}
+	r.balance()
+}

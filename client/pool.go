@@ -363,28 +363,29 @@ func (p *Pool[T]) fill() {
 	for p.kill.Err() == nil {
 		m := &actors.Fill[T]{Now: p.eng.Now(), Reply: make(chan actors.Answer[T], 1)}
 		p.ref.Send(m)
-		if a := <-m.Reply; a.Verdict != policy.Make {
+		a := <-m.Reply
+		if a.Verdict != policy.Make {
 			return
 		}
 		if !p.startOpen() {
 			p.ref.Send(&actors.Unfilled{Now: p.eng.Now()})
 			return
 		}
-		p.fillOne()
+		p.fillOne(a.Gen)
 		p.endOpen()
 	}
 }
 
-// fillOne runs Open for the room a Fill reserved and hands the resource to
-// the pool, idle.
-func (p *Pool[T]) fillOne() {
+// fillOne runs Open for the room a Fill of generation gen reserved and
+// hands the resource to the pool, idle.
+func (p *Pool[T]) fillOne(gen uint64) {
 	item, err := p.safeOpen(p.kill)
 	if err != nil {
 		// A pool closing under the Open is no news about the backend.
 		p.ref.Send(&actors.Unfilled{Now: p.eng.Now(), Failed: p.kill.Err() == nil})
 		return
 	}
-	f := &actors.Filled[T]{Now: p.eng.Now(), Item: item, Reply: make(chan actors.Answer[T], 1)}
+	f := &actors.Filled[T]{Now: p.eng.Now(), Item: item, Gen: gen, Reply: make(chan actors.Answer[T], 1)}
 	p.ref.Send(f)
 	switch a := <-f.Reply; {
 	case errors.Is(a.Err, actors.ErrDuplicate):
@@ -551,7 +552,11 @@ func (p *Pool[T]) get(ctx context.Context, wait bool) (T, error) {
 		}
 		return a.Item, nil
 	case a.Verdict == policy.Make:
-		return p.watched(p.make(ctx))
+		item, err := p.make(ctx, a.Gen)
+		if err == errOutdated { // opened for a generation a Reset ended: closed, take again
+			return p.get(ctx, wait)
+		}
+		return p.watched(item, err)
 	case a.Verdict == policy.Shed:
 		return zero, shedError(a.Why)
 	case !wait: // Wait or Later: nothing to be had now
@@ -560,6 +565,10 @@ func (p *Pool[T]) get(ctx context.Context, wait bool) (T, error) {
 	// A waiting Take parks on Wait and Later; it is never answered either.
 	return zero, fmt.Errorf("moonpool: get: unexpected answer %v", a.Verdict)
 }
+
+// errOutdated marks an Open begun before a Reset and done after it: the
+// pool refused the resource, and the Get takes again.
+var errOutdated = errors.New("moonpool: opened before a Reset")
 
 // errWithdrawn marks a Take withdrawn because its ctx ended.
 var errWithdrawn = errors.New("moonpool: withdrawn")
@@ -660,8 +669,8 @@ type made[T comparable] struct {
 }
 
 // make runs Open on a goroutine of its own for the room the actor reserved
-// and waits for it, or for ctx.
-func (p *Pool[T]) make(ctx context.Context) (T, error) {
+// in generation gen, and waits for it, or for ctx.
+func (p *Pool[T]) make(ctx context.Context, gen uint64) (T, error) {
 	var zero T
 	defer p.timed(p.eng.Now())
 	if !p.startOpen() {
@@ -669,7 +678,7 @@ func (p *Pool[T]) make(ctx context.Context) (T, error) {
 		return zero, ErrClosed
 	}
 	o := &opening[T]{done: make(chan made[T], 1)}
-	go p.opener(openContext{Context: p.kill, values: ctx}, o)
+	go p.opener(openContext{Context: p.kill, values: ctx}, gen, o)
 	select {
 	case r := <-o.done:
 		return r.item, r.err
@@ -713,7 +722,7 @@ func (p *Pool[T]) stopOpens() {
 }
 
 // opener opens one resource and tells the actor how it went.
-func (p *Pool[T]) opener(ctx context.Context, o *opening[T]) {
+func (p *Pool[T]) opener(ctx context.Context, gen uint64, o *opening[T]) {
 	defer p.endOpen()
 	item, err := p.safeOpen(ctx)
 	var r made[T]
@@ -726,11 +735,16 @@ func (p *Pool[T]) opener(ctx context.Context, o *opening[T]) {
 		p.ref.Send(&actors.Unmade{Now: p.eng.Now()})
 		r.err = &OpenError{Err: err}
 	default:
-		m := &actors.Made[T]{Now: p.eng.Now(), Item: item, Reply: make(chan actors.Answer[T], 1)}
+		m := &actors.Made[T]{Now: p.eng.Now(), Item: item, Gen: gen, Reply: make(chan actors.Answer[T], 1)}
 		p.ref.Send(m)
 		if a := <-m.Reply; errors.Is(a.Err, actors.ErrDuplicate) {
 			// On the books already: it leaves them once, not here.
 			r.err = &OpenError{Err: ErrDuplicate}
+		} else if errors.Is(a.Err, actors.ErrOutdated) {
+			r.err = errOutdated
+			if cerr := p.closeItem(item); cerr != nil {
+				r.err = cerr // a Close that failed is the Get's to hear
+			}
 		} else if a.Err != nil || !a.Kept {
 			r.err = ErrClosed
 			if cerr := p.closeItem(item); cerr != nil {
@@ -1056,8 +1070,9 @@ func (p *Pool[T]) SetLimits(limits Limits) error {
 // is suspect (after a failover, or a rotation of credentials): every idle
 // resource is closed now, every lent one is closed when it comes home
 // through Put, and Gets from now on get resources opened after the call.
-// An Open already under way counts as after it. Both kinds of close are
-// counted in Stats.Outdated. The limits, the ward and the callers in line
+// An Open begun before the call and done after it is closed too, and its
+// Get, if still waiting, takes again (a fresh Open, or what comes home
+// first). Every such close is counted in Stats.Outdated. The limits, the ward and the callers in line
 // are unchanged: they are served by fresh opens as usual.
 //
 // It blocks until the pool has started the new generation (the idle are

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -689,6 +690,42 @@ func TestMinIdleWithKeepNoChurn(t *testing.T) {
 	if s := r.pool.Stats(); s.Evicted() != 0 || s.Made() != 2 || s.Idle() != 2 || r.be.made.Load() != 2 {
 		t.Errorf("after 5 idle minutes: evicted %d made %d idle %d opened %d; want 0, 2, 2, 2",
 			s.Evicted(), s.Made(), s.Idle(), r.be.made.Load())
+	}
+	r.balance()
+}
+
+// TestResetDuringOpen: an Open begun before a Reset and done after it is
+// not lent to anyone: the connection is closed (Outdated), and the Get
+// that asked for it takes again and gets one opened after the Reset.
+func TestResetDuringOpen(t *testing.T) {
+	hold := make(chan struct{})
+	started := make(chan struct{}, 1)
+	var opens atomic.Int64
+	var r *rig
+	r = newRig(t, PoolConfig[*conn]{
+		Limits: policy.Limits{Size: 2},
+		Open: func(ctx context.Context) (*conn, error) {
+			if opens.Add(1) == 1 { // the first Open waits for the Reset
+				started <- struct{}{}
+				<-hold
+			}
+			return r.be.open(ctx)
+		},
+	})
+	got := make(chan *conn, 1)
+	go func() { got <- r.get() }()
+	<-started // the Open is under way
+	if err := r.pool.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	close(hold)
+	c := <-got
+	if c.id != 2 {
+		t.Errorf("the Get got conn %d, want 2: conn 1 was opened across the Reset", c.id)
+	}
+	r.put(c)
+	if s := r.pool.Stats(); s.Outdated() != 1 || r.be.closes.Load() != 1 || s.Live() != 1 {
+		t.Errorf("outdated %d closed %d live %d, want 1, 1, 1", s.Outdated(), r.be.closes.Load(), s.Live())
 	}
 	r.balance()
 }

@@ -642,7 +642,8 @@ func (p *Pool[T]) SetLimits(limits Limits, dst []T) []T {
 // resource lent before the call, so each leaves the books as it comes home.
 // Resources registered from now on, by Made or Give, are of the new
 // generation, including those of makes already in flight: a make's
-// outcome is not tied to the Take that reserved its room. Room, lent
+// outcome is not tied to the Take that reserved its room (an owner that
+// wants those refused compares Gen, as the pool actor does). Room, lent
 // counts and the ward are unchanged. On a closed pool it changes nothing
 // but the generation.
 func (p *Pool[T]) Reset(dst []T) []T {
@@ -656,6 +657,11 @@ func (p *Pool[T]) Reset(dst []T) []T {
 	p.odd = p.odd || p.outdated > 0
 	return dst
 }
+
+// Gen is the pool's generation: 0, and one more at each Reset. An owner
+// that must not lend what a make begun before a Reset opens notes Gen when
+// Take answers Make and compares it when the make is done.
+func (p *Pool[T]) Gen() uint64 { return p.gen }
 
 // Outdated is how many lent resources are of a generation before the last
 // Reset: each is refused by Give when it comes home.
