@@ -69,7 +69,8 @@ type PoolConfig[T comparable] struct {
 	// Stats.CheckFailures) and Get goes on to the next, the caller seeing
 	// no error. It runs on the caller's goroutine, outside the pool, so a
 	// slow check holds up only its own caller; its ctx is the Get's,
-	// ended after CheckTimeout on the engine's clock. An error because the
+	// ended after five seconds (HikariCP's validationTimeout default) on
+	// the engine's clock, when the check counts as failed. An error because the
 	// Get's own ctx ended is not the resource's fault: it goes back to the
 	// pool. A panic is recovered and counts as a failure.
 	Check func(ctx context.Context, item T) error
@@ -300,19 +301,19 @@ func (p *Pool[T]) timed(start int64) {
 	p.getTime.Add(max(p.eng.Now()-start, 0))
 }
 
-// CheckTimeout is how long PoolConfig.Check may take, on the engine's
+// checkTimeout is how long PoolConfig.Check may take, on the engine's
 // clock, before its ctx ends and the resource counts as failed: HikariCP's
 // validationTimeout default.
-const CheckTimeout = 5 * time.Second
+const checkTimeout = 5 * time.Second
 
-// errCheckTimeout is the cause of a check's ctx ended by CheckTimeout.
+// errCheckTimeout is the cause of a check's ctx ended by checkTimeout.
 var errCheckTimeout = errors.New("moonpool: check timed out")
 
-// vet runs PoolConfig.Check on item within CheckTimeout, turning a panic
+// vet runs PoolConfig.Check on item within checkTimeout, turning a panic
 // into an error.
 func (p *Pool[T]) vet(ctx context.Context, item T) (err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	t := p.eng.Clock().AfterFunc(CheckTimeout, func() { cancel(errCheckTimeout) })
+	t := p.eng.Clock().AfterFunc(checkTimeout, func() { cancel(errCheckTimeout) })
 	defer func() {
 		t.Stop()
 		cancel(nil)
@@ -431,8 +432,11 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 // TryGet lends a resource if one can be had now: an idle one, or a new one
 // from Open if the limits and the ward allow one at this instant. Otherwise
 // it returns ErrNoneIdle at once: it never waits in line, and it does not
-// overtake callers of Get already waiting. It waits only for the Open it
-// runs, within ctx, as Get does; its other errors are Get's.
+// overtake callers of Get already waiting. It waits only for the work it
+// does itself, within ctx, as Get does: the Open it runs, and with
+// PoolConfig.Check the checks of the idle resources it is lent (up to five
+// seconds each, and one that fails is closed and the next tried, so it may
+// check several). Its other errors are Get's.
 func (p *Pool[T]) TryGet(ctx context.Context) (T, error) {
 	return p.get(ctx, false)
 }
@@ -786,7 +790,8 @@ type openContext struct {
 func (c openContext) Value(key any) any { return c.values.Value(key) }
 
 // Put hands back a resource Get lent. If the pool will not keep it (it is
-// closing, the idle limit is full, the resource has lived past Life, or
+// closing, the idle limit is full, the resource has lived past Life, it
+// was lent before a Reset, SetLimits left the pool over its new Size, or
 // PoolConfig.Reuse said no), Put closes it, returning a *CloseError if
 // that Close failed.
 //
@@ -794,12 +799,22 @@ func (c openContext) Value(key any) any { return c.values.Value(key) }
 // back — returns ErrNotLent and leaves it alone, before Close as after it.
 // Once the pool's actor has stopped (Close has returned, or the engine shut
 // down) there are no books left to check against, and whatever is put is
-// closed; put each resource back exactly once.
+// closed; put each resource back exactly once. The pool cannot tell one
+// holder from the next: with PoolConfig.Reuse set, Reuse runs before the
+// books are asked, so a stray second Put calls Reuse on a resource that
+// another caller may hold by then (and a false closes nothing: the Put is
+// refused with ErrNotLent all the same).
 //
 // Put takes no ctx because it waits for nothing but the pool actor's
 // answer, which never waits itself; it runs the pool's Close, when it must,
 // on the caller's goroutine.
 func (p *Pool[T]) Put(item T) error {
+	if p.leakAfter > 0 {
+		p.forgetLoan(item)
+	}
+	if p.reuse != nil && !p.reusable(item) {
+		return p.discard(item, actors.Unwanted)
+	}
 	return p.give(item)
 }
 
@@ -815,15 +830,10 @@ func (p *Pool[T]) reusable(item T) (ok bool) {
 	return p.reuse(item)
 }
 
-// give hands item back: a Put, or a resource a Get that gave up was
-// granted (never lent, so it has no loan and Reuse says yes to it).
+// give hands item back: for Put, or a resource granted to a Get that gave
+// up in the same instant, which was never its caller's, so it has no loan
+// and nothing has been done with it for Reuse to judge.
 func (p *Pool[T]) give(item T) error {
-	if p.leakAfter > 0 {
-		p.forgetLoan(item)
-	}
-	if p.reuse != nil && !p.reusable(item) {
-		return p.discard(item, actors.Unwanted)
-	}
 	a := p.ask(item, false, 0)
 	switch {
 	case errors.Is(a.Err, actors.ErrNotLent):
@@ -1197,9 +1207,9 @@ func (s Stats) CheckFailures() int64 { return s.s.CheckFailures }
 // panicked.
 func (s Stats) CloseFailures() int64 { return s.closeFailures }
 
-// Panics is how many calls of PoolConfig.Open, Close or Reuse panicked;
-// each was recovered and reported as an error (a panic in Reuse as a
-// refusal).
+// Panics is how many calls of PoolConfig.Open, Close, Reuse or Check
+// panicked; each was recovered and reported as an error (a panic in Reuse
+// as a refusal, one in Check as a failed check).
 func (s Stats) Panics() int64 { return s.panics }
 
 // Duplicates is how many resources Open made that the pool already held,

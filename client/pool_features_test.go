@@ -700,31 +700,41 @@ func TestMinIdleWithKeepNoChurn(t *testing.T) {
 	r.balance()
 }
 
+// heldOpen is an Open whose first call signals started and then waits
+// until hold is closed; the rest open at once, from r's backend.
+type heldOpen struct {
+	r       *rig
+	calls   atomic.Int64
+	started chan struct{}
+	hold    chan struct{}
+}
+
+func newHeldOpen() *heldOpen {
+	return &heldOpen{started: make(chan struct{}, 1), hold: make(chan struct{})}
+}
+
+func (h *heldOpen) open(ctx context.Context) (*conn, error) {
+	if h.calls.Add(1) == 1 {
+		h.started <- struct{}{}
+		<-h.hold
+	}
+	return h.r.be.open(ctx)
+}
+
 // TestResetDuringOpen: an Open begun before a Reset and done after it is
 // not lent to anyone: the connection is closed (Outdated), and the Get
 // that asked for it takes again and gets one opened after the Reset.
 func TestResetDuringOpen(t *testing.T) {
-	hold := make(chan struct{})
-	started := make(chan struct{}, 1)
-	var opens atomic.Int64
-	var r *rig
-	r = newRig(t, PoolConfig[*conn]{
-		Limits: policy.Limits{Size: 2},
-		Open: func(ctx context.Context) (*conn, error) {
-			if opens.Add(1) == 1 { // the first Open waits for the Reset
-				started <- struct{}{}
-				<-hold
-			}
-			return r.be.open(ctx)
-		},
-	})
+	h := newHeldOpen()
+	r := newRig(t, PoolConfig[*conn]{Limits: policy.Limits{Size: 2}, Open: h.open})
+	h.r = r
 	got := make(chan *conn, 1)
 	go func() { got <- r.get() }()
-	<-started // the Open is under way
+	<-h.started // the Open is under way
 	if err := r.pool.Reset(); err != nil {
 		t.Fatal(err)
 	}
-	close(hold)
+	close(h.hold)
 	c := <-got
 	if c.id != 2 {
 		t.Errorf("the Get got conn %d, want 2: conn 1 was opened across the Reset", c.id)
@@ -732,6 +742,37 @@ func TestResetDuringOpen(t *testing.T) {
 	r.put(c)
 	if s := r.pool.Stats(); s.Outdated() != 1 || r.be.closes.Load() != 1 || s.Live() != 1 {
 		t.Errorf("outdated %d closed %d live %d, want 1, 1, 1", s.Outdated(), r.be.closes.Load(), s.Live())
+	}
+	r.balance()
+}
+
+// TestReuseNotAskedForAbandonedOpen: a resource opened for a Get that gave
+// up goes to the pool without Reuse being asked: no caller ever had it, so
+// there is nothing for Reuse to judge.
+func TestReuseNotAskedForAbandonedOpen(t *testing.T) {
+	h := newHeldOpen()
+	var asked atomic.Int64
+	r := newRig(t, PoolConfig[*conn]{
+		Limits: policy.Limits{Size: 1},
+		Open:   h.open,
+		Reuse:  func(*conn) bool { asked.Add(1); return true },
+	})
+	h.r = r
+	ctx, cancel := context.WithCancel(r.ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.pool.Get(ctx)
+		done <- err
+	}()
+	<-h.started
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the Get: %v, want context.Canceled", err)
+	}
+	close(h.hold)
+	r.waitFor("the abandoned open in the pool", func() bool { return r.pool.Stats().Idle() == 1 })
+	if n := asked.Load(); n != 0 {
+		t.Errorf("Reuse asked %d times, want 0: no caller had the resource", n)
 	}
 	r.balance()
 }
