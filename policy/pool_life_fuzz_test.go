@@ -87,6 +87,7 @@ func FuzzPoolLifecycle(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 0, 0, 0, 1, 0, 3, 0x80, 6, 0x09, 3, 0x80, 7, 0, 8, 0, 9, 0, 12, 40, 10, 0, 11, 1, 5, 0})
 	f.Add([]byte{8, 0, 9, 0, 8, 0, 9, 0, 12, 20, 10, 0, 0, 0, 11, 0, 6, 1, 7, 0, 11, 1, 12, 250, 5, 0})
 	f.Add([]byte{0, 0, 0, 0, 1, 0, 1, 0, 6, 0x01, 3, 0, 3, 0, 0, 0, 6, 0x24, 0, 0, 1, 0, 2, 0})
+	f.Add([]byte{0, 0, 1, 0, 3, 0, 12, 20, 10, 0, 4, 2, 3, 1, 0, 0, 11, 1}) // a stray Drop and Give of one under check
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		rng := rand.New(rand.NewPCG(1, 2))
 		p := NewPool[int](Limits{Size: 4, Idle: 3, Keep: 5 * time.Second, Life: 20 * time.Second, LifeJitter: 5 * time.Second, MinIdle: 2},
@@ -121,7 +122,13 @@ func FuzzPoolLifecycle(f *testing.F) {
 					p.Unmade(now)
 				}
 			case 3:
-				if it, ok := b.pick("lent", arg); ok {
+				if it, ok := b.pick("checking", arg); ok && arg&1 == 1 {
+					// A stray Give of one under check: its last holder's
+					// second Put. It changes nothing.
+					if !p.Give(it, now) {
+						t.Fatalf("step %d: Give of %d under check refused: the caller would close it", step, it)
+					}
+				} else if it, ok := b.pick("lent", arg); ok {
 					if p.Give(it, now) {
 						b.where[it] = "idle"
 					} else {
@@ -129,13 +136,14 @@ func FuzzPoolLifecycle(f *testing.F) {
 					}
 				}
 			case 4:
-				w := "lent" // broken in a caller's hands, or found dead idle
-				if arg&1 == 1 {
-					w = "idle"
-				}
-				if it, ok := b.pick(w, arg>>1); ok {
+				// Broken in a caller's hands, found dead idle, or dropped by
+				// mistake while a check holds it (which changes nothing).
+				w := [...]string{"lent", "idle", "checking"}[arg%3]
+				if it, ok := b.pick(w, arg/3); ok {
 					p.Drop(it)
-					delete(b.where, it)
+					if w != "checking" {
+						delete(b.where, it)
+					}
 				}
 			case 5:
 				b.leave(step, "Evict", p.Evict(now))
