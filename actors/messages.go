@@ -196,8 +196,10 @@ type Answer[T comparable] struct {
 	Kept    bool          // for Give and Made
 	Check   bool          // for Ready: the resource sat for CheckIdle or longer; check it before use
 	Why     policy.Reason // for Shed and Later (and ErrHeld): which part said no
-	Err     error         // ErrStopped, ErrClosed, ErrNotLent, ErrCancelled, ErrTooManyWaiting, ErrHeld, ErrDuplicate, ErrOutdated
-	Gen     uint64        // for Make: the pool's generation, to be handed back with Made or Filled
+	// Err is ErrStopped, ErrClosed, ErrNotLent, ErrCancelled,
+	// ErrTooManyWaiting, ErrHeld, ErrDuplicate or ErrOutdated.
+	Err error
+	Gen uint64 // for Make: the pool's generation, to be handed back with Made or Filled
 }
 
 // Tick is the engine's timer firing, which an actor asks of the engine's

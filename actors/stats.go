@@ -34,7 +34,7 @@ type Stats struct {
 	// in the background.
 	CheckFailures int64
 	Shutdown      int64 // retired by Close, idle or coming home after it
-	Outdated      int64 // retired by Reset, idle at the call or coming home after it
+	Outdated      int64 // retired by Reset: idle at the call, coming home after it, or made across it
 	Resets        int64 // Reset calls on an open pool
 
 	Shed        int64          // Takes answered Shed, for any reason: the sum of ShedBy and ShedWaiting

@@ -349,7 +349,8 @@ func (p *Pool[T]) checkOut(ctx context.Context, item T, wait bool) (T, error) {
 // checks it rather than take it for good. It was never the caller's: no
 // loan to forget, no Reuse to ask.
 func (p *Pool[T]) putUnchecked(item T) {
-	m := &actors.Give[T]{Now: p.eng.Now(), Item: item, Strict: true, Unchecked: true, Reply: make(chan actors.Answer[T], 1)}
+	m := &actors.Give[T]{Now: p.eng.Now(), Item: item, Strict: true, Unchecked: true,
+		Reply: make(chan actors.Answer[T], 1)}
 	p.ref.Send(m)
 	if a := <-m.Reply; a.Err != nil || !a.Kept {
 		_ = p.closeItem(item)
@@ -1082,8 +1083,9 @@ func (p *Pool[T]) SetLimits(limits Limits) error {
 // through Put, and Gets from now on get resources opened after the call.
 // An Open begun before the call and done after it is closed too, and its
 // Get, if still waiting, takes again (a fresh Open, or what comes home
-// first). Every such close is counted in Stats.Outdated. The limits, the ward and the callers in line
-// are unchanged: they are served by fresh opens as usual.
+// first). Every such close is counted in Stats.Outdated. The limits, the
+// ward and the callers in line are unchanged: they are served by fresh
+// opens as usual.
 //
 // It blocks until the pool has started the new generation (the idle are
 // closed in the background) and returns ErrClosed once the pool is
@@ -1186,7 +1188,8 @@ func (s Stats) Unreused() int64 { return s.s.Unreused }
 func (s Stats) Shutdown() int64 { return s.s.Shutdown }
 
 // Outdated is how many were closed because Reset was called while they
-// were held: idle at the call, or lent and put back after it.
+// were held or being opened: idle at the call, lent and put back after
+// it, or opened by an Open under way at the call.
 func (s Stats) Outdated() int64 { return s.s.Outdated }
 
 // Resets is how many times Reset was called on the open pool.
