@@ -61,7 +61,7 @@ type (
 	Made[T comparable] struct {
 		Now   int64
 		Item  T
-		Gen   uint64
+		Gen   uint32
 		Reply chan Answer[T]
 	}
 	// Unmade says the make that a Make answered failed: the room is free
@@ -142,7 +142,7 @@ type (
 	Filled[T comparable] struct {
 		Now   int64
 		Item  T
-		Gen   uint64 // the Fill's Answer.Gen, as for Made
+		Gen   uint32 // the Fill's Answer.Gen, as for Made
 		Reply chan Answer[T]
 	}
 	// Unfilled says the open a Fill's Make asked for did not happen: it
@@ -196,10 +196,11 @@ type Answer[T comparable] struct {
 	Kept    bool          // for Give and Made
 	Check   bool          // for Ready: the resource sat for CheckIdle or longer; check it before use
 	Why     policy.Reason // for Shed and Later (and ErrHeld): which part said no
-	// Err is ErrStopped, ErrClosed, ErrNotLent, ErrCancelled,
-	// ErrTooManyWaiting, ErrHeld, ErrDuplicate or ErrOutdated.
-	Err error
-	Gen uint64 // for Make: the pool's generation, to be handed back with Made or Filled
+	// Gen is, for Make, the pool's generation (the low 32 bits of
+	// policy.Pool.Gen, which fit where Answer has room to spare, so that
+	// it costs no answer anything), to be handed back with Made or Filled.
+	Gen uint32
+	Err error // ErrStopped, ErrClosed, ErrNotLent, ErrCancelled, ErrTooManyWaiting, ErrHeld, ErrDuplicate, ErrOutdated
 }
 
 // Tick is the engine's timer firing, which an actor asks of the engine's

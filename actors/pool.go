@@ -302,7 +302,7 @@ func (b *books[T]) made(m *Made[T]) {
 // pool holds it already, has closed since, or was Reset since the make
 // began (gen is the make's), freeing the room (see made); refused is false
 // when the pool may take it.
-func (b *books[T]) unwanted(item T, gen uint64, now int64) (a Answer[T], refused bool) {
+func (b *books[T]) unwanted(item T, gen uint32, now int64) (a Answer[T], refused bool) {
 	switch {
 	case b.pool.Holds(item):
 		b.pool.Release()
@@ -312,7 +312,7 @@ func (b *books[T]) unwanted(item T, gen uint64, now int64) (a Answer[T], refused
 		b.pool.Release()
 		b.stats.Shutdown++
 		return Answer[T]{}, true
-	case gen != b.pool.Gen():
+	case gen != uint32(b.pool.Gen()): // 2^32 Resets during one make are not a worry
 		// The make worked, and the ward hears so; but the Reset said the
 		// backend as it was is suspect, so the resource goes straight off
 		// the books again, its room freed, and the caller closes it.
@@ -344,7 +344,7 @@ func (b *books[T]) refuseHeld(m *Take[T], t policy.Taken[T]) {
 func (b *books[T]) answer(m *Take[T], t policy.Taken[T]) {
 	a := Answer[T]{Verdict: t.Verdict, Item: t.Item, After: t.After, Why: t.Why}
 	if t.Verdict == policy.Make {
-		a.Gen = b.pool.Gen()
+		a.Gen = uint32(b.pool.Gen())
 	}
 	if b.check && t.Verdict == policy.Ready {
 		sat, _ := b.pool.Sat(t.Item, 0)
@@ -740,7 +740,7 @@ func (b *books[T]) fill(m *Fill[T]) {
 	case t.Verdict == policy.Shed:
 		b.wakeAt(now, fillRetry)
 	}
-	m.Reply <- Answer[T]{Verdict: t.Verdict, After: t.After, Why: t.Why, Gen: b.pool.Gen()}
+	m.Reply <- Answer[T]{Verdict: t.Verdict, After: t.After, Why: t.Why, Gen: uint32(b.pool.Gen())}
 	b.answered()
 }
 

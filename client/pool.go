@@ -380,7 +380,7 @@ func (p *Pool[T]) fill() {
 
 // fillOne runs Open for the room a Fill of generation gen reserved and
 // hands the resource to the pool, idle.
-func (p *Pool[T]) fillOne(gen uint64) {
+func (p *Pool[T]) fillOne(gen uint32) {
 	item, err := p.safeOpen(p.kill)
 	if err != nil {
 		// A pool closing under the Open is no news about the backend.
@@ -675,7 +675,7 @@ type made[T comparable] struct {
 
 // make runs Open on a goroutine of its own for the room the actor reserved
 // in generation gen, and waits for it, or for ctx.
-func (p *Pool[T]) make(ctx context.Context, gen uint64) (T, error) {
+func (p *Pool[T]) make(ctx context.Context, gen uint32) (T, error) {
 	var zero T
 	defer p.timed(p.eng.Now())
 	if !p.startOpen() {
@@ -727,7 +727,7 @@ func (p *Pool[T]) stopOpens() {
 }
 
 // opener opens one resource and tells the actor how it went.
-func (p *Pool[T]) opener(ctx context.Context, gen uint64, o *opening[T]) {
+func (p *Pool[T]) opener(ctx context.Context, gen uint32, o *opening[T]) {
 	defer p.endOpen()
 	item, err := p.safeOpen(ctx)
 	var r made[T]
