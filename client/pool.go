@@ -1133,7 +1133,8 @@ func (s Stats) Live() int { return s.s.Live }
 func (s Stats) Max() int { return s.s.Max }
 
 // Gets is how many times Get and TryGet asked the pool for a resource; a
-// Get that found a resource dead on Check and took the next asked twice.
+// Get that found a resource dead on Check and took the next asked twice,
+// as did one whose Open was under way at a Reset.
 func (s Stats) Gets() int64 { return s.s.Gets }
 
 // EmptyGets is how many of Gets found nothing idle and had to wait in line

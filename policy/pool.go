@@ -433,7 +433,8 @@ func (p *Pool[T]) Due(now int64, every time.Duration) (item T, ok bool) {
 	k := -1
 	for j, i := range p.idle {
 		e := &p.recs[i]
-		if elapsed(now, e.seen) >= every && !p.stale(e, now, len(p.idle)) && (k < 0 || e.seen < p.recs[p.idle[k]].seen) {
+		due := elapsed(now, e.seen) >= every && !p.stale(e, now, len(p.idle))
+		if due && (k < 0 || e.seen < p.recs[p.idle[k]].seen) {
 			k = j
 		}
 	}
@@ -485,8 +486,8 @@ func (p *Pool[T]) Checked(item T, ok bool, now int64) bool {
 // Dropping an idle resource takes it out of the pool (an idle connection the
 // caller found dead). Dropping one Due lent to be checked changes nothing:
 // the check holds it and hands it back through Checked, which is where a
-// dead one leaves the books. Dropping one the pool does not know frees the room a
-// Make reserved, if any: the resource asked for broke before it was
+// dead one leaves the books. Dropping one the pool does not know frees the
+// room a Make reserved, if any: the resource asked for broke before it was
 // registered. The ward does not count that as a failed make (nor as one that
 // worked: a probe dropped this way frees the way for the next). Drop takes no
 // time; the shedder's completion is stamped with the latest time the pool
