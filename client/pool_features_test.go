@@ -545,20 +545,29 @@ func (g *gate) check(ctx context.Context, c *conn) error {
 	}
 }
 
+// keepAliveRig is a pool of size whose keep-alive checks every second,
+// through g, what sat idle for that long; Get never checks (CheckIdle is
+// an hour). It returns once the keep-alive's timer is set.
+func keepAliveRig(t *testing.T, size int) (*rig, *gate) {
+	t.Helper()
+	g := newGate()
+	r := newRig(t, PoolConfig[*conn]{
+		Limits:    policy.Limits{Size: size},
+		Check:     g.check,
+		CheckIdle: time.Hour,
+		KeepAlive: time.Second,
+	})
+	r.waitFor("the keep-alive's timer", func() bool { return r.clock.Pending() > 0 })
+	return r, g
+}
+
 // TestStrayPutDuringKeepAlive: a resource a keep-alive check holds is not
 // its last holder's any more: a second Put or a Discard of it is refused
 // with ErrNotLent and changes nothing, so it is not lent to a caller while
 // the check holds it, nor closed under the check, and the check hands it
 // back to the pool as before.
 func TestStrayPutDuringKeepAlive(t *testing.T) {
-	g := newGate()
-	r := newRig(t, PoolConfig[*conn]{
-		Limits:    policy.Limits{Size: 1},
-		Check:     g.check,
-		CheckIdle: time.Hour,
-		KeepAlive: time.Second,
-	})
-	r.waitFor("the keep-alive's timer", func() bool { return r.clock.Pending() > 0 })
+	r, g := keepAliveRig(t, 1)
 	a := r.get()
 	r.put(a)
 	r.clock.Advance(time.Second)
@@ -596,14 +605,7 @@ func TestStrayPutDuringKeepAlive(t *testing.T) {
 // another at once. The sweep goes on, once the first check is done, to the
 // one still due (the one the Get used is not).
 func TestKeepAliveOneAtATime(t *testing.T) {
-	g := newGate()
-	r := newRig(t, PoolConfig[*conn]{
-		Limits:    policy.Limits{Size: 3},
-		Check:     g.check,
-		CheckIdle: time.Hour,
-		KeepAlive: time.Second,
-	})
-	r.waitFor("the keep-alive's timer", func() bool { return r.clock.Pending() > 0 })
+	r, g := keepAliveRig(t, 3)
 	all := []*conn{r.get(), r.get(), r.get()}
 	for _, c := range all {
 		r.put(c)
@@ -775,4 +777,31 @@ func TestReuseNotAskedForAbandonedOpen(t *testing.T) {
 		t.Errorf("Reuse asked %d times, want 0: no caller had the resource", n)
 	}
 	r.balance()
+}
+
+// TestCloseDuringKeepAliveCheck: Close with context.Background() while a
+// keep-alive check hangs returns: the check's ctx ends with the pool, the
+// resource goes back unjudged, and Close closes it with the rest. (The
+// tick that comes after the checker stopped, which used to leave a
+// resource lent to no one, is TestCloseAfterKeepAliveTick in actors.)
+func TestCloseDuringKeepAliveCheck(t *testing.T) {
+	r, g := keepAliveRig(t, 2)
+	a, b := r.get(), r.get()
+	r.put(a)
+	r.put(b)
+	r.clock.Advance(time.Second)
+	<-g.entered
+	done := make(chan error, 1)
+	go func() { done <- r.pool.Close(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-r.ctx.Done():
+		t.Fatal("Close never returned")
+	}
+	if n := r.be.closes.Load(); n != 2 {
+		t.Errorf("closed %d, want both", n)
+	}
 }
