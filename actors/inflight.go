@@ -30,6 +30,11 @@ func (f *inFlight) hold(msg any) {
 		}
 		return
 	}
+	f.holding(r)
+}
+
+// holding is hold for a request its actor knows wants an answer.
+func (f *inFlight) holding(r engine.Refusable) {
 	f.current = r
 	if f.fault != nil && !f.fault.after {
 		f.trip()
@@ -44,17 +49,14 @@ func (f *inFlight) answered() {
 	}
 }
 
-// unanswered runs as Handle returns: a request still in hand is refused,
-// and a panic goes on.
+// unanswered runs as Handle returns: a request still in hand is refused.
+// A panic is not recovered here: it goes on past this deferred call to the
+// engine's supervision.
 func (f *inFlight) unanswered() {
-	r := recover()
 	if f.current != nil {
 		req := f.current
 		f.current = nil
 		req.Refuse()
-	}
-	if r != nil {
-		panic(r)
 	}
 }
 

@@ -108,6 +108,9 @@ type books[T comparable] struct {
 	stats Stats
 
 	inFlight // the request being handled, until it is answered or parked
+	// taking is that request when it is a Take: answer and refuseHeld ask
+	// whether the Take they answer is it with one pointer compare.
+	taking *Take[T]
 }
 
 func newBooks[T comparable](e *engine.Engine, cfg PoolConfig) *books[T] {
@@ -146,7 +149,18 @@ func (a *poolActor[T]) Receive(c actor.Context) { a.Handle(c.Message()) }
 func (a *poolActor[T]) Handle(msg any) {
 	b := a.b
 	defer b.unanswered()
-	b.hold(msg)
+	// The requests of every Get and Put are taken in hand by their type,
+	// which costs less than hold's assertion to an interface.
+	b.taking = nil // a Take left unanswered last time was refused then
+	switch m := msg.(type) {
+	case *Take[T]:
+		b.taking = m
+		b.holding(m)
+	case *Give[T]:
+		b.holding(m)
+	default:
+		b.hold(msg)
+	}
 	switch m := msg.(type) {
 	case *Take[T]:
 		b.take(m)
@@ -336,7 +350,7 @@ func (b *books[T]) held(m *Take[T], now int64, t policy.Taken[T]) bool {
 func (b *books[T]) refuseHeld(m *Take[T], t policy.Taken[T]) {
 	b.stats.Held++
 	m.answer(Answer[T]{Verdict: policy.Later, After: t.After, Why: t.Why, Err: ErrHeld})
-	if b.current == engine.Refusable(m) {
+	if b.taking == m {
 		b.answered()
 	}
 }
@@ -362,9 +376,15 @@ func (b *books[T]) answer(m *Take[T], t policy.Taken[T]) {
 	} else {
 		m.answer(a)
 	}
-	if b.current == engine.Refusable(m) {
+	if b.taking == m {
 		b.answered()
 	}
+}
+
+// answered is inFlight's, forgetting the Take in hand too.
+func (b *books[T]) answered() {
+	b.taking = nil
+	b.inFlight.answered()
 }
 
 func (b *books[T]) park(m *Take[T]) {
