@@ -71,9 +71,7 @@ func TestWindowWaitFIFO(t *testing.T) {
 			}
 			order <- i
 		}()
-		for f.clock.Pending() < i+1 {
-			waitABit()
-		}
+		asleep(t, f, &w.l, i+1)
 	}
 	if d := w.Try("k"); d.OK || d.Wait != 1500*time.Millisecond {
 		t.Fatalf("Try behind two waiters = %+v, want a refusal of 1.5s", d)
@@ -178,9 +176,7 @@ func TestApproxWindowWait(t *testing.T) {
 			}
 			order <- i
 		}()
-		for f.clock.Pending() < i+1 {
-			waitABit()
-		}
+		asleep(t, f, &w.l, i+1)
 	}
 	for i := range 2 {
 		d, ok := f.clock.Next()
