@@ -52,8 +52,11 @@ func NewWindow(eng *engine.Engine, cfg Config, allow int, window time.Duration) 
 // window long can hold up to twice allow (allow at the end of one fixed
 // window, and nearly allow again just after it, as their weight fades);
 // when they bunched at its start, it refuses while the true count is
-// lower. A Wait's event is counted when it takes its slot, in the fixed
-// window of that moment, not when the slot comes.
+// lower. A Wait is given only a slot in the current fixed window, where
+// its event is counted, so the bound holds for waiters too; when the
+// estimate has no room for it before the next fixed window begins, Wait
+// returns a *client.WaitError at once, saying when the estimate would have
+// room, and counts nothing.
 func NewApproxWindow(eng *engine.Engine, cfg Config, allow int, window time.Duration) (*Window, error) {
 	return newWindow(eng, cfg, allow, window, true)
 }
