@@ -271,3 +271,25 @@ func TestWaitSlotBackTooLate(t *testing.T) {
 		t.Errorf("Wait = %v, want an error matching context.DeadlineExceeded", got)
 	}
 }
+
+// TestBucketTatRoundsUp: a bucket whose token interval is not a whole
+// number of microseconds keeps its state rounded up, never down, so a
+// request a fraction of a microsecond early is refused (review 6).
+func TestBucketTatRoundsUp(t *testing.T) {
+	f := newFake(t)
+	b, err := NewBucket(f.eng, f.cfg(), 3, 1) // a token every 333,333.33 µs
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.Allow("k") {
+		t.Fatal("first Allow refused")
+	}
+	f.advance(333333 * time.Microsecond)
+	if d := b.Try("k"); d.OK || d.Wait != time.Microsecond {
+		t.Errorf("Try a third of a microsecond early = %+v, want a refusal of 1µs", d)
+	}
+	f.advance(time.Microsecond)
+	if !b.Allow("k") {
+		t.Error("Allow refused once the token is whole")
+	}
+}

@@ -83,7 +83,7 @@ for i = 5, #ARGV, 3 do
 end
 ` + answer + `
 if moved then
-  redis.call('HSET', KEYS[1], 't', string.format('%.0f', tat), ARGV[1], ARGV[2] .. '|' .. s)
+  redis.call('HSET', KEYS[1], 't', string.format('%.0f', math.ceil(tat)), ARGV[1], ARGV[2] .. '|' .. s)
   redis.call('PEXPIRE', KEYS[1], math.ceil((tat - now) / 1000) + 1)
 end
 return s
