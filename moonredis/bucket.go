@@ -28,8 +28,10 @@ type Bucket struct {
 // NewBucket starts a bucket on eng whose keys each earn rate tokens a
 // second up to burst, full when first seen. A burst <= 0 is a second's
 // worth, and one below 1 is 1, as client.NewBucket reads it. A rate that is
-// not above zero and finite is refused with an error, as are a nil eng and
-// a Config without a Client. It does not touch Redis.
+// not above zero and finite is refused with an error, as are a burst above
+// 1e15 or one that takes more than 31,000 years to fill (their answers
+// would not fit the numbers the scripts send back), a nil eng and a Config
+// without a Client. It does not touch Redis.
 func NewBucket(eng *engine.Engine, cfg Config, rate, burst float64) (*Bucket, error) {
 	if !(rate > 0) || math.IsInf(rate, 1) {
 		return nil, fmt.Errorf("moonredis: NewBucket: rate %v is not above zero and finite", rate)
@@ -39,6 +41,10 @@ func NewBucket(eng *engine.Engine, cfg Config, rate, burst float64) (*Bucket, er
 		return nil, err
 	}
 	burst = policy.NewBucket(rate, burst, 0).Tokens(0)
+	if burst > maxCount || burst*1e6/rate > maxSpan {
+		return nil, fmt.Errorf("moonredis: NewBucket: rate %v and burst %v: want a burst of at most %v that fills within %v years",
+			rate, burst, maxCount, maxSpan/1e6/3600/24/365)
+	}
 	b := &Bucket{burst: burst}
 	b.l.cfg, b.l.script = cfg, bucketScript
 	b.l.a, b.l.b = 1e6/rate, burst // microseconds a token, and the burst

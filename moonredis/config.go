@@ -124,3 +124,12 @@ func (c Config) normal(kind string) (Config, error) {
 	}
 	return c, nil
 }
+
+// The largest numbers a limiter takes. A script answers with whole numbers
+// of microseconds and of thousandths of a token, which Go reads as int64s
+// (up to 9.2e18): a count of maxCount in thousandths, and a wait of
+// maxSpan plus a century of queued waiters, fit with room to spare.
+const (
+	maxCount = 1e15 // tokens in a burst, events in a window
+	maxSpan  = 1e18 // microseconds a bucket takes to fill: 31,700 years
+)

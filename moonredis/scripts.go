@@ -16,8 +16,9 @@ import "github.com/redis/go-redis/v9"
 // The answer is one string, three numbers per request: 1 or 0 for
 // granted, the wait in microseconds (for a grant, until its slot; for a
 // refusal, until it would be granted; for a look, what one would wait),
-// and what is left in thousandths. Lua writes a whole number below 1e14
-// without an exponent, and every wait here is below that (three years).
+// and what is left in thousandths. Each is written with %.0f: Redis's Lua
+// writes a number from 1e14 on (a wait of three years, a left of a
+// hundred billion) with an exponent, which Go's ParseInt refuses.
 //
 // The clock is Redis's TIME: one clock for every process, so machines
 // whose clocks disagree still share one limit.
@@ -79,7 +80,7 @@ for i = 5, #ARGV, 3 do
   end
   local left = (now + tau - tat) / T
   if left < 0 then left = 0 end
-  out[#out + 1] = ok .. ',' .. math.ceil(wait) .. ',' .. math.floor(left * 1000)
+  out[#out + 1] = ok .. ',' .. string.format('%.0f', math.ceil(wait)) .. ',' .. string.format('%.0f', math.floor(left * 1000))
 end
 ` + answer + `
 if moved then
@@ -137,7 +138,7 @@ for i = 5, #ARGV, 3 do
     end
   end
   if left < 0 then left = 0 end
-  out[#out + 1] = ok .. ',' .. math.ceil(wait) .. ',' .. math.floor(left * 1000)
+  out[#out + 1] = ok .. ',' .. string.format('%.0f', math.ceil(wait)) .. ',' .. string.format('%.0f', math.floor(left * 1000))
 end
 if added then
   redis.call('PEXPIRE', KEYS[1], math.ceil((last + W - now) / 1000) + 1)
@@ -186,7 +187,7 @@ for i = 5, #ARGV, 3 do
     ok, left = 1, left - n
   end
   if left < 0 then left = 0 end
-  out[#out + 1] = ok .. ',' .. math.ceil(wait) .. ',' .. math.floor(left * 1000)
+  out[#out + 1] = ok .. ',' .. string.format('%.0f', math.ceil(wait)) .. ',' .. string.format('%.0f', math.floor(left * 1000))
 end
 ` + answer + `
 if added > 0 then

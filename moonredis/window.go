@@ -34,9 +34,9 @@ type Window struct {
 }
 
 // NewWindow starts an exact sliding-window quota on eng, allow events per
-// key in any stretch window long. An allow below 1 or a window below a
-// millisecond is refused with an error, as are a nil eng and a Config
-// without a Client. It does not touch Redis.
+// key in any stretch window long. An allow below 1 or above 1e15 or a
+// window below a millisecond is refused with an error, as are a nil eng
+// and a Config without a Client. It does not touch Redis.
 func NewWindow(eng *engine.Engine, cfg Config, allow int, window time.Duration) (*Window, error) {
 	return newWindow(eng, cfg, allow, window, false)
 }
@@ -62,8 +62,8 @@ func NewApproxWindow(eng *engine.Engine, cfg Config, allow int, window time.Dura
 }
 
 func newWindow(eng *engine.Engine, cfg Config, allow int, window time.Duration, approx bool) (*Window, error) {
-	if allow < 1 || window < time.Millisecond {
-		return nil, fmt.Errorf("moonredis: NewWindow: allow %d in %v: want at least 1 in at least 1ms", allow, window)
+	if allow < 1 || allow > maxCount || window < time.Millisecond {
+		return nil, fmt.Errorf("moonredis: NewWindow: allow %d in %v: want 1 to %v in at least 1ms", allow, window, int64(maxCount))
 	}
 	cfg, err := cfg.normal("window")
 	if err != nil {
