@@ -74,9 +74,10 @@ func holdFirst(release chan struct{}) (h redis.Hook, entered chan struct{}) {
 	}}, entered
 }
 
-// hook is a redis.Hook from a process function.
+// hook is a redis.Hook from a process function and a pipeline one.
 type hook struct {
-	process func(redis.ProcessHook) redis.ProcessHook
+	process  func(redis.ProcessHook) redis.ProcessHook
+	pipeline func(redis.ProcessPipelineHook) redis.ProcessPipelineHook
 }
 
 func (h hook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -87,5 +88,8 @@ func (h hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return h.process(next)
 }
 func (h hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	if h.pipeline == nil {
+		return next
+	}
+	return h.pipeline(next)
 }

@@ -354,3 +354,62 @@ func bigNumbers(t *testing.T, eng *engine.Engine, cfg Config) {
 		t.Error("NewWindow with an allow of 1e16: no error")
 	}
 }
+
+// TestPipelineFailsOnce: a failed call that carried many keys counts as
+// one failure, in Stats and in the breaker, not one per key (review 8: a
+// pipeline of nine keys filled the breaker's floor of ten at once).
+func TestPipelineFailsOnce(t *testing.T) {
+	f := newFake(t)
+	down := errors.New("down")
+	release := make(chan struct{})
+	var first atomic.Bool
+	entered := make(chan struct{})
+	f.rdb.AddHook(hook{
+		process: func(next redis.ProcessHook) redis.ProcessHook {
+			return func(ctx context.Context, cmd redis.Cmder) error {
+				if !strings.HasPrefix(cmd.Name(), "eval") {
+					return next(ctx, cmd)
+				}
+				if first.CompareAndSwap(false, true) {
+					close(entered)
+					<-release
+				}
+				cmd.SetErr(down)
+				return down
+			}
+		},
+		pipeline: func(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+			return func(ctx context.Context, cmds []redis.Cmder) error {
+				for _, c := range cmds {
+					c.SetErr(down)
+				}
+				return down
+			}
+		},
+	})
+	cfg := f.cfg()
+	cfg.MaxCalls = 1
+	b, err := NewBucket(f.eng, cfg, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keys = 10
+	got := make(chan bool, keys)
+	go func() { got <- b.Allow("k0") }()
+	<-entered
+	for i := 1; i < keys; i++ {
+		go func() { got <- b.Allow(fmt.Sprint("k", i)) }()
+	}
+	waitFor(t, "callers to reach the actor", func() bool { return b.l.asked.Load() == keys })
+	close(release)
+	refused(t, got, keys, "callers of a failing Redis")
+	if st := b.Stats(); st.Calls != 2 || st.Failures != 2 {
+		t.Errorf("Stats = %+v: want 2 calls, the held one and a pipeline of 9 keys, both failed", st)
+	}
+	// Two failures are below the breaker's floor: the next calls still go.
+	b.Allow("a")
+	b.Allow("b")
+	if st := b.Stats(); st.Calls != 4 {
+		t.Errorf("%d calls in all, want 4: the breaker refused after two failed calls", st.Calls)
+	}
+}
