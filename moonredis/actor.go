@@ -98,6 +98,7 @@ type limiter struct {
 	cfg    Config
 	script *redis.Script
 	a, b   any    // the script's ARGV[3] and ARGV[4], boxed once
+	keep   any    // its ARGV[5]: twice Config.Timeout in milliseconds, boxed once
 	id     string // names the limiter in Redis, so a batch sent twice counts once
 	seq    atomic.Uint64
 	once   bool         // name batches so one sent twice counts once; off only in a test
@@ -140,6 +141,7 @@ func (l *limiter) start(eng *engine.Engine) error {
 	}
 	l.eng = eng
 	l.once = true
+	l.keep = 2 * l.cfg.Timeout.Milliseconds()
 	l.id = strconv.FormatUint(rand.Uint64(), 36)
 	l.base, l.cancel = context.WithCancel(context.Background())
 	o := &owner{l: l, lines: make(map[string]*line), breaker: policy.NewBreaker(2, l.cfg.BreakerPeriod)}
@@ -450,8 +452,8 @@ func (l *limiter) call(f *flight) {
 
 // args are the script's arguments for p's batch, sent at now.
 func (l *limiter) args(p *part, now int64) []any {
-	args := make([]any, 4, 4+3*len(p.batch))
-	args[0], args[2], args[3] = l.id, l.a, l.b
+	args := make([]any, 5, 5+3*len(p.batch))
+	args[0], args[2], args[3], args[4] = l.id, l.a, l.b, l.keep
 	if !l.once {
 		args[0] = ""
 	}
@@ -481,10 +483,11 @@ func (l *limiter) args(p *part, now int64) []any {
 func read(p *part, s string, err error) {
 	if err == nil {
 		out := p.res[:0]
-		if len(p.args) > 4+3 {
-			out = make([]verdict, 0, (len(p.args)-4)/3)
+		n := (len(p.args) - 5) / 3
+		if n > 1 {
+			out = make([]verdict, 0, n)
 		}
-		p.out, err = parse(out, s, (len(p.args)-4)/3)
+		p.out, err = parse(out, s, n)
 	}
 	p.err = err
 }

@@ -413,3 +413,26 @@ func TestPipelineFailsOnce(t *testing.T) {
 		t.Errorf("%d calls in all, want 4: the breaker refused after two failed calls", st.Calls)
 	}
 }
+
+// TestKeptAnswerOutlivesRetries: a key whose state would expire within a
+// millisecond (a bucket full again that soon) is kept twice Config.Timeout,
+// so a batch go-redis sends again within the call's Timeout still finds
+// its answer rather than being counted again (review 7).
+func TestKeptAnswerOutlivesRetries(t *testing.T) {
+	f := newFake(t)
+	cfg := f.cfg()
+	cfg.Timeout = 300 * time.Millisecond
+	b, err := NewBucket(f.eng, cfg, 1000, 5) // a token a millisecond
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Allow("k")
+	f.advance(500 * time.Millisecond) // past the Timeout, within twice it
+	if !f.mr.Exists("moonredis:bucket:k") {
+		t.Error("the key and its kept answer expired within the call's Timeout")
+	}
+	f.advance(100 * time.Millisecond)
+	if f.mr.Exists("moonredis:bucket:k") {
+		t.Error("an idle, full key is still in Redis twice Config.Timeout on")
+	}
+}

@@ -9,7 +9,8 @@ import "github.com/redis/go-redis/v9"
 // KEYS[1] is the key's state. ARGV[1] names the limiter (a random id
 // drawn when it starts; empty only in a test, to show what it is for) and
 // ARGV[2] the batch (that id and a sequence number); ARGV[3] and
-// ARGV[4] are the limit's numbers; then, from ARGV[5], three per request:
+// ARGV[4] are the limit's numbers; ARGV[5] the least a written key is
+// kept, in milliseconds; then, from ARGV[6], three per request:
 // n, the most it may wait for its slot in microseconds (0 for an Allow),
 // and 1 for a look that takes nothing.
 //
@@ -25,10 +26,14 @@ import "github.com/redis/go-redis/v9"
 //
 // Counted once: go-redis sends a command again after a network error, and
 // a reply lost on the way back would otherwise count its batch twice. A
-// limiter has at most one batch in flight per key, so the bucket and the
-// counter keep, beside the key's state, the last batch each limiter sent
-// and its answer, and answer that batch again from it; the window finds a
-// batch's requests among its events by their names.
+// limiter sends a key's next batch only once the last has landed, so the
+// bucket and the counter keep, beside the key's state, the last batch each
+// limiter sent and its answer, and answer that batch again from it; the
+// window finds a batch's requests among its events by their names. Those
+// are kept at least ARGV[5] (twice Config.Timeout): go-redis sends again
+// only within the call's ctx, which ends at the Timeout, so a key that
+// would expire sooner (a bucket full again a millisecond on) does not
+// take its kept answer with it before a resent batch comes.
 
 const prologue = `
 local t = redis.call('TIME')
@@ -68,7 +73,7 @@ local tau = T * tonumber(ARGV[4])
 local tat = tonumber(got[1] or '0')
 if tat < now then tat = now end
 local moved = false
-for i = 5, #ARGV, 3 do
+for i = 6, #ARGV, 3 do
   local n, most = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
   local wait = tat + n * T - tau - now
   if wait < 0 then wait = 0 end
@@ -85,7 +90,7 @@ end
 ` + answer + `
 if moved then
   redis.call('HSET', KEYS[1], 't', string.format('%.0f', math.ceil(tat)), ARGV[1], ARGV[2] .. '|' .. s)
-  redis.call('PEXPIRE', KEYS[1], math.ceil((tat - now) / 1000) + 1)
+  redis.call('PEXPIRE', KEYS[1], math.max(math.ceil((tat - now) / 1000) + 1, tonumber(ARGV[5])))
 end
 return s
 `
@@ -107,7 +112,7 @@ if m > 0 then
   if s > last then last = s end
 end
 local added = false
-for i = 5, #ARGV, 3 do
+for i = 6, #ARGV, 3 do
   local n, most, look = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2] == '1'
   local name = ARGV[2] .. ':' .. i .. ':'
   local kept = nil
@@ -141,7 +146,7 @@ for i = 5, #ARGV, 3 do
   out[#out + 1] = ok .. ',' .. string.format('%.0f', math.ceil(wait)) .. ',' .. string.format('%.0f', math.floor(left * 1000))
 end
 if added then
-  redis.call('PEXPIRE', KEYS[1], math.ceil((last + W - now) / 1000) + 1)
+  redis.call('PEXPIRE', KEYS[1], math.max(math.ceil((last + W - now) / 1000) + 1, tonumber(ARGV[5])))
 end
 ` + answer + `
 return s
@@ -168,7 +173,7 @@ local got = redis.call('HMGET', KEYS[1], cur, string.format('%d', idx - 1), ARGV
 local c = tonumber(got[1] or '0')
 local p = tonumber(got[2] or '0')
 local added = 0
-for i = 5, #ARGV, 3 do
+for i = 6, #ARGV, 3 do
   local n, most, look = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2] == '1'
   local est = p * (1 - x) + c
   local wait = 0
@@ -193,7 +198,7 @@ end
 if added > 0 then
   redis.call('HSET', KEYS[1], cur, c, ARGV[1], ARGV[2] .. '|' .. s)
   redis.call('HDEL', KEYS[1], string.format('%d', idx - 2))
-  redis.call('PEXPIRE', KEYS[1], math.ceil(2 * W / 1000) + 1)
+  redis.call('PEXPIRE', KEYS[1], math.max(math.ceil(2 * W / 1000) + 1, tonumber(ARGV[5])))
 end
 return s
 `

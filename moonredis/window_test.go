@@ -15,7 +15,9 @@ import (
 // was counted, and a refusal waits for the oldest to leave.
 func TestWindowSteps(t *testing.T) {
 	f := newFake(t)
-	w, err := NewWindow(f.eng, f.cfg(), 3, time.Second)
+	cfg := f.cfg()
+	cfg.Timeout = 100 * time.Millisecond // so the key is kept a window, not twice the Timeout
+	w, err := NewWindow(f.eng, cfg, 3, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
