@@ -63,10 +63,12 @@ func NewBucket(eng *engine.Engine, cfg Config, rate, burst float64) (*Bucket, er
 	return b, nil
 }
 
-// Allow is whether key has a token now, taking it if so. It blocks for one
-// call to Redis at most (bounded by Config.Timeout), shared with the other
-// callers of key in this process. While callers wait for key's tokens, in
-// any process, it says no; after Close it says no.
+// Allow is whether key has a token now, taking it if so. It blocks while
+// a call to Redis answers it, shared with the other callers of key in this
+// process, and behind the call in flight before it: about twice
+// Config.Timeout at most (see the package documentation). While callers
+// wait for key's tokens, in any process, it says no; after Close it says
+// no.
 func (b *Bucket) Allow(key string) bool { return b.TryN(key, 1).OK }
 
 // AllowN is Allow for n tokens. An n <= 0 asks for nothing and gets it
@@ -103,6 +105,9 @@ func (b *Bucket) Wait(ctx context.Context, key string) error { return b.WaitN(ct
 //   - n above the burst, or NaN: client.ErrExceedsBurst at once;
 //   - a slot after ctx's deadline: a *client.WaitError at once, saying how
 //     long the wait would be;
+//   - a slot within the deadline whose answer came back from Redis too
+//     late to wake at it before the deadline: an error matching
+//     context.DeadlineExceeded at once (the slot goes unused);
 //   - ctx done while waiting: an error matching ctx.Err(); the slot it
 //     held is not given back, so this costs the key a slot (fewer let
 //     through, never more);

@@ -69,7 +69,10 @@ type Config struct {
 	// different numbers must not share one.
 	Prefix string
 	// Timeout bounds each call to Redis, retries included; <= 0 is 100 ms.
-	// A call that takes longer is answered by the FailMode.
+	// A call that takes longer is answered by the FailMode when it ends on
+	// the engine's clock, by the limiter's own timer, whatever the
+	// client's options; the call is cut short through its ctx, and what it
+	// brings back later is dropped.
 	Timeout time.Duration
 	// FailMode is what to answer when Redis cannot; the zero value is
 	// FailClosed.

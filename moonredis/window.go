@@ -90,7 +90,7 @@ func newWindow(eng *engine.Engine, cfg Config, allow int, window time.Duration, 
 }
 
 // Allow is whether an event for key fits its quota now, counting it if
-// so. It blocks for one call to Redis at most, as Bucket.Allow. While
+// so. It blocks as long as Bucket.Allow at most. While
 // callers wait for room in key's quota, in any process, it says no; after
 // Close it says no.
 func (w *Window) Allow(key string) bool { return w.Try(key).OK }
