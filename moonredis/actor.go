@@ -72,6 +72,10 @@ type flight struct {
 // and its outcome has not come back.
 type late struct{ f *flight }
 
+// errStopping is the cause a flight's batches are answered with when the
+// limiter began to stop before it could be sent; they are told it closed.
+var errStopping = errors.New("moonredis: closed before the call was sent")
+
 // errLate is the cause a flight's batches are answered with when Redis
 // has not answered within Config.Timeout.
 var errLate = fmt.Errorf("moonredis: no answer within Config.Timeout: %w", context.DeadlineExceeded)
@@ -109,7 +113,11 @@ type limiter struct {
 	base   context.Context
 	cancel context.CancelFunc
 	calls  sync.WaitGroup
-	stats  counts
+	// mu orders each calls.Add before shutdown's calls.Wait, or keeps it
+	// from happening: a call launched while shutdown waits would race it.
+	mu       sync.Mutex
+	stopping bool
+	stats    counts
 }
 
 // counts are a limiter's running counts (see Stats).
@@ -159,6 +167,9 @@ func (l *limiter) start(eng *engine.Engine) error {
 // goroutine outlives the limiter.
 func (l *limiter) shutdown(ctx context.Context) error {
 	l.closed.Store(true)
+	l.mu.Lock()
+	l.stopping = true
+	l.mu.Unlock()
 	l.cancel()
 	ended := make(chan struct{})
 	go func() { l.calls.Wait(); close(ended) }()
@@ -331,6 +342,14 @@ func (o *owner) launch(f *flight) {
 		o.land(f, ErrBreaker)
 		return
 	}
+	o.l.mu.Lock()
+	if o.l.stopping {
+		o.l.mu.Unlock()
+		o.land(f, errStopping)
+		return
+	}
+	o.l.calls.Add(1)
+	o.l.mu.Unlock()
 	for i := range f.parts {
 		p := &f.parts[i]
 		p.keys = []string{o.l.cfg.Prefix + p.key}
@@ -338,7 +357,6 @@ func (o *owner) launch(f *flight) {
 		o.l.stats.sent.Add(int64(len(p.batch)))
 	}
 	o.l.stats.calls.Add(1)
-	o.l.calls.Add(1)
 	f.ctx, f.cancel = context.WithTimeout(o.l.base, o.l.cfg.Timeout)
 	ref := o.l.ref
 	f.timer = o.l.eng.Clock().AfterFunc(o.l.cfg.Timeout, func() { ref.Send(late{f}) })
@@ -362,7 +380,7 @@ func (o *owner) land(f *flight, failed error) {
 		failed = f.parts[i].err
 	}
 	switch {
-	case failed == ErrBreaker:
+	case failed == ErrBreaker || failed == errStopping:
 	case failed != nil:
 		o.breaker.Failure(now)
 		o.l.stats.failures.Add(1)
