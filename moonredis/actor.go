@@ -32,9 +32,10 @@ type ask struct {
 // Refuse answers an ask that reached a stopped actor.
 func (a *ask) Refuse() { a.answer(verdict{closed: true}) }
 
-// answer sends a's one answer; the channel has room for it, and a second
-// answer (none is sent, but a stopped actor may race a late call) is
-// dropped rather than blocking the actor.
+// answer sends a's one answer. Every ask gets exactly one: from the
+// flight that carried it (its outcome, or its timer's), from the breaker,
+// or from the actor stopping; a pooled ask is reused once it is read, so a
+// second would reach another caller. The send never blocks the actor.
 func (a *ask) answer(v verdict) {
 	select {
 	case a.reply <- v:
@@ -46,30 +47,47 @@ func (a *ask) answer(v verdict) {
 type verdict struct {
 	ok       bool
 	wait     time.Duration // a grant: until its slot; a refusal: until it would pass; a look: what one would wait
-	sent     int64         // when its call was sent, on the engine's clock: the slot is wait after a moment a little later
+	landed   int64         // when the answer reached the actor, on the engine's clock: the slot is wait after a moment no later
 	left     float64
 	fallback bool  // Redis did not answer: the caller applies the FailMode
 	cause    error // why, with fallback
 	closed   bool
-	// run, when not nil, is no answer yet: it hands the caller the call
-	// for its batch to make on its own goroutine, after which the answer
-	// comes as for the others.
-	run *flight
 }
 
 // flight is one call to Redis: the batches of one or more keys, sent at
 // now in one round trip, and once made, their outcome, which goes back to
-// the actor in the same struct.
+// the actor in the same struct. The actor lands it once: when the outcome
+// comes back, or when its timer says it is late, whichever is first.
 type flight struct {
-	parts []part
-	now   int64
-	one   [1]part // parts' array when it holds one key, the usual case
+	parts  []part
+	now    int64
+	one    [1]part // parts' array when it holds one key, the usual case
+	ctx    context.Context
+	cancel context.CancelFunc
+	timer  engine.Timer
+	landed bool // the actor's: answered already, so an outcome after the timer is dropped
 }
 
-// part is one key's batch in a flight, and its answers.
+// late is the message a flight's timer sends: Config.Timeout has passed
+// and its outcome has not come back.
+type late struct{ f *flight }
+
+// errStopping is the cause a flight's batches are answered with when the
+// limiter began to stop before it could be sent; they are told it closed.
+var errStopping = errors.New("moonredis: closed before the call was sent")
+
+// errLate is the cause a flight's batches are answered with when Redis
+// has not answered within Config.Timeout.
+var errLate = fmt.Errorf("moonredis: no answer within Config.Timeout: %w", context.DeadlineExceeded)
+
+// part is one key's batch in a flight, and its answers. The actor fills
+// key, batch, keys and args before the call; the call, off the actor,
+// fills out and err.
 type part struct {
 	key   string
 	batch []*ask
+	keys  []string
+	args  []any
 	out   []verdict
 	err   error
 	one   [1]*ask    // batch's array when it holds one ask
@@ -84,16 +102,22 @@ type limiter struct {
 	cfg    Config
 	script *redis.Script
 	a, b   any    // the script's ARGV[3] and ARGV[4], boxed once
+	keep   any    // its ARGV[5]: twice Config.Timeout in milliseconds, boxed once
 	id     string // names the limiter in Redis, so a batch sent twice counts once
 	seq    atomic.Uint64
 	once   bool         // name batches so one sent twice counts once; off only in a test
 	asked  atomic.Int64 // asks the actor has taken in: a test hook
+	flying atomic.Int64 // calls in flight, as the actor counts them: a test hook
 
 	closed atomic.Bool
 	base   context.Context
 	cancel context.CancelFunc
 	calls  sync.WaitGroup
-	stats  counts
+	// mu orders each calls.Add before shutdown's calls.Wait, or keeps it
+	// from happening: a call launched while shutdown waits would race it.
+	mu       sync.Mutex
+	stopping bool
+	stats    counts
 }
 
 // counts are a limiter's running counts (see Stats).
@@ -103,7 +127,7 @@ type counts struct {
 
 // Stats are a limiter's counts since it started, in this process.
 type Stats struct {
-	Calls     int64 // script calls sent to Redis (each answers a batch)
+	Calls     int64 // calls sent to Redis (each one round trip, of one script run per key)
 	Sent      int64 // requests those calls carried, looks included
 	Admitted  int64 // requests let through by Redis
 	Refused   int64 // requests Redis refused
@@ -125,6 +149,7 @@ func (l *limiter) start(eng *engine.Engine) error {
 	}
 	l.eng = eng
 	l.once = true
+	l.keep = 2 * l.cfg.Timeout.Milliseconds()
 	l.id = strconv.FormatUint(rand.Uint64(), 36)
 	l.base, l.cancel = context.WithCancel(context.Background())
 	o := &owner{l: l, lines: make(map[string]*line), breaker: policy.NewBreaker(2, l.cfg.BreakerPeriod)}
@@ -142,6 +167,9 @@ func (l *limiter) start(eng *engine.Engine) error {
 // goroutine outlives the limiter.
 func (l *limiter) shutdown(ctx context.Context) error {
 	l.closed.Store(true)
+	l.mu.Lock()
+	l.stopping = true
+	l.mu.Unlock()
 	l.cancel()
 	ended := make(chan struct{})
 	go func() { l.calls.Wait(); close(ended) }()
@@ -159,7 +187,7 @@ func (l *limiter) shutdown(ctx context.Context) error {
 var asks = sync.Pool{New: func() any { return &ask{reply: make(chan verdict, 1)} }}
 
 // now sends a request that cannot be given up on to the actor and returns
-// its answer, making the call for its batch when handed it.
+// its answer.
 func (l *limiter) now(key string, n float64, look bool) verdict {
 	if l.closed.Load() {
 		return verdict{closed: true}
@@ -168,18 +196,13 @@ func (l *limiter) now(key string, n float64, look bool) verdict {
 	a.key, a.n, a.look, a.wait, a.deadline = key, n, look, false, 0
 	l.ref.Send(a)
 	v := <-a.reply
-	if v.run != nil {
-		l.call(v.run)
-		v = <-a.reply
-	}
 	a.key = "" // let the string go
 	asks.Put(a)
 	return v
 }
 
 // await sends a waiting request to the actor and returns its answer, or
-// false when ctx is done first. Its call is made on a goroutine of its
-// own, so that giving up leaves no batch behind.
+// false when ctx is done first.
 func (l *limiter) await(ctx context.Context, key string, n float64, deadline int64) (verdict, bool) {
 	if l.closed.Load() {
 		return verdict{closed: true}, true
@@ -231,6 +254,16 @@ func (o *owner) Handle(msg any) {
 			return
 		}
 		o.l.asked.Add(1)
+		if o.flying > 0 && o.breaker.Reject(o.l.eng.Now()) > 0 {
+			// Redis has been failing and a call is in flight, the one
+			// that may go while the breaker refuses: an ask that came
+			// now would wait for it, up to the timeout, to be answered
+			// by the FailMode as likely as not. Answer so at once; the
+			// breaker's count is the calls', so this takes nothing
+			// from the next one it lets through.
+			m.answer(verdict{fallback: true, cause: ErrBreaker})
+			return
+		}
 		if ln, ok := o.lines[m.key]; ok {
 			ln.next = append(ln.next, m)
 			return
@@ -250,7 +283,17 @@ func (o *owner) Handle(msg any) {
 		o.ready = append(o.ready, m.key)
 		o.pump()
 	case *flight:
-		o.land(m)
+		if !m.landed {
+			m.timer.Stop()
+			o.land(m, nil)
+		}
+	case late:
+		if !m.f.landed {
+			// The call goes on, cut short through its ctx; what it
+			// brings back is dropped.
+			m.f.cancel()
+			o.land(m.f, errLate)
+		}
 	}
 }
 
@@ -284,53 +327,82 @@ func (o *owner) pump() {
 }
 
 // launch sends f to Redis off the actor, unless the breaker refuses: then
-// its batches are answered by the FailMode at once. The call is made by
-// the goroutine of its first caller, which waits for its answer anyway,
-// when that caller cannot give up (an Allow, not a Wait); otherwise by a
-// goroutine of its own. Either way, one goroutine per call in flight, and
-// the actor never waits on Redis.
+// its batches are answered by the FailMode at once. The call is made by a
+// goroutine of its own, and a timer on the engine's clock lands f as
+// failed once Config.Timeout has passed, so no caller waits longer,
+// whatever the client does with a ctx's deadline (go-redis ignores it
+// unless its ContextTimeoutEnabled is set). The arguments are read here,
+// on the actor, since a caller answered by the timer may reuse its ask
+// while the call goes on.
 func (o *owner) launch(f *flight) {
 	f.now = o.l.eng.Now()
 	o.flying++
+	o.l.flying.Store(int64(o.flying))
 	if !o.breaker.Allow(f.now) {
-		for i := range f.parts {
-			f.parts[i].err = ErrBreaker
-		}
-		o.land(f)
+		o.land(f, ErrBreaker)
+		return
+	}
+	o.l.mu.Lock()
+	if o.l.stopping {
+		o.l.mu.Unlock()
+		o.land(f, errStopping)
 		return
 	}
 	o.l.calls.Add(1)
-	if first := f.parts[0].batch[0]; !first.wait {
-		first.answer(verdict{run: f})
-		return
+	o.l.mu.Unlock()
+	for i := range f.parts {
+		p := &f.parts[i]
+		p.keys = []string{o.l.cfg.Prefix + p.key}
+		p.args = o.l.args(p, f.now)
+		o.l.stats.sent.Add(int64(len(p.batch)))
 	}
+	o.l.stats.calls.Add(1)
+	f.ctx, f.cancel = context.WithTimeout(o.l.base, o.l.cfg.Timeout)
+	ref := o.l.ref
+	f.timer = o.l.eng.Clock().AfterFunc(o.l.cfg.Timeout, func() { ref.Send(late{f}) })
 	go o.l.call(f)
 }
 
-// land answers a call's batches and sends what came meanwhile.
-func (o *owner) land(f *flight) {
+// land answers a call's batches, by their outcome or, when failed is not
+// nil, all by it (the call still going on may be writing the outcome),
+// and sends what came meanwhile. The breaker counts the call once,
+// however many keys it carried.
+func (o *owner) land(f *flight, failed error) {
 	if o.stopped {
 		return // stop answered them
 	}
+	f.landed = true
 	o.flying--
+	o.l.flying.Store(int64(o.flying))
 	now := o.l.eng.Now()
+	all := failed
+	for i := 0; failed == nil && i < len(f.parts); i++ {
+		failed = f.parts[i].err
+	}
+	switch {
+	case failed == ErrBreaker || failed == errStopping:
+	case failed != nil:
+		o.breaker.Failure(now)
+		o.l.stats.failures.Add(1)
+	default:
+		o.breaker.Success(now)
+	}
 	for i := range f.parts {
 		p := &f.parts[i]
-		switch {
-		case p.err == ErrBreaker:
-		case p.err != nil:
-			o.breaker.Failure(now)
-		default:
-			o.breaker.Success(now)
+		err := all
+		if err == nil {
+			err = p.err
 		}
 		for j, a := range p.batch {
 			switch {
-			case p.err != nil && o.l.closed.Load():
+			case err != nil && o.l.closed.Load():
 				a.answer(verdict{closed: true}) // Close cut the call short
-			case p.err != nil:
-				a.answer(verdict{fallback: true, cause: p.err})
+			case err != nil:
+				a.answer(verdict{fallback: true, cause: err})
 			default:
-				a.answer(p.out[j])
+				v := p.out[j]
+				v.landed = now
+				a.answer(v)
 			}
 		}
 		ln := o.lines[p.key]
@@ -365,21 +437,21 @@ const noDeadline = 100 * 365 * 24 * 3600 * 1e6
 
 // call runs the script for each of f's batches (off the actor), one key
 // alone or several in one pipeline, and sends the outcome back to the
-// actor in f.
+// actor in f. It touches only f's parts' keys, args, out and err.
 func (l *limiter) call(f *flight) {
 	defer l.calls.Done()
-	ctx, cancel := context.WithTimeout(l.base, l.cfg.Timeout)
-	defer cancel()
+	defer f.cancel()
+	ctx := f.ctx
 	if len(f.parts) == 1 {
 		p := &f.parts[0]
-		s, err := l.script.Run(ctx, l.cfg.Client, []string{l.cfg.Prefix + p.key}, l.args(p, f.now)...).Text()
-		l.read(p, f.now, s, err)
+		s, err := l.script.Run(ctx, l.cfg.Client, p.keys, p.args...).Text()
+		read(p, s, err)
 	} else {
 		pipe := l.cfg.Client.Pipeline()
 		cmds := make([]*redis.Cmd, len(f.parts))
 		for i := range f.parts {
 			p := &f.parts[i]
-			cmds[i] = l.script.EvalSha(ctx, pipe, []string{l.cfg.Prefix + p.key}, l.args(p, f.now)...)
+			cmds[i] = l.script.EvalSha(ctx, pipe, p.keys, p.args...)
 		}
 		pipe.Exec(ctx)
 		for i, c := range cmds {
@@ -388,19 +460,18 @@ func (l *limiter) call(f *flight) {
 			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 				// Redis lost its scripts (a restart, SCRIPT FLUSH): the
 				// batch did not run, so running it now counts it once.
-				s, err = l.script.Run(ctx, l.cfg.Client, []string{l.cfg.Prefix + p.key}, l.args(p, f.now)...).Text()
+				s, err = l.script.Run(ctx, l.cfg.Client, p.keys, p.args...).Text()
 			}
-			l.read(p, f.now, s, err)
+			read(p, s, err)
 		}
 	}
-	l.stats.calls.Add(1)
 	l.ref.Send(f)
 }
 
 // args are the script's arguments for p's batch, sent at now.
 func (l *limiter) args(p *part, now int64) []any {
-	args := make([]any, 4, 4+3*len(p.batch))
-	args[0], args[2], args[3] = l.id, l.a, l.b
+	args := make([]any, 5, 5+3*len(p.batch))
+	args[0], args[2], args[3], args[4] = l.id, l.a, l.b, l.keep
 	if !l.once {
 		args[0] = ""
 	}
@@ -426,22 +497,15 @@ func (l *limiter) args(p *part, now int64) []any {
 	return args
 }
 
-// read takes a script's answer for p, sent at now, or the error in its
-// place.
-func (l *limiter) read(p *part, now int64, s string, err error) {
-	l.stats.sent.Add(int64(len(p.batch)))
+// read takes a script's answer for p, or the error in its place.
+func read(p *part, s string, err error) {
 	if err == nil {
 		out := p.res[:0]
-		if len(p.batch) > 1 {
-			out = make([]verdict, 0, len(p.batch))
+		n := (len(p.args) - 5) / 3
+		if n > 1 {
+			out = make([]verdict, 0, n)
 		}
-		p.out, err = parse(out, s, len(p.batch))
-	}
-	for i := range p.out {
-		p.out[i].sent = now
-	}
-	if err != nil {
-		l.stats.failures.Add(1)
+		p.out, err = parse(out, s, n)
 	}
 	p.err = err
 }

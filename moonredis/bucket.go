@@ -28,8 +28,10 @@ type Bucket struct {
 // NewBucket starts a bucket on eng whose keys each earn rate tokens a
 // second up to burst, full when first seen. A burst <= 0 is a second's
 // worth, and one below 1 is 1, as client.NewBucket reads it. A rate that is
-// not above zero and finite is refused with an error, as are a nil eng and
-// a Config without a Client. It does not touch Redis.
+// not above zero and finite is refused with an error, as are a burst above
+// 1e15 or one that takes more than 31,000 years to fill (their answers
+// would not fit the numbers the scripts send back), a nil eng and a Config
+// without a Client. It does not touch Redis.
 func NewBucket(eng *engine.Engine, cfg Config, rate, burst float64) (*Bucket, error) {
 	if !(rate > 0) || math.IsInf(rate, 1) {
 		return nil, fmt.Errorf("moonredis: NewBucket: rate %v is not above zero and finite", rate)
@@ -39,6 +41,10 @@ func NewBucket(eng *engine.Engine, cfg Config, rate, burst float64) (*Bucket, er
 		return nil, err
 	}
 	burst = policy.NewBucket(rate, burst, 0).Tokens(0)
+	if burst > maxCount || burst*1e6/rate > maxSpan {
+		return nil, fmt.Errorf("moonredis: NewBucket: rate %v and burst %v: want a burst of at most %v that fills within %v years",
+			rate, burst, maxCount, maxSpan/1e6/3600/24/365)
+	}
 	b := &Bucket{burst: burst}
 	b.l.cfg, b.l.script = cfg, bucketScript
 	b.l.a, b.l.b = 1e6/rate, burst // microseconds a token, and the burst
@@ -57,10 +63,12 @@ func NewBucket(eng *engine.Engine, cfg Config, rate, burst float64) (*Bucket, er
 	return b, nil
 }
 
-// Allow is whether key has a token now, taking it if so. It blocks for one
-// call to Redis at most (bounded by Config.Timeout), shared with the other
-// callers of key in this process. While callers wait for key's tokens, in
-// any process, it says no; after Close it says no.
+// Allow is whether key has a token now, taking it if so. It blocks while
+// a call to Redis answers it, shared with the other callers of key in this
+// process, and behind the call in flight before it: about twice
+// Config.Timeout at most (see the package documentation). While callers
+// wait for key's tokens, in any process, it says no; after Close it says
+// no.
 func (b *Bucket) Allow(key string) bool { return b.TryN(key, 1).OK }
 
 // AllowN is Allow for n tokens. An n <= 0 asks for nothing and gets it
@@ -97,6 +105,9 @@ func (b *Bucket) Wait(ctx context.Context, key string) error { return b.WaitN(ct
 //   - n above the burst, or NaN: client.ErrExceedsBurst at once;
 //   - a slot after ctx's deadline: a *client.WaitError at once, saying how
 //     long the wait would be;
+//   - a slot within the deadline whose answer came back from Redis too
+//     late to wake at it before the deadline: an error matching
+//     context.DeadlineExceeded at once (the slot goes unused);
 //   - ctx done while waiting: an error matching ctx.Err(); the slot it
 //     held is not given back, so this costs the key a slot (fewer let
 //     through, never more);

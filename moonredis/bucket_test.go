@@ -82,9 +82,7 @@ func TestBucketBatches(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); results[i] = b.Allow("hot") }()
 	}
-	for b.l.asked.Load() < callers {
-		waitABit()
-	}
+	waitFor(t, "callers to reach the actor", func() bool { return b.l.asked.Load() >= callers })
 	close(release)
 	wg.Wait()
 	admitted := 0
@@ -124,9 +122,7 @@ func TestBucketWaitFIFO(t *testing.T) {
 			errs <- err
 			order <- i
 		}()
-		for f.clock.Pending() < i+1 { // asleep until its slot
-			waitABit()
-		}
+		asleep(t, f, &b.l, i+1) // until its slot
 	}
 	// A caller with 250 ms to go faces a slot 500 ms away.
 	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
@@ -225,9 +221,7 @@ func TestKeysShareACall(t *testing.T) {
 			}()
 		}
 	}
-	for b.l.asked.Load() < 1+(keys-1)*each {
-		waitABit()
-	}
+	waitFor(t, "callers to reach the actor", func() bool { return b.l.asked.Load() >= 1+(keys-1)*each })
 	close(release)
 	wg.Wait()
 	for i := 1; i < keys; i++ {
@@ -256,9 +250,7 @@ func TestCloseAnswersEveryone(t *testing.T) {
 	<-entered
 	allowed := make(chan bool, 1)
 	go func() { allowed <- b.Allow("k") }()
-	for b.l.asked.Load() < 2 {
-		waitABit()
-	}
+	waitFor(t, "callers to reach the actor", func() bool { return b.l.asked.Load() >= 2 })
 	if err := b.Close(context.Background()); err != nil {
 		t.Fatalf("Close = %v", err)
 	}
@@ -291,9 +283,7 @@ func TestWaitGivesUp(t *testing.T) {
 	}
 	close(release)
 	// The slot it took is spent: fewer let through, never more.
-	for b.Stats().Calls < 1 {
-		waitABit()
-	}
+	waitFor(t, "the call to land", func() bool { return b.l.flying.Load() == 0 })
 	if b.Allow("k") {
 		t.Error("the abandoned waiter's token was handed out again")
 	}

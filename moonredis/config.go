@@ -69,7 +69,10 @@ type Config struct {
 	// different numbers must not share one.
 	Prefix string
 	// Timeout bounds each call to Redis, retries included; <= 0 is 100 ms.
-	// A call that takes longer is answered by the FailMode.
+	// A call that takes longer is answered by the FailMode when it ends on
+	// the engine's clock, by the limiter's own timer, whatever the
+	// client's options; the call is cut short through its ctx, and what it
+	// brings back later is dropped.
 	Timeout time.Duration
 	// FailMode is what to answer when Redis cannot; the zero value is
 	// FailClosed.
@@ -124,3 +127,12 @@ func (c Config) normal(kind string) (Config, error) {
 	}
 	return c, nil
 }
+
+// The largest numbers a limiter takes. A script answers with whole numbers
+// of microseconds and of thousandths of a token, which Go reads as int64s
+// (up to 9.2e18): a count of maxCount in thousandths, and a wait of
+// maxSpan plus a century of queued waiters, fit with room to spare.
+const (
+	maxCount = 1e15 // tokens in a burst, events in a window
+	maxSpan  = 1e18 // microseconds a bucket takes to fill: 31,700 years
+)

@@ -12,10 +12,15 @@
 // order they came; so a hot key costs one round trip per batch, not per
 // request, and Stats says how many calls each admitted request cost. While
 // Config.MaxCalls calls are in flight, the batches of other keys wait too,
-// and go in one pipeline, one script run per key, in one round trip. The
-// calls are made off the actor, by the goroutine of a caller that waits
-// for the answer anyway, or one of their own: the actor never waits on
-// Redis. Every script reads Redis's own TIME, the one clock all processes
+// and go in one pipeline, one script run per key, in one round trip. Each
+// call is made off the actor, on a goroutine of its own, so the actor never
+// waits on Redis; and a timer on the engine's clock answers its requests
+// by the FailMode once Config.Timeout has passed, whatever the client does
+// with a ctx's deadline (go-redis heeds it only with ContextTimeoutEnabled).
+// So a request waits for Redis at most about twice Config.Timeout: the
+// call in flight before it (for its key, or holding the last call slot)
+// and its own; longer only when more than MaxCalls×MaxKeys keys wait at
+// once. Every script reads Redis's own TIME, the one clock all processes
 // share, so machines whose clocks disagree still share one limit.
 //
 // # Consistency
@@ -25,26 +30,31 @@
 // key's state in Redis. A batch that go-redis sends again after a network
 // error is known by its name and counted once (a bucket keeps, per key, the
 // last batch of each limiter and its answer; a window finds the batch's
-// events by name). It can let through fewer: a Wait whose ctx ends after
-// its slot was taken, or whose answer arrives after its caller gave up,
-// leaves that slot unused; a call that timed out may still have counted in
-// Redis what its callers were told (by the FailMode) went another way; and
-// a bucket's batch resent by go-redis so late that the limiter's next batch
-// for the key ran first is counted twice. A waiter wakes on this
-// process's clock at its slot as measured from when its call was sent, so
-// up to the call's way there early; this never admits more in Redis's
-// books, since the slot was taken there. When Redis does not answer within
-// Config.Timeout, or the breaker in front of it refuses the call, the
-// FailMode decides: FailClosed lets nothing more through, FailOpen lets
-// everything through, and FailLocal lets each process through up to its
-// share of the limit, counted apart from Redis, so the fleet admits about
-// the limit while the processes number ExpectedProcesses (more if more,
-// and each local limit starts full). An exact Window is exact; an
-// approximate one errs as NewApproxWindow states.
+// events by name), since a key is kept at least twice Config.Timeout, past
+// the last resend go-redis starts within the call's Timeout (an exact
+// window's events, though, only a window long). One resend can still count
+// twice: one already on the wire when the Timeout ended, that Redis runs
+// only after the limiter's next batch for the key (in a bucket or an
+// approximate window). It can let through fewer: a Wait whose ctx ends
+// after its slot was taken, whose answer arrives after its caller gave
+// up, or whose answer comes back too late to wake at its slot before
+// ctx's deadline, leaves that slot unused; and a call that timed out may
+// still have counted in Redis what its callers were told (by the FailMode)
+// went another way. A waiter wakes on this process's clock at its slot as
+// measured from when its answer came back: late by the answer's way back,
+// never early, and a key's waiters in the order they asked. When Redis
+// does not answer within Config.Timeout, or the breaker in front of it
+// refuses the call, the FailMode decides: FailClosed lets nothing more
+// through, FailOpen lets everything through, and FailLocal lets each
+// process through up to its share of the limit, counted apart from Redis,
+// so the fleet admits about the limit while the processes number
+// ExpectedProcesses (more if more, and each local limit starts full). An
+// exact Window is exact; an approximate one errs as NewApproxWindow
+// states.
 //
 // When Redis fails, the first calls each wait out the timeout; once the
 // breaker (the project's policy.Breaker, the SRE book's adaptive throttle)
-// refuses, most calls are answered by the FailMode in microseconds, and
-// only one call at a time still tries Redis, so the limiter notices when it
-// is back.
+// refuses, only one call at a time still tries Redis, so the limiter
+// notices when it is back, and every request that comes while that call
+// is out is answered by the FailMode at once, in microseconds.
 package moonredis

@@ -77,14 +77,18 @@ func (l *limiter) wait(ctx context.Context, key string, n float64, fb local) err
 		return &client.WaitError{Wait: v.wait}
 	}
 	l.stats.admitted.Add(1)
-	// The slot is v.wait after Redis read its clock, a little after the
-	// call was sent: waking v.wait after the sending is at most the way
-	// there early, and never past the deadline, which the script kept the
-	// slot within.
-	d := time.Duration(v.sent + int64(v.wait) - l.eng.Now())
-	if deadline != 0 {
-		d = min(d, time.Duration(deadline-l.eng.Now()))
+	// The slot is v.wait after Redis read its clock, which was before the
+	// answer landed: waking v.wait after the landing is late by the way
+	// back, never early. Every answer of a batch lands at one instant, and
+	// a key's next batch later, so a key's waiters still wake in order.
+	// The script kept the slot within the deadline as seen from the
+	// sending; seen from the landing it may fall past it, and then the
+	// caller cannot have it in time.
+	wake := v.landed + int64(v.wait)
+	if deadline != 0 && wake > deadline {
+		return fmt.Errorf("moonredis: wait: its slot came back too late for ctx: %w", context.DeadlineExceeded)
 	}
+	d := time.Duration(wake - l.eng.Now())
 	if d <= 0 {
 		return nil
 	}

@@ -3,7 +3,7 @@ package moonredis
 import (
 	"context"
 	"errors"
-	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,15 +86,9 @@ func TestBreakerSparesRedis(t *testing.T) {
 // the FailMode when the timeout ends, not when Redis does.
 func TestTimeoutFallsBack(t *testing.T) {
 	f := newFake(t)
-	f.rdb.AddHook(hook{process: func(next redis.ProcessHook) redis.ProcessHook {
-		return func(ctx context.Context, cmd redis.Cmder) error {
-			if strings.HasPrefix(cmd.Name(), "eval") {
-				<-ctx.Done() // a Redis that never answers
-				return ctx.Err()
-			}
-			return next(ctx, cmd)
-		}
-	}})
+	var hang atomic.Bool
+	hang.Store(true)
+	f.rdb.AddHook(hangWhile(&hang))
 	cfg := f.cfg()
 	cfg.Timeout, cfg.FailMode = 20*time.Millisecond, FailOpen
 	b, err := NewBucket(f.eng, cfg, 1, 1)

@@ -2,10 +2,13 @@ package moonredis
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"runtime"
 	"strings"
 	"sync/atomic"
+	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -16,6 +19,39 @@ func inff() float64 { return math.Inf(1) }
 // waitABit lets other goroutines run while a test waits for them to reach
 // a point it can see.
 func waitABit() { runtime.Gosched() }
+
+// within fails t unless done is closed within a generous real-time bound:
+// a guard that turns a hang into a failure, not a measure of speed.
+func within(t *testing.T, done <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: still blocked after 10s", what)
+	}
+}
+
+// waitFor polls cond, letting other goroutines run, and fails t if it is
+// still false after a generous real-time bound.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		waitABit()
+	}
+}
+
+// asleep waits until l has no call in flight and n timers are pending on
+// f's clock: n waiters asleep until their slots.
+func asleep(t *testing.T, f *fake, l *limiter, n int) {
+	t.Helper()
+	waitFor(t, fmt.Sprint(n, " waiters asleep"), func() bool {
+		return l.flying.Load() == 0 && f.clock.Pending() == n
+	})
+}
 
 // holdFirst is a hook that holds the first script call until release is
 // closed, so a test can line callers up behind it; entered is closed once
@@ -38,9 +74,10 @@ func holdFirst(release chan struct{}) (h redis.Hook, entered chan struct{}) {
 	}}, entered
 }
 
-// hook is a redis.Hook from a process function.
+// hook is a redis.Hook from a process function and a pipeline one.
 type hook struct {
-	process func(redis.ProcessHook) redis.ProcessHook
+	process  func(redis.ProcessHook) redis.ProcessHook
+	pipeline func(redis.ProcessPipelineHook) redis.ProcessPipelineHook
 }
 
 func (h hook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -51,5 +88,8 @@ func (h hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return h.process(next)
 }
 func (h hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	if h.pipeline == nil {
+		return next
+	}
+	return h.pipeline(next)
 }

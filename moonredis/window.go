@@ -34,9 +34,9 @@ type Window struct {
 }
 
 // NewWindow starts an exact sliding-window quota on eng, allow events per
-// key in any stretch window long. An allow below 1 or a window below a
-// millisecond is refused with an error, as are a nil eng and a Config
-// without a Client. It does not touch Redis.
+// key in any stretch window long. An allow below 1 or above 1e15 or a
+// window below a millisecond is refused with an error, as are a nil eng
+// and a Config without a Client. It does not touch Redis.
 func NewWindow(eng *engine.Engine, cfg Config, allow int, window time.Duration) (*Window, error) {
 	return newWindow(eng, cfg, allow, window, false)
 }
@@ -52,15 +52,18 @@ func NewWindow(eng *engine.Engine, cfg Config, allow int, window time.Duration) 
 // window long can hold up to twice allow (allow at the end of one fixed
 // window, and nearly allow again just after it, as their weight fades);
 // when they bunched at its start, it refuses while the true count is
-// lower. A Wait's event is counted when it takes its slot, in the fixed
-// window of that moment, not when the slot comes.
+// lower. A Wait is given only a slot in the current fixed window, where
+// its event is counted, so the bound holds for waiters too; when the
+// estimate has no room for it before the next fixed window begins, Wait
+// returns a *client.WaitError at once, saying when the estimate would have
+// room, and counts nothing.
 func NewApproxWindow(eng *engine.Engine, cfg Config, allow int, window time.Duration) (*Window, error) {
 	return newWindow(eng, cfg, allow, window, true)
 }
 
 func newWindow(eng *engine.Engine, cfg Config, allow int, window time.Duration, approx bool) (*Window, error) {
-	if allow < 1 || window < time.Millisecond {
-		return nil, fmt.Errorf("moonredis: NewWindow: allow %d in %v: want at least 1 in at least 1ms", allow, window)
+	if allow < 1 || allow > maxCount || window < time.Millisecond {
+		return nil, fmt.Errorf("moonredis: NewWindow: allow %d in %v: want 1 to %v in at least 1ms", allow, window, int64(maxCount))
 	}
 	cfg, err := cfg.normal("window")
 	if err != nil {
@@ -87,7 +90,7 @@ func newWindow(eng *engine.Engine, cfg Config, allow int, window time.Duration, 
 }
 
 // Allow is whether an event for key fits its quota now, counting it if
-// so. It blocks for one call to Redis at most, as Bucket.Allow. While
+// so. It blocks as long as Bucket.Allow at most. While
 // callers wait for room in key's quota, in any process, it says no; after
 // Close it says no.
 func (w *Window) Allow(key string) bool { return w.Try(key).OK }

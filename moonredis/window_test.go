@@ -2,6 +2,8 @@ package moonredis
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,7 +15,9 @@ import (
 // was counted, and a refusal waits for the oldest to leave.
 func TestWindowSteps(t *testing.T) {
 	f := newFake(t)
-	w, err := NewWindow(f.eng, f.cfg(), 3, time.Second)
+	cfg := f.cfg()
+	cfg.Timeout = 100 * time.Millisecond // so the key is kept a window, not twice the Timeout
+	w, err := NewWindow(f.eng, cfg, 3, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,9 +75,7 @@ func TestWindowWaitFIFO(t *testing.T) {
 			}
 			order <- i
 		}()
-		for f.clock.Pending() < i+1 {
-			waitABit()
-		}
+		asleep(t, f, &w.l, i+1)
 	}
 	if d := w.Try("k"); d.OK || d.Wait != 1500*time.Millisecond {
 		t.Fatalf("Try behind two waiters = %+v, want a refusal of 1.5s", d)
@@ -101,7 +103,7 @@ func TestApproxWindow(t *testing.T) {
 	}
 	count := func() int {
 		n := 0
-		for w.Allow("k") {
+		for n <= 100 && w.Allow("k") { // bounded: a limiter that always allows fails, not hangs
 			n++
 		}
 		return n
@@ -159,37 +161,86 @@ func TestWindowFailLocal(t *testing.T) {
 }
 
 // TestApproxWindowWait: waiters on the counter take their places in the
-// order they asked and wake when the estimate has room for them.
+// order they asked and wake when the estimate has room for them; one whose
+// room would come only in the next fixed window is refused at once, saying
+// when, since it could not be counted where its event falls.
 func TestApproxWindowWait(t *testing.T) {
 	f := newFake(t)
 	edge := (f.clock.Now()/int64(time.Second) + 1) * int64(time.Second)
 	f.advance(time.Duration(edge - f.clock.Now()))
-	w, err := NewApproxWindow(f.eng, f.cfg(), 2, time.Second)
+	w, err := NewApproxWindow(f.eng, f.cfg(), 4, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Allow("k")
-	w.Allow("k")
-	order := make(chan int, 2)
-	for i := range 2 {
+	for range 4 {
+		w.Allow("k")
+	}
+	f.advance(time.Second) // the four weigh 4 at the next window's start
+	order := make(chan int, 3)
+	for i := range 3 {
 		go func() {
 			if err := w.Wait(context.Background(), "k"); err != nil {
 				t.Error(err)
 			}
 			order <- i
 		}()
-		for f.clock.Pending() < i+1 {
-			waitABit()
-		}
+		asleep(t, f, &w.l, i+1)
 	}
-	for i := range 2 {
+	var we *client.WaitError
+	if err := w.Wait(context.Background(), "k"); !errors.As(err, &we) || we.Wait != time.Second {
+		t.Fatalf("a fourth Wait, whose room comes with the next window = %v, want a *WaitError of 1s", err)
+	}
+	for i := range 3 {
 		d, ok := f.clock.Next()
 		if !ok {
 			t.Fatalf("waiter %d sleeps on no timer", i)
+		}
+		if d != 250*time.Millisecond {
+			t.Errorf("waiter %d sleeps %v more, want 250ms: a quarter of the weight fades for each", i, d)
 		}
 		f.advance(d)
 		if got := <-order; got != i {
 			t.Fatalf("waiter %d woke in place %d", got, i)
 		}
+	}
+}
+
+// TestApproxWindowBound: Allows and Waits on the approximate window, many
+// more than it lets through, never put more than twice allow events in
+// any stretch of one window, the bound NewApproxWindow states (review 4:
+// waiters booked in the current fixed window with slots in later ones let
+// 100 through in one second at allow 10).
+func TestApproxWindowBound(t *testing.T) {
+	f := newFake(t)
+	edge := (f.clock.Now()/int64(time.Second) + 1) * int64(time.Second)
+	f.advance(time.Duration(edge - f.clock.Now()))
+	const allow = 10
+	w, err := NewApproxWindow(f.eng, f.cfg(), allow, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []int64 // when each counted event happens, on the engine's clock
+	for range 30 {     // three seconds, a step every 100 ms
+		if w.Allow("k") {
+			events = append(events, f.clock.Now())
+		}
+		for range 4 {
+			// A Wait's verdict: its event happens at its slot.
+			v, _ := w.l.await(context.Background(), "k", 1, 0)
+			if v.ok {
+				events = append(events, v.landed+int64(v.wait))
+			}
+		}
+		f.advance(100 * time.Millisecond)
+	}
+	slices.Sort(events)
+	for i, at := range events {
+		n, _ := slices.BinarySearch(events, at+int64(time.Second))
+		if n-i > 2*allow {
+			t.Fatalf("%d events in the second from %v, want at most %d", n-i, time.Duration(at-edge), 2*allow)
+		}
+	}
+	if len(events) < 2*allow { // not refusing everything, which would pass the above
+		t.Errorf("%d events in three seconds at allow %d a second, want at least %d", len(events), allow, 2*allow)
 	}
 }

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -49,5 +50,22 @@ func TestProxyPassesAndDrops(t *testing.T) {
 	}
 	if p.Dropped() != 0 {
 		t.Fatalf("dropped %d replies to no script call", p.Dropped())
+	}
+}
+
+// TestSilent: a client connects to a Silent and hears nothing back.
+func TestSilent(t *testing.T) {
+	s := NewSilent(t)
+	c, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if n, err := c.Read(make([]byte, 16)); n != 0 || err == nil {
+		t.Errorf("Read = %d, %v: want nothing until the deadline", n, err)
 	}
 }
