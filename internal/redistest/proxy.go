@@ -3,7 +3,6 @@ package redistest
 import (
 	"bytes"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -14,24 +13,21 @@ import (
 // the client never hears so. It is how a test shows that a command sent
 // again after a network error is counted once.
 type Proxy struct {
-	ln      net.Listener
+	*listener
 	target  string
 	armed   atomic.Int32 // replies still to drop
 	dropped atomic.Int32
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	conns   map[net.Conn]struct{}
 }
 
 // NewProxy starts a proxy to target on a free 127.0.0.1 port and closes it
 // when t ends.
 func NewProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := listen()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: make(map[net.Conn]struct{})}
+	p := &Proxy{listener: l, target: target}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
@@ -119,29 +115,4 @@ func (p *Proxy) take() bool {
 			return true
 		}
 	}
-}
-
-// track notes a pair of connections to close with the proxy; false when
-// the proxy is closed already.
-func (p *Proxy) track(c, s net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.conns == nil {
-		c.Close()
-		s.Close()
-		return false
-	}
-	p.conns[c], p.conns[s] = struct{}{}, struct{}{}
-	return true
-}
-
-func (p *Proxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	for c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-	p.mu.Unlock()
-	p.wg.Wait()
 }

@@ -2,30 +2,23 @@ package redistest
 
 import (
 	"io"
-	"net"
-	"sync"
 	"testing"
 )
 
 // Silent is a server that accepts connections, reads what clients send and
 // never answers: a Redis that hangs. It is how a test shows that a limiter
 // keeps its own timeout whatever the client does with a ctx's deadline.
-type Silent struct {
-	ln    net.Listener
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns map[net.Conn]struct{} // nil once closed
-}
+type Silent struct{ *listener }
 
 // NewSilent starts a Silent on a free 127.0.0.1 port and closes it, and
 // every connection it accepted, when t ends.
 func NewSilent(t testing.TB) *Silent {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := listen()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Silent{ln: ln, conns: make(map[net.Conn]struct{})}
+	s := &Silent{l}
 	s.wg.Add(1)
 	go s.accept()
 	t.Cleanup(s.close)
@@ -42,14 +35,9 @@ func (s *Silent) accept() {
 		if err != nil {
 			return
 		}
-		s.mu.Lock()
-		if s.conns == nil {
-			s.mu.Unlock()
-			c.Close()
+		if !s.track(c) {
 			return
 		}
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -57,15 +45,4 @@ func (s *Silent) accept() {
 			c.Close()
 		}()
 	}
-}
-
-func (s *Silent) close() {
-	s.ln.Close()
-	s.mu.Lock()
-	for c := range s.conns {
-		c.Close()
-	}
-	s.conns = nil
-	s.mu.Unlock()
-	s.wg.Wait()
 }
