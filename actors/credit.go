@@ -356,7 +356,8 @@ func (b *lender[S, R]) lend() {
 	if b.q.parked > 0 {
 		return
 	}
-	n := min(b.lease, int64(b.rule.left(&b.state, b.now)))
+	// In floats first: a burst near MaxFloat64 holds more than an int64.
+	n := int64(min(float64(b.lease), b.rule.left(&b.state, b.now)))
 	if n < 1 {
 		return
 	}

@@ -75,9 +75,9 @@ type keyCount struct{ reply chan [2]int }
 func (m *keyCount) Refuse() { m.reply <- [2]int{-1, -1} }
 
 // keyed is the actor of a keyed limiter. Its keys live by value on a
-// shelf (chunks that never move), reused through a free list and found through index, and are linked
-// in the order they last took (oldest first), which is the order they are
-// forgotten in.
+// shelf (chunks never copied once full), reused through a free list and
+// found through index, and are linked in the order they last took (oldest
+// first), which is the order they are forgotten in.
 type keyed[S any, R rule[S]] struct {
 	rule           R
 	index          map[string]int32

@@ -1,11 +1,12 @@
 package actors
 
 // shelf is a growable array in chunks of shelfChunk: growing never copies
-// what is there, so a keyed limiter adding its millionth key pays what it
-// paid for its first, where a slice would copy a million entries on the
-// call that doubles it, and the collector scans chunks of bounded size. The
-// first chunk grows as a slice does, so a limiter of a few keys holds a few
-// entries, not a chunk.
+// more than the first chunk, so a keyed limiter adding its millionth key
+// pays what it paid for its first, where a slice would copy a million
+// entries on the call that doubles it, and the collector scans chunks of
+// bounded size. The first chunk grows as a slice does, so a limiter of a
+// few keys holds a few entries, not a chunk; its entries move as it grows,
+// so a pointer from at is good only until the next push.
 //
 // The zero shelf is empty and ready.
 type shelf[T any] struct {
