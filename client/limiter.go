@@ -257,10 +257,12 @@ func NewWindow(eng *engine.Engine, allow int, window time.Duration) (*Window, er
 // 256th of the window late (see actors.SpawnWindowCredit for the figures).
 // A smaller allowance is counted exactly.
 func (w *Window) Allow() bool {
-	if w.credit != nil && !w.l.closed.Load() && w.credit.DrawAt(w.l.eng.Now(), 1) {
+	now := w.l.eng.Now() // one reading, for the draw and, if it misses, the actor
+	if w.credit != nil && !w.l.closed.Load() && w.credit.DrawAt(now, 1) {
 		return true // counted by the credit itself: see Stats
 	}
-	return w.l.allow("", 1)
+	p, _ := w.l.askAt(now, "", 1)
+	return p.OK
 }
 
 // Try is Allow with the whole answer (see Decision), from one turn of the
@@ -364,11 +366,16 @@ func (l *limiter) try(key string, n float64) Decision {
 // ask sends an Allow that does not wait and returns its answer, and false
 // once the limiter is closed or its engine shut down.
 func (l *limiter) ask(key string, n float64) (actors.Permit, bool) {
+	return l.askAt(l.eng.Now(), key, n)
+}
+
+// askAt is ask for a caller that has read the clock already.
+func (l *limiter) askAt(now int64, key string, n float64) (actors.Permit, bool) {
 	if l.closed.Load() {
 		return actors.Permit{}, false
 	}
 	a := allowSlots.Get().(*allowSlot)
-	a.req = actors.Allow{Now: l.eng.Now(), Key: key, N: n, Slot: &a.slot}
+	a.req = actors.Allow{Now: now, Key: key, N: n, Slot: &a.slot}
 	a.slot.Ask(l.ref, &a.req)
 	a.slot.Await(l.ref, nil)
 	p := a.slot.Take()

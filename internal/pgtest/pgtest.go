@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -26,6 +25,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/moonpool-go/moonpool/internal/loopback"
 )
 
 // ErrNoServer says the machine cannot run a PostgreSQL server: its binaries
@@ -182,7 +183,7 @@ func (s *Server) start(ctx context.Context) error {
 	// The port is free when asked, not necessarily when the server binds
 	// it: another process may take it in between, so try a few.
 	for try := 0; ; try++ {
-		if s.port, err = freePort(); err != nil {
+		if s.port, err = loopback.FreePort(); err != nil {
 			return fmt.Errorf("pgtest: %w", err)
 		}
 		// -p is remembered in postmaster.opts, so Restart keeps the port.
@@ -191,16 +192,6 @@ func (s *Server) start(ctx context.Context) error {
 			return err
 		}
 	}
-}
-
-// freePort is a TCP port on 127.0.0.1 nobody listened on a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func (s *Server) data() string { return filepath.Join(s.dir, "data") }

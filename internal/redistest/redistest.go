@@ -20,6 +20,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/moonpool-go/moonpool/internal/loopback"
 )
 
 // ErrNoServer says the machine has no redis-server on PATH. Start's error
@@ -54,7 +56,7 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		return nil, fmt.Errorf("redistest: %w", err)
 	}
@@ -162,14 +164,4 @@ func ping(addr string) error {
 		return fmt.Errorf("redistest: PING answered %q", line)
 	}
 	return nil
-}
-
-// freePort is a TCP port nobody listened on a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
