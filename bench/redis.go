@@ -99,7 +99,7 @@ func redisSuite(eng *engine.Engine, cfg config) ([]row, func(), error) {
 // callers will use (up to the client's default most), opened before the
 // slice starts.
 func countingClient(addr string, callers int, n *atomic.Int64) *redis.Client {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}) // as moonredis.Config advises, for both sides
 	var wg sync.WaitGroup
 	for range min(callers, rdb.Options().PoolSize) {
 		wg.Go(func() { rdb.Ping(context.Background()) })

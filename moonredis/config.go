@@ -62,7 +62,11 @@ type Config struct {
 	// Client runs the scripts: a *redis.Client, *redis.ClusterClient
 	// (each key's state is one Redis key, so one hash slot), *redis.Ring
 	// or a failover client. Its retries are harmless: a batch sent twice
-	// is counted once (see the package documentation).
+	// is counted once (see the package documentation). With its
+	// ContextTimeoutEnabled set, a caller whose request goes to Redis
+	// alone makes the call itself, which is faster (see the package
+	// documentation); without it, each call runs on a goroutine of its
+	// own, so that Timeout still bounds every caller.
 	Client redis.UniversalClient
 	// Prefix begins every key the limiter writes; the empty Prefix is
 	// "moonredis:bucket:" or "moonredis:window:". Two limiters with

@@ -12,12 +12,15 @@
 // order they came; so a hot key costs one round trip per batch, not per
 // request, and Stats says how many calls each admitted request cost. While
 // Config.MaxCalls calls are in flight, the batches of other keys wait too,
-// and go in one pipeline, one script run per key, in one round trip. Each
-// call is made off the actor, on a goroutine of its own, so the actor never
-// waits on Redis; and a timer on the engine's clock answers its requests
-// by the FailMode once Config.Timeout has passed, whatever the client does
-// with a ctx's deadline (go-redis heeds it only with ContextTimeoutEnabled).
-// So a request waits for Redis at most about twice Config.Timeout: the
+// and go in one pipeline, one script run per key, in one round trip. The
+// actor never waits on Redis: a call that carries one Allow, Try, Delay or
+// Tokens alone is made by that caller on its own goroutine when the client
+// ends calls at their ctx's deadline (go-redis's ContextTimeoutEnabled; set
+// it, it saves two goroutine switches a call, about 7 µs of a 60 µs round
+// trip on the loopback), and every other call on a goroutine of its own;
+// and a timer on the engine's clock answers its requests by the FailMode
+// once Config.Timeout has passed, whatever the client does with a ctx's
+// deadline. So a request waits for Redis at most about twice Config.Timeout: the
 // call in flight before it (for its key, or holding the last call slot)
 // and its own; longer only when more than MaxCalls×MaxKeys keys wait at
 // once. Every script reads Redis's own TIME, the one clock all processes
