@@ -16,7 +16,8 @@ import (
 func ExampleNewBucket() {
 	mr, _ := miniredis.Run()
 	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	// ContextTimeoutEnabled lets a caller make its own call (see Config.Client).
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	eng := client.NewEngine()
 	defer eng.Shutdown(context.Background())
