@@ -215,3 +215,35 @@ func TestRingOrderAndWrap(t *testing.T) {
 		}
 	}
 }
+
+// TestStarvedCallerMakesSenderYield: a parked caller that took longer than
+// starveAfter from parking to running again marks its actor's mailbox
+// starving, one that came back sooner does not, and the next sender that
+// runs the actor at once yields once and clears the mark, so one starved
+// caller costs one yield.
+func TestStarvedCallerMakesSenderYield(t *testing.T) {
+	e := New()
+	defer e.Shutdown(context.Background())
+	ref, err := e.Spawn("", direct{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb := ref.mb
+	mb.woke(nanotime())
+	if mb.starving.Load() {
+		t.Fatal("a caller back at once marked the mailbox starving")
+	}
+	mb.woke(nanotime() - 2*starveAfter)
+	if !mb.starving.Load() {
+		t.Fatal("a caller back after twice starveAfter did not mark the mailbox starving")
+	}
+	s := &seq{n: 1}
+	s.reply.Ask(ref, s)
+	if s.reply.at != 0 || !s.reply.Ready() {
+		t.Fatal("a send to an idle actor did not run at once")
+	}
+	s.reply.Take()
+	if mb.starving.Load() {
+		t.Fatal("the sender that ran the actor at once left the starving mark for another")
+	}
+}

@@ -3,6 +3,7 @@ package engine
 import (
 	"runtime"
 	"sync/atomic"
+	"time"
 )
 
 // Reply is where an actor leaves its one answer to one request, and where
@@ -96,12 +97,15 @@ func (r *Reply[A]) Await(ref *Ref, done <-chan struct{}) bool {
 			return true // answered just now
 		}
 	}
+	parked := nanotime()
 	if done == nil {
 		<-r.wake // a plain receive is cheaper than a select
+		ref.mb.woke(parked)
 		return true
 	}
 	select {
 	case <-r.wake:
+		ref.mb.woke(parked)
 		return true
 	case <-done:
 		return false
@@ -196,3 +200,10 @@ func (m *mailbox) await(state *uint32, at uint64) bool {
 	}
 	return false
 }
+
+// epoch anchors nanotime.
+var epoch = time.Now()
+
+// nanotime is the monotonic clock in nanoseconds, for the engine's own
+// scheduling choices (never an actor's time, which is the engine's Clock).
+func nanotime() int64 { return int64(time.Since(epoch)) }
