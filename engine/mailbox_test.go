@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -216,34 +217,45 @@ func TestRingOrderAndWrap(t *testing.T) {
 	}
 }
 
-// TestStarvedCallerMakesSenderYield: a parked caller that took longer than
-// starveAfter from parking to running again marks its actor's mailbox
-// starving, one that came back sooner does not, and the next sender that
-// runs the actor at once yields once and clears the mark, so one starved
-// caller costs one yield.
+// TestStarvedCallerMakesSenderYield: a caller that parked and ran again
+// more than starveAfter later marks its actor's mailbox starving, one back
+// sooner does not, and the next sender that runs the actor at once clears
+// the mark (having yielded once, which only a timing could show), so one
+// starved caller costs one yield. The engine's own clock is moved on by
+// nanoSkew while the caller is parked, not waited out.
 func TestStarvedCallerMakesSenderYield(t *testing.T) {
 	e := New()
 	defer e.Shutdown(context.Background())
-	ref, err := e.Spawn("", direct{}, nil)
+	h := &holder{}
+	ref, err := e.Spawn("", h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mb := ref.mb
-	mb.woke(nanotime())
-	if mb.starving.Load() {
+	park := func(skew int64) {
+		t.Helper()
+		s := &seq{n: 1}
+		s.reply.Ask(ref, s) // held by the actor: the caller parks
+		done := make(chan struct{})
+		go func() { s.reply.Await(ref, nil); close(done) }()
+		for atomic.LoadUint32(&s.reply.state) != replyParked {
+			runtime.Gosched()
+		}
+		nanoSkew.Add(skew)
+		ref.Send(&release{})
+		<-done
+		s.reply.Take()
+	}
+	t.Cleanup(func() { nanoSkew.Store(0) })
+	park(-1e9) // back at once, however slow the machine
+	if ref.mb.starving.Load() {
 		t.Fatal("a caller back at once marked the mailbox starving")
 	}
-	mb.woke(nanotime() - 2*starveAfter)
-	if !mb.starving.Load() {
+	park(2 * starveAfter)
+	if !ref.mb.starving.Load() {
 		t.Fatal("a caller back after twice starveAfter did not mark the mailbox starving")
 	}
-	s := &seq{n: 1}
-	s.reply.Ask(ref, s)
-	if s.reply.at != 0 || !s.reply.Ready() {
-		t.Fatal("a send to an idle actor did not run at once")
-	}
-	s.reply.Take()
-	if mb.starving.Load() {
+	ref.Send(&release{}) // an idle actor: its sender runs it at once
+	if ref.mb.starving.Load() {
 		t.Fatal("the sender that ran the actor at once left the starving mark for another")
 	}
 }

@@ -386,17 +386,20 @@ func (o *owner) launch(f *flight) {
 	go o.l.call(f)
 }
 
-// boundsCalls says whether c ends a call at its ctx's deadline, as
-// go-redis's clients do with ContextTimeoutEnabled; others (a wrapper, a
-// client without it) may hold a call until their own read timeout.
+// boundsCalls says whether c ends every call at its ctx's deadline, as
+// go-redis's Client and Ring do with ContextTimeoutEnabled, unless a
+// ReadTimeout or WriteTimeout of -2 turns deadlines off on the wire. A
+// ClusterClient does not: it looks up a command's routing with a ctx of
+// its own, up to 5 s, on a cold cache. Others (a wrapper, a client without
+// the option) may hold a call until their own timeouts, or for ever.
 func boundsCalls(c redis.UniversalClient) bool {
 	switch c := c.(type) {
 	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
+		o := c.Options()
+		return o.ContextTimeoutEnabled && o.ReadTimeout >= 0 && o.WriteTimeout >= 0
 	case *redis.Ring:
-		return c.Options().ContextTimeoutEnabled
+		o := c.Options()
+		return o.ContextTimeoutEnabled && o.ReadTimeout >= 0 && o.WriteTimeout >= 0
 	}
 	return false
 }

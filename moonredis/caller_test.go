@@ -72,45 +72,80 @@ func TestCallerMakesItsCall(t *testing.T) {
 	}
 }
 
-// TestCallerCallEndsAtTimeout: a caller that makes its own call against a
-// Redis that never answers gets the FailMode's answer once Config.Timeout
-// has passed, not after go-redis's own read timeout (3 s); the call is
-// counted failed once. (On the real clock: the deadline the client keeps
-// is on it.)
-func TestCallerCallEndsAtTimeout(t *testing.T) {
-	s := redistest.NewSilent(t)
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true})
+// silentClient is a client of a Silent server with o.MinIdleConns (at
+// least one) connections dialled and idle before it returns, and no handshake (RESP2, no CLIENT SETINFO),
+// so a call goes straight to the wire and waits in its read: cancelling
+// its ctx cannot cut a dial short.
+func silentClient(t *testing.T, s *redistest.Silent, o redis.Options) *redis.Client {
+	t.Helper()
+	o.Addr, o.Protocol, o.DisableIdentity = s.Addr(), 2, true
+	o.MinIdleConns = max(o.MinIdleConns, 1)
+	rdb := redis.NewClient(&o)
 	t.Cleanup(func() { rdb.Close() })
-	b, err := NewBucket(realEngine(t), Config{Client: rdb, Timeout: 50 * time.Millisecond, FailMode: FailOpen}, 1, 1)
-	if err != nil {
-		t.Fatal(err)
+	waitFor(t, "idle connections", func() bool { return rdb.PoolStats().IdleConns >= uint32(o.MinIdleConns) })
+	return rdb
+}
+
+// TestCallerCallEndsAtTimeout: a caller against a Redis that never
+// answers gets the FailMode's answer once Config.Timeout has passed, not
+// after go-redis's own read timeout (5 s) or never, whether it makes its
+// own call (ContextTimeoutEnabled) or, with deadlines off on the wire (a
+// ReadTimeout of -2, which ContextTimeoutEnabled cannot override), the
+// call is made on a goroutine of its own; the call is counted failed once.
+// (On the real clock: the deadline the client keeps is on it.)
+func TestCallerCallEndsAtTimeout(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts redis.Options
+		self bool
+	}{
+		{"deadlines", redis.Options{ContextTimeoutEnabled: true}, true},
+		{"no deadlines on the wire", redis.Options{ContextTimeoutEnabled: true, ReadTimeout: -2, WriteTimeout: -2}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			eng := realEngine(t) // shut down last, once Silent has closed the hung connection
+			rdb := silentClient(t, redistest.NewSilent(t), c.opts)
+			b, err := NewBucket(eng, Config{Client: rdb, Timeout: 50 * time.Millisecond, FailMode: FailOpen}, 1, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.l.self != c.self {
+				t.Fatalf("callers make their own calls: %v, want %v", b.l.self, c.self)
+			}
+			got := make(chan bool, 1)
+			go func() { got <- b.Allow("k") }()
+			select {
+			case ok := <-got:
+				if !ok {
+					t.Error("FailOpen refused when Redis hung")
+				}
+			case <-time.After(2 * time.Second):
+				t.Fatal("Allow still waiting for a hung Redis 2s after its 50ms Timeout")
+			}
+			if st := b.Stats(); st.Failures != 1 || st.Fallbacks != 1 {
+				t.Errorf("Stats = %+v, want the call counted failed once and its request answered by the mode", st)
+			}
+		})
 	}
-	if !b.l.self {
-		t.Fatal("a client with ContextTimeoutEnabled: callers do not make their calls")
-	}
-	got := make(chan bool, 1)
-	go func() { got <- b.Allow("k") }()
-	select {
-	case ok := <-got:
-		if !ok {
-			t.Error("FailOpen refused when Redis hung")
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("Allow still waiting for a hung Redis 2s after its 50ms Timeout")
-	}
-	if st := b.Stats(); st.Failures != 1 || st.Fallbacks != 1 {
-		t.Errorf("Stats = %+v, want the call counted failed once and its request answered by the mode", st)
+}
+
+// TestClusterCallsOffCaller: a ClusterClient looks up a command's routing
+// under a ctx of its own, so its callers never make their own calls.
+func TestClusterCallsOffCaller(t *testing.T) {
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ContextTimeoutEnabled: true})
+	defer c.Close()
+	if boundsCalls(c) {
+		t.Error("a ClusterClient is trusted to end its calls at their ctx's deadline")
 	}
 }
 
 // TestCloseWhileCallerCalls: Close while callers make their own calls to a
-// Redis that never answers returns once those calls end (at Timeout), and
-// every caller is answered, as closed.
+// Redis that never answers, each waiting in its read, returns once those
+// calls end (at Timeout), and every caller is answered, as closed.
 func TestCloseWhileCallerCalls(t *testing.T) {
-	s := redistest.NewSilent(t)
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { rdb.Close() })
-	b, err := NewBucket(realEngine(t), Config{Client: rdb, Timeout: 300 * time.Millisecond, FailMode: FailOpen}, 1, 1)
+	eng := realEngine(t)
+	rdb := silentClient(t, redistest.NewSilent(t), redis.Options{ContextTimeoutEnabled: true, PoolSize: 3, MinIdleConns: 3})
+	b, err := NewBucket(eng, Config{Client: rdb, Timeout: 300 * time.Millisecond, FailMode: FailOpen}, 1, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,14 +159,19 @@ func TestCloseWhileCallerCalls(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "a call in flight", func() bool { return b.l.flying.Load() > 0 })
+	waitFor(t, "three calls on the wire", func() bool { return rdb.PoolStats().IdleConns == 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	start := time.Now()
 	if err := b.Close(ctx); err != nil {
 		t.Errorf("Close = %v, want nil once the calls end at their Timeout", err)
 	}
-	t.Logf("close took %v", time.Since(start))
+	// A call waiting in its read is not cut short by a cancel, only by its
+	// deadline: Close waited for it (a lower bound, which a slow machine
+	// cannot break).
+	if took := time.Since(start); took < 100*time.Millisecond {
+		t.Errorf("Close returned after %v: the calls it should have waited for were not on the wire", took)
+	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	within(t, done, "Allow after Close")

@@ -62,11 +62,13 @@ type Config struct {
 	// Client runs the scripts: a *redis.Client, *redis.ClusterClient
 	// (each key's state is one Redis key, so one hash slot), *redis.Ring
 	// or a failover client. Its retries are harmless: a batch sent twice
-	// is counted once (see the package documentation). With its
-	// ContextTimeoutEnabled set, a caller whose request goes to Redis
-	// alone makes the call itself, which is faster (see the package
-	// documentation); without it, each call runs on a goroutine of its
-	// own, so that Timeout still bounds every caller.
+	// is counted once (see the package documentation). A *redis.Client or
+	// *redis.Ring with ContextTimeoutEnabled (and no read or write timeout
+	// of -2, which turns deadlines off) ends a call at its ctx's deadline;
+	// with one, a caller whose request goes to Redis alone makes the call
+	// itself, which is faster (see the package documentation). With any
+	// other client each call runs on a goroutine of its own, so that
+	// Timeout bounds every caller whatever the client does.
 	Client redis.UniversalClient
 	// Prefix begins every key the limiter writes; the empty Prefix is
 	// "moonredis:bucket:" or "moonredis:window:". Two limiters with
@@ -74,9 +76,10 @@ type Config struct {
 	Prefix string
 	// Timeout bounds each call to Redis, retries included; <= 0 is 100 ms.
 	// A call that takes longer is answered by the FailMode when it ends on
-	// the engine's clock, by the limiter's own timer, whatever the
-	// client's options; the call is cut short through its ctx, and what it
-	// brings back later is dropped.
+	// the engine's clock, by the limiter's own timer; the call is cut short
+	// through its ctx, and what it brings back later is dropped. A caller
+	// that makes its own call (see Client) is answered when the client ends
+	// it at its ctx's deadline, Timeout on the real clock.
 	Timeout time.Duration
 	// FailMode is what to answer when Redis cannot; the zero value is
 	// FailClosed.

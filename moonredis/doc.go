@@ -15,12 +15,14 @@
 // and go in one pipeline, one script run per key, in one round trip. The
 // actor never waits on Redis: a call that carries one Allow, Try, Delay or
 // Tokens alone is made by that caller on its own goroutine when the client
-// ends calls at their ctx's deadline (go-redis's ContextTimeoutEnabled; set
-// it, it saves two goroutine switches a call, about 7 µs of a 60 µs round
-// trip on the loopback), and every other call on a goroutine of its own;
-// and a timer on the engine's clock answers its requests by the FailMode
-// once Config.Timeout has passed, whatever the client does with a ctx's
-// deadline. So a request waits for Redis at most about twice Config.Timeout: the
+// ends calls at their ctx's deadline (a *redis.Client or *redis.Ring with
+// ContextTimeoutEnabled; set it, it saves two goroutine switches a call,
+// about 7 µs of a 60 µs round trip on the loopback), and every other call
+// on a goroutine of its own, which a timer on the engine's clock answers
+// by the FailMode once Config.Timeout has passed, whatever the client does
+// with a ctx's deadline. A caller making its own call is answered when the
+// client gives up, at the call's deadline, Config.Timeout on the real
+// clock. So a request waits for Redis at most about twice Config.Timeout: the
 // call in flight before it (for its key, or holding the last call slot)
 // and its own; longer only when more than MaxCalls×MaxKeys keys wait at
 // once. Every script reads Redis's own TIME, the one clock all processes

@@ -76,16 +76,16 @@ func TestCloseInFlightAnswersAll(t *testing.T) {
 // of go-redis's own timeouts).
 func TestTimeoutWithoutClientHelp(t *testing.T) {
 	f := newFake(t)
-	s := redistest.NewSilent(t)
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
-	t.Cleanup(func() { rdb.Close() })
+	rdb := silentClient(t, redistest.NewSilent(t), redis.Options{PoolSize: 1}) // the call waits in its read
 	b, err := NewBucket(f.eng, Config{Client: rdb, Timeout: 50 * time.Millisecond, FailMode: FailOpen}, 1, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan bool, 1)
 	go func() { got <- b.Allow("k") }()
-	waitFor(t, "the call's timer", func() bool { return f.clock.Pending() == 1 })
+	waitFor(t, "the call's timer and the call on the wire", func() bool {
+		return f.clock.Pending() == 1 && rdb.PoolStats().IdleConns == 0
+	})
 	f.advance(50 * time.Millisecond)
 	select {
 	case ok := <-got:
