@@ -110,6 +110,19 @@ type holder struct {
 
 type release struct{}
 
+// spawnHolder spawns a holder on an engine shut down when t ends.
+func spawnHolder(t *testing.T) (*Ref, *holder) {
+	t.Helper()
+	e := New()
+	t.Cleanup(func() { e.Shutdown(context.Background()) })
+	h := &holder{}
+	ref, err := e.Spawn("", h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref, h
+}
+
 func (h *holder) Receive(c actor.Context) {
 	switch c.Message().(type) {
 	case *seq, *release, *boom:
@@ -136,13 +149,7 @@ func (h *holder) Handle(msg any) {
 // user message (Receive none), and a panic in Handle resumes the same
 // actor with its state.
 func TestReplyAwaitDone(t *testing.T) {
-	e := New()
-	defer e.Shutdown(context.Background())
-	h := &holder{}
-	ref, err := e.Spawn("", h, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ref, h := spawnHolder(t)
 	s := &seq{n: 7}
 	ref.Send(s)
 	done := make(chan struct{})
@@ -224,13 +231,7 @@ func TestRingOrderAndWrap(t *testing.T) {
 // starved caller costs one yield. The engine's own clock is moved on by
 // nanoSkew while the caller is parked, not waited out.
 func TestStarvedCallerMakesSenderYield(t *testing.T) {
-	e := New()
-	defer e.Shutdown(context.Background())
-	h := &holder{}
-	ref, err := e.Spawn("", h, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ref, _ := spawnHolder(t)
 	park := func(skew int64) {
 		t.Helper()
 		s := &seq{n: 1}
