@@ -224,39 +224,47 @@ func TestRingOrderAndWrap(t *testing.T) {
 	}
 }
 
-// TestStarvedCallerMakesSenderYield: a caller that parked and ran again
-// more than starveAfter later marks its actor's mailbox starving, one back
-// sooner does not, and the next sender that runs the actor at once clears
-// the mark (having yielded once, which only a timing could show), so one
-// starved caller costs one yield. The engine's own clock is moved on by
-// nanoSkew while the caller is parked, not waited out.
+// TestStarvedCallerMakesSenderYield: a parked caller that runs again more
+// than starveAfter after its answer makes the mailbox starve, one that runs
+// within it ends that; while the mailbox starves, an answer to a parked
+// caller is noted, and the next sender that runs the actor yields once for
+// it and clears the note (the yield itself only a timing could show). The
+// engine's own clock is moved by nanoSkew, not waited out.
 func TestStarvedCallerMakesSenderYield(t *testing.T) {
 	ref, _ := spawnHolder(t)
-	park := func(skew int64) {
-		t.Helper()
-		s := &seq{n: 1}
-		s.reply.Ask(ref, s) // held by the actor: the caller parks
-		done := make(chan struct{})
-		go func() { s.reply.Await(ref, nil); close(done) }()
-		for atomic.LoadUint32(&s.reply.state) != replyParked {
-			runtime.Gosched()
-		}
-		nanoSkew.Add(skew)
-		ref.Send(&release{})
-		<-done
-		s.reply.Take()
-	}
+	mb := ref.mb
 	t.Cleanup(func() { nanoSkew.Store(0) })
-	park(-1e9) // back at once, however slow the machine
-	if ref.mb.starving.Load() {
-		t.Fatal("a caller back at once marked the mailbox starving")
+
+	mb.ran(nanotime() - 2*starveAfter)
+	if !mb.starving.Load() {
+		t.Fatal("a caller running twice starveAfter after its answer did not make the mailbox starve")
 	}
-	park(2 * starveAfter)
-	if !ref.mb.starving.Load() {
-		t.Fatal("a caller back after twice starveAfter did not mark the mailbox starving")
+
+	// A caller parks; an actor's Put wakes it while the mailbox starves.
+	var r Reply[int]
+	done := make(chan struct{})
+	go func() { r.Await(ref, nil); close(done) }()
+	for atomic.LoadUint32(&r.state) != replyParked {
+		runtime.Gosched()
 	}
+	r.Put(1)
+	nanoSkew.Add(-1e9) // it runs again at once, however slow the machine
+	if !mb.woken.Load() {
+		t.Error("an answer to a parked caller while the mailbox starved was not noted")
+	}
+	<-done
+	if r.Take() != 1 {
+		t.Fatal("the parked caller did not get its answer")
+	}
+	if mb.starving.Load() || mb.woken.Load() {
+		t.Error("a caller that ran at once after its answer left the mailbox starving")
+	}
+
+	// Starving, with a wake noted: the next sender that runs the actor yields.
+	mb.starving.Store(true)
+	mb.wokeOne()
 	ref.Send(&release{}) // an idle actor: its sender runs it at once
-	if ref.mb.starving.Load() {
-		t.Fatal("the sender that ran the actor at once left the starving mark for another")
+	if mb.woken.Load() {
+		t.Error("the sender that ran the actor left the noted wake for another")
 	}
 }

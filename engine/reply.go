@@ -29,6 +29,8 @@ type Reply[A any] struct {
 	state uint32
 	val   A
 	wake  chan struct{} // made by the caller before it first parks; room for one
+	mb    *mailbox      // the actor's, set by the caller before it parks
+	woken int64         // when Put woke the parked caller (nanotime)
 }
 
 const (
@@ -48,7 +50,10 @@ func (r *Reply[A]) Ask(ref *Ref, msg any) { r.at = ref.mb.post(msg) }
 func (r *Reply[A]) Put(a A) {
 	r.val = a
 	if atomic.SwapUint32(&r.state, replyFull) == replyParked {
+		mb := r.mb // read before the wake: the caller may reuse r at once
+		r.woken = nanotime()
 		r.wake <- struct{}{}
+		mb.wokeOne()
 	}
 }
 
@@ -93,19 +98,19 @@ func (r *Reply[A]) Await(ref *Ref, done <-chan struct{}) bool {
 		if r.wake == nil {
 			r.wake = make(chan struct{}, 1)
 		}
+		r.mb = ref.mb
 		if !atomic.CompareAndSwapUint32(&r.state, replyEmpty, replyParked) {
 			return true // answered just now
 		}
 	}
-	parked := nanotime()
 	if done == nil {
 		<-r.wake // a plain receive is cheaper than a select
-		ref.mb.woke(parked)
+		ref.mb.ran(r.woken)
 		return true
 	}
 	select {
 	case <-r.wake:
-		ref.mb.woke(parked)
+		ref.mb.ran(r.woken)
 		return true
 	case <-done:
 		return false
