@@ -127,23 +127,27 @@ type limiter struct {
 
 // counts are a limiter's running counts (see Stats).
 type counts struct {
-	calls, sent, admitted, refused, fallbacks, failures atomic.Int64
+	calls, sent, admitted, refused, fallbacks, failures, remembered atomic.Int64
 }
 
 // Stats are a limiter's counts since it started, in this process.
 type Stats struct {
-	Calls     int64 // calls sent to Redis (each one round trip, of one script run per key)
-	Sent      int64 // requests those calls carried, looks included
-	Admitted  int64 // requests let through by Redis
-	Refused   int64 // requests Redis refused
-	Fallbacks int64 // requests answered by the FailMode
-	Failures  int64 // calls that failed or timed out
+	Calls    int64 // calls sent to Redis (each one round trip, of one script run per key)
+	Sent     int64 // requests those calls carried, looks included
+	Admitted int64 // requests let through by Redis
+	Refused  int64 // requests refused by Redis, or by this process from a refusal Redis gave (Remembered)
+	// Remembered counts the refusals of Refused answered in this process
+	// without a call: an Allow or Try of a key Redis has just refused,
+	// before the wait it gave has passed.
+	Remembered int64
+	Fallbacks  int64 // requests answered by the FailMode
+	Failures   int64 // calls that failed or timed out
 }
 
 func (c *counts) read() Stats {
 	return Stats{
 		Calls: c.calls.Load(), Sent: c.sent.Load(), Admitted: c.admitted.Load(), Refused: c.refused.Load(),
-		Fallbacks: c.fallbacks.Load(), Failures: c.failures.Load(),
+		Fallbacks: c.fallbacks.Load(), Failures: c.failures.Load(), Remembered: c.remembered.Load(),
 	}
 }
 
@@ -158,7 +162,7 @@ func (l *limiter) start(eng *engine.Engine) error {
 	l.self = boundsCalls(l.cfg.Client)
 	l.id = strconv.FormatUint(rand.Uint64(), 36)
 	l.base, l.cancel = context.WithCancel(context.Background())
-	o := &owner{l: l, lines: make(map[string]*line), breaker: policy.NewBreaker(2, l.cfg.BreakerPeriod)}
+	o := &owner{l: l, lines: make(map[string]*line), over: make(map[string]int64), breaker: policy.NewBreaker(2, l.cfg.BreakerPeriod)}
 	ref, err := eng.Spawn("", o, l.shutdown)
 	if err != nil {
 		l.cancel()
@@ -235,9 +239,22 @@ func (l *limiter) await(ctx context.Context, key string, n float64, deadline int
 // whose next batch waits for one is in ready, and the next call takes the
 // batches of up to Config.MaxKeys of them, in the order they became ready,
 // in one round trip.
+//
+// over remembers the keys Redis has refused an Allow or Try of one:
+// until when, on the engine's clock, one more would be refused again. The
+// limit only ever grows tighter from a refusal until its wait has passed
+// (tokens and room come back only with time; other callers, in any
+// process, only take), so a request of one or more for such a key before
+// then is refused here, with the rest of that wait, and never goes to
+// Redis. The instant is counted from when the call was sent, no later
+// than Redis ran it, so it errs early: it may send a request a little
+// before Redis would let it through, never refuse one Redis would take,
+// unless Redis's clock steps forward.
 type owner struct {
 	l       *limiter
 	lines   map[string]*line
+	over    map[string]int64
+	sweep   int // refusals to remember before over may be swept again
 	ready   []string
 	breaker *policy.Breaker
 	flying  int // calls in flight
@@ -266,6 +283,9 @@ func (o *owner) Handle(msg any) {
 			return
 		}
 		o.l.asked.Add(1)
+		if len(o.over) > 0 && !m.wait && !m.look && o.refuse(m) {
+			return
+		}
 		if o.flying > 0 && o.breaker.Reject(o.l.eng.Now()) > 0 {
 			// Redis has been failing and a call is in flight, the one
 			// that may go while the breaker refuses: an ask that came
@@ -307,6 +327,54 @@ func (o *owner) Handle(msg any) {
 			o.land(m.f, errLate)
 		}
 	}
+}
+
+// refuse answers m from a refusal Redis gave for its key, and reports
+// whether it did; a refusal whose wait has passed is forgotten.
+func (o *owner) refuse(m *ask) bool {
+	until, ok := o.over[m.key]
+	if !ok {
+		return false
+	}
+	now := o.l.eng.Now()
+	if now >= until {
+		delete(o.over, m.key)
+		return false
+	}
+	o.l.stats.remembered.Add(1)
+	m.answer(verdict{wait: time.Duration(until - now)})
+	return true
+}
+
+// maxOver is the most keys over remembers; past it, expired ones are swept
+// at most once in maxOver refusals, and a refusal finding no room is not
+// remembered.
+const maxOver = 1 << 16
+
+// remember notes that Redis refused a's request of one at a call sent at
+// sent, with wait v.wait.
+func (o *owner) remember(a *ask, v verdict, sent int64) {
+	if a.wait || a.look || a.n != 1 || v.ok || v.wait <= 0 {
+		return
+	}
+	until := sent + int64(min(v.wait, time.Duration(math.MaxInt64-sent)))
+	if _, ok := o.over[a.key]; !ok && len(o.over) >= maxOver {
+		if o.sweep > 0 {
+			o.sweep--
+			return
+		}
+		o.sweep = maxOver
+		now := o.l.eng.Now()
+		for k, u := range o.over {
+			if u <= now {
+				delete(o.over, k)
+			}
+		}
+		if len(o.over) >= maxOver {
+			return
+		}
+	}
+	o.over[a.key] = until
 }
 
 // pump sends the ready batches, as many calls as may be in flight. While
@@ -443,6 +511,7 @@ func (o *owner) land(f *flight, failed error) {
 			default:
 				v := p.out[j]
 				v.landed = now
+				o.remember(a, v, f.now)
 				a.answer(v)
 			}
 		}

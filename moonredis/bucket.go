@@ -68,7 +68,8 @@ func NewBucket(eng *engine.Engine, cfg Config, rate, burst float64) (*Bucket, er
 // process, and behind the call in flight before it: about twice
 // Config.Timeout at most (see the package documentation). While callers
 // wait for key's tokens, in any process, it says no; after Close it says
-// no.
+// no. Once Redis has refused key, it says no at once, without a call,
+// until the wait Redis gave has passed (see the package documentation).
 func (b *Bucket) Allow(key string) bool { return b.TryN(key, 1).OK }
 
 // AllowN is Allow for n tokens. An n <= 0 asks for nothing and gets it

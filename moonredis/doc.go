@@ -57,6 +57,18 @@
 // exact Window is exact; an approximate one errs as NewApproxWindow
 // states.
 //
+// A refusal is remembered: once Redis refuses an Allow or Try of one for a
+// key, later Allows and Trys of that key in this process are refused at
+// once, with the rest of the wait Redis gave, until that wait has passed,
+// without a call (Stats.Remembered counts them; Envoy's rate limit
+// service keeps a local cache of over-limit keys for the same reason).
+// That refuses nothing Redis would let through: a key's limit only grows
+// tighter from a refusal until its wait has passed, whatever other callers
+// and processes do, and the wait is counted from when the call was sent,
+// no later than Redis ran it; only a step forward of Redis's clock could
+// make it refuse early. Wait, Delay and Tokens always ask Redis. At most
+// 65,536 keys are remembered at once.
+//
 // When Redis fails, the first calls each wait out the timeout; once the
 // breaker (the project's policy.Breaker, the SRE book's adaptive throttle)
 // refuses, only one call at a time still tries Redis, so the limiter

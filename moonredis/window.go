@@ -92,7 +92,7 @@ func newWindow(eng *engine.Engine, cfg Config, allow int, window time.Duration, 
 // Allow is whether an event for key fits its quota now, counting it if
 // so. It blocks as long as Bucket.Allow at most. While
 // callers wait for room in key's quota, in any process, it says no; after
-// Close it says no.
+// Close it says no. A refusal is remembered as Bucket.Allow's is.
 func (w *Window) Allow(key string) bool { return w.Try(key).OK }
 
 // Try is Allow with the whole answer for key (see client.Decision).
