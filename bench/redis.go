@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,13 +32,22 @@ type redisConfig struct {
 	plan    plan  // its rounds and samples
 }
 
-// Every key earns a token a second and holds 100, on both sides. Each
-// slice builds its sides afresh on keys of their own, so each starts full:
-// one hot key lets exactly its burst through (and a token a second more),
-// on either side, and 10,000 keys let every call through.
-const (
-	redisRate  = 1
-	redisBurst = 100
+// redisLimit is a key's limit, the same on both sides: rate tokens a
+// second, holding burst.
+type redisLimit struct{ rate, burst float64 }
+
+// The limits the rows use. Each slice builds its sides afresh on keys of
+// their own, so each starts full. A key earning a token a second and
+// holding 100 lets every call through over 10,000 keys, and over one key
+// exactly its burst (and a token a second more): on that row ("over its
+// limit") moonpool answers the rest from the refusal it remembers, without
+// a call, so it shows that, not a round trip. The hot key of the other
+// one-key row earns and holds a million, so every call is let through and
+// goes to Redis on both sides: the times compare the same work, and
+// batching is what differs.
+var (
+	redisTight = redisLimit{rate: 1, burst: 100}
+	redisOpen  = redisLimit{rate: 1e6, burst: 1e6}
 )
 
 // redisSuite starts a redis-server and returns the suite's rows: Allow over
@@ -63,15 +73,25 @@ func redisSuite(eng *engine.Engine, cfg config) ([]row, func(), error) {
 	}
 	var built atomic.Int64 // makes every side's keys its own
 	var rows []row
+	type space struct {
+		name  string
+		keys  int
+		limit redisLimit
+	}
+	var spaces []space
 	for _, n := range cfg.redis.keys {
-		keys := make([]string, n)
+		if n == 1 {
+			spaces = append(spaces, space{"Allow, 1 key", 1, redisOpen}, space{"Allow, 1 key over its limit", 1, redisTight})
+		} else {
+			spaces = append(spaces, space{fmt.Sprintf("Allow, %d keys", n), n, redisTight})
+		}
+	}
+	for _, sp := range spaces {
+		keys := make([]string, sp.keys)
 		for i := range keys {
 			keys[i] = "client-" + strconv.Itoa(i)
 		}
-		name := fmt.Sprintf("Allow, %d keys", n)
-		if n == 1 {
-			name = "Allow, 1 key"
-		}
+		name, limit := sp.name, sp.limit
 		rows = append(rows, row{
 			suite:   "Redis",
 			name:    name,
@@ -83,10 +103,10 @@ func redisSuite(eng *engine.Engine, cfg config) ([]row, func(), error) {
 			plan:    &cfg.redis.plan,
 			sides: []side{
 				{name: "moonpool", ours: true, build: func(callers int) (contender, error) {
-					return oursRedis(eng, srv.Addr(), callers, fmt.Sprintf("bench:%d:", built.Add(1)), keys)
+					return oursRedis(eng, srv.Addr(), callers, fmt.Sprintf("bench:%d:", built.Add(1)), keys, limit)
 				}},
 				{name: "redis_rate", build: func(callers int) (contender, error) {
-					return theirRedis(srv.Addr(), callers, fmt.Sprintf("bench:%d:", built.Add(1)), keys), nil
+					return theirRedis(srv.Addr(), callers, fmt.Sprintf("bench:%d:", built.Add(1)), keys, limit), nil
 				}},
 			},
 		})
@@ -128,10 +148,10 @@ func (c commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 // oursRedis is a moonredis.Bucket; each call takes the next key. A
 // request answered by the FailMode rather than Redis is an error here: the
 // comparison is of calls Redis decided.
-func oursRedis(eng *engine.Engine, addr string, callers int, prefix string, keys []string) (contender, error) {
+func oursRedis(eng *engine.Engine, addr string, callers int, prefix string, keys []string, limit redisLimit) (contender, error) {
 	var cmds, next, allowed atomic.Int64
 	rdb := countingClient(addr, callers, &cmds)
-	b, err := moonredis.NewBucket(eng, moonredis.Config{Client: rdb, Prefix: prefix, Timeout: 5 * time.Second}, redisRate, redisBurst)
+	b, err := moonredis.NewBucket(eng, moonredis.Config{Client: rdb, Prefix: prefix, Timeout: 5 * time.Second}, limit.rate, limit.burst)
 	if err != nil {
 		rdb.Close()
 		return contender{}, err
@@ -158,18 +178,18 @@ func oursRedis(eng *engine.Engine, addr string, callers int, prefix string, keys
 
 // theirRedis is a redis_rate.Limiter with the same limit; each call takes
 // the next key.
-func theirRedis(addr string, callers int, prefix string, keys []string) contender {
+func theirRedis(addr string, callers int, prefix string, keys []string, limit redisLimit) contender {
 	var cmds, next, allowed, errs atomic.Int64
 	rdb := countingClient(addr, callers, &cmds)
 	l := redis_rate.NewLimiter(rdb)
-	limit := redis_rate.Limit{Rate: redisRate, Burst: redisBurst, Period: time.Second}
+	lim := redis_rate.Limit{Rate: int(limit.rate), Burst: int(limit.burst), Period: time.Second}
 	var once sync.Once
 	ctx := context.Background()
 	return contender{
 		run: func(n int) {
 			a := 0
 			for range n {
-				res, err := l.Allow(ctx, prefix+keys[int(next.Add(1)-1)%len(keys)], limit)
+				res, err := l.Allow(ctx, prefix+keys[int(next.Add(1)-1)%len(keys)], lim)
 				switch {
 				case err != nil:
 					errs.Add(1)
@@ -187,19 +207,30 @@ func theirRedis(addr string, callers int, prefix string, keys []string) contende
 	}
 }
 
-// redisTargets are issue 12's: ns per Allow against redis_rate's on one
-// hot key, where batching should pay, and alone, where it cannot.
+// redisTargets are issue 12's, on the rows where every call goes to Redis
+// on both sides: ns per Allow against redis_rate's at 1 caller, where
+// nothing can be batched (the worse of one key and many), and on one hot
+// key at 64 and 512 callers, where batching should pay. The row over its
+// limit, answered mostly from remembered refusals, judges neither.
 func redisTargets(results []result) []check {
-	r := find(results, "Redis", "Allow, 1 key")
-	if r == nil {
+	hot := find(results, "Redis", "Allow, 1 key")
+	if hot == nil {
 		return nil // not run, or skipped for want of a server
 	}
 	var cs []check
-	add := func(target string, pick func(int) bool, most float64) {
-		s, worst, ok := vsAt(r, "redis_rate", pick, ns)
-		cs = append(cs, check{issue: 12, target: target, measured: s, met: worst <= most, known: ok})
+	one := func(c int) bool { return c == 1 }
+	s, worst, ok := vsAt(hot, "redis_rate", one, ns)
+	s = "1 key " + s
+	for i := range results {
+		r := &results[i]
+		if r.row.suite == "Redis" && strings.HasSuffix(r.row.name, " keys") {
+			if s2, w2, ok2 := vsAt(r, "redis_rate", one, ns); ok2 {
+				s, worst = s+"; "+strings.TrimPrefix(r.row.name, "Allow, ")+" "+s2, max(worst, w2)
+			}
+		}
 	}
-	add("Redis: Allow at most 1.0× redis_rate at 1 caller", func(c int) bool { return c == 1 }, 1)
-	add("Redis: Allow at most 0.5× redis_rate at 64 and 512 callers on one hot key", func(c int) bool { return c == 64 || c == 512 }, 0.5)
+	cs = append(cs, check{issue: 12, target: "Redis: Allow at most 1.0× redis_rate at 1 caller, every call to Redis", measured: s, met: worst <= 1, known: ok})
+	s, worst, ok = vsAt(hot, "redis_rate", func(c int) bool { return c == 64 || c == 512 }, ns)
+	cs = append(cs, check{issue: 12, target: "Redis: Allow at most 0.5× redis_rate at 64 and 512 callers on one hot key", measured: s, met: worst <= 0.5, known: ok})
 	return cs
 }

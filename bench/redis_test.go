@@ -16,8 +16,8 @@ func TestRedisSidesAgree(t *testing.T) {
 	defer eng.Shutdown(t.Context())
 	for _, keys := range [][]string{{"hot"}, {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}} {
 		for i, build := range []func() (contender, error){
-			func() (contender, error) { return oursRedis(eng, srv.Addr(), 8, "agree:ours:", keys) },
-			func() (contender, error) { return theirRedis(srv.Addr(), 8, "agree:theirs:", keys), nil },
+			func() (contender, error) { return oursRedis(eng, srv.Addr(), 8, "agree:ours:", keys, redisTight) },
+			func() (contender, error) { return theirRedis(srv.Addr(), 8, "agree:theirs:", keys, redisTight), nil },
 		} {
 			c, err := build()
 			if err != nil {
@@ -27,7 +27,7 @@ func TestRedisSidesAgree(t *testing.T) {
 			c.close()
 			// A burst of 100 a key, and a token a second more: the run
 			// takes well under a second.
-			most := int64(min(300, redisBurst*len(keys)))
+			most := int64(min(300, int(redisTight.burst)*len(keys)))
 			admitted := c.extra()
 			if admitted < most || admitted > most+int64(len(keys)) || sl.errs != 0 {
 				t.Errorf("side %d, %d keys: admitted %d of 300 (%d failed), want %d", i, len(keys), admitted, sl.errs, most)

@@ -240,31 +240,39 @@ func TestStarvedCallerMakesSenderYield(t *testing.T) {
 		t.Fatal("a caller running twice starveAfter after its answer did not make the mailbox starve")
 	}
 
-	// A caller parks; an actor's Put wakes it while the mailbox starves.
+	// An answer to a parked caller while the mailbox starves is noted (the
+	// Reply set up as a parked caller leaves it, with nobody to wake).
 	var r Reply[int]
+	r.mb, r.wake, r.state = mb, make(chan struct{}, 1), replyParked
+	r.Put(1)
+	<-r.wake // the wake a parked caller would have taken
+	if !mb.woken.Load() {
+		t.Error("an answer to a parked caller while the mailbox starved was not noted")
+	}
+	if r.Take() != 1 || r.mb != nil {
+		t.Error("Take did not give the answer and let the mailbox go")
+	}
+
+	// The next sender that runs the actor yields, and clears the note.
+	ref.Send(&release{}) // an idle actor: its sender runs it at once
+	if mb.woken.Load() {
+		t.Error("the sender that ran the actor left the noted wake for another")
+	}
+
+	// A caller parks, and runs again at once after its answer: the
+	// mailbox no longer starves.
 	done := make(chan struct{})
 	go func() { r.Await(ref, nil); close(done) }()
 	for atomic.LoadUint32(&r.state) != replyParked {
 		runtime.Gosched()
 	}
-	r.Put(1)
-	nanoSkew.Add(-1e9) // it runs again at once, however slow the machine
-	if !mb.woken.Load() {
-		t.Error("an answer to a parked caller while the mailbox starved was not noted")
-	}
+	nanoSkew.Add(-1e9) // before the answer: at once, however slow the machine
+	r.Put(2)
 	<-done
-	if r.Take() != 1 {
+	if r.Take() != 2 {
 		t.Fatal("the parked caller did not get its answer")
 	}
-	if mb.starving.Load() || mb.woken.Load() {
+	if mb.starving.Load() {
 		t.Error("a caller that ran at once after its answer left the mailbox starving")
-	}
-
-	// Starving, with a wake noted: the next sender that runs the actor yields.
-	mb.starving.Store(true)
-	mb.wokeOne()
-	ref.Send(&release{}) // an idle actor: its sender runs it at once
-	if mb.woken.Load() {
-		t.Error("the sender that ran the actor left the noted wake for another")
 	}
 }

@@ -73,6 +73,7 @@ func (r *Reply[A]) Take() A {
 	a := r.val
 	var zero A
 	r.val = zero // the Reply keeps nothing of the answer alive
+	r.mb = nil   // nor the actor it parked on
 	r.state = replyEmpty
 	return a
 }

@@ -135,10 +135,10 @@ type Stats struct {
 	Calls    int64 // calls sent to Redis (each one round trip, of one script run per key)
 	Sent     int64 // requests those calls carried, looks included
 	Admitted int64 // requests let through by Redis
-	Refused  int64 // requests refused by Redis, or by this process from a refusal Redis gave (Remembered)
+	Refused  int64 // requests refused: by Redis, from a refusal it gave (Remembered), or asking more than a bucket's burst
 	// Remembered counts the refusals of Refused answered in this process
-	// without a call: an Allow or Try of a key Redis has just refused,
-	// before the wait it gave has passed.
+	// without a call: an Allow, AllowN, Try or TryN of one or more for a
+	// key Redis has just refused one, before the wait it gave has passed.
 	Remembered int64
 	Fallbacks  int64 // requests answered by the FailMode
 	Failures   int64 // calls that failed or timed out
@@ -248,8 +248,8 @@ func (l *limiter) await(ctx context.Context, key string, n float64, deadline int
 // then is refused here, with the rest of that wait, and never goes to
 // Redis. The instant is counted from when the call was sent, no later
 // than Redis ran it, so it errs early: it may send a request a little
-// before Redis would let it through, never refuse one Redis would take,
-// unless Redis's clock steps forward.
+// before Redis would let it through, never refuse one Redis would take
+// (but see the package documentation for when Redis forgets).
 type owner struct {
 	l       *limiter
 	lines   map[string]*line
@@ -283,7 +283,7 @@ func (o *owner) Handle(msg any) {
 			return
 		}
 		o.l.asked.Add(1)
-		if len(o.over) > 0 && !m.wait && !m.look && o.refuse(m) {
+		if len(o.over) > 0 && !m.wait && !m.look && m.n >= 1 && o.refuse(m) {
 			return
 		}
 		if o.flying > 0 && o.breaker.Reject(o.l.eng.Now()) > 0 {
@@ -337,7 +337,7 @@ func (o *owner) refuse(m *ask) bool {
 		return false
 	}
 	now := o.l.eng.Now()
-	if now >= until {
+	if now >= until-int64(time.Microsecond) { // a script rounds a wait up by less than that
 		delete(o.over, m.key)
 		return false
 	}
@@ -354,7 +354,7 @@ const maxOver = 1 << 16
 // remember notes that Redis refused a's request of one at a call sent at
 // sent, with wait v.wait.
 func (o *owner) remember(a *ask, v verdict, sent int64) {
-	if a.wait || a.look || a.n != 1 || v.ok || v.wait <= 0 {
+	if a.wait || a.look || a.n != 1 || v.ok || v.wait <= time.Microsecond {
 		return
 	}
 	until := sent + int64(min(v.wait, time.Duration(math.MaxInt64-sent)))

@@ -50,7 +50,8 @@
 // never early, and a key's waiters in the order they asked. When Redis
 // does not answer within Config.Timeout, or the breaker in front of it
 // refuses the call, the FailMode decides: FailClosed lets nothing more
-// through, FailOpen lets everything through, and FailLocal lets each
+// through, FailOpen lets everything through (but a key refused a moment
+// before: see below), and FailLocal lets each
 // process through up to its share of the limit, counted apart from Redis,
 // so the fleet admits about the limit while the processes number
 // ExpectedProcesses (more if more, and each local limit starts full). An
@@ -62,12 +63,18 @@
 // once, with the rest of the wait Redis gave, until that wait has passed,
 // without a call (Stats.Remembered counts them; Envoy's rate limit
 // service keeps a local cache of over-limit keys for the same reason).
-// That refuses nothing Redis would let through: a key's limit only grows
+// That refuses nothing Redis would let through while Redis keeps its state
+// and its clock keeps time with the engine's: a key's limit only grows
 // tighter from a refusal until its wait has passed, whatever other callers
 // and processes do, and the wait is counted from when the call was sent,
-// no later than Redis ran it; only a step forward of Redis's clock could
-// make it refuse early. Wait, Delay and Tokens always ask Redis. At most
-// 65,536 keys are remembered at once.
+// no later than Redis ran it. It refuses what Redis would let through when
+// Redis loses the key's state meanwhile (a restart without persistence,
+// an eviction, a failover to a replica behind, FLUSHDB), when Redis's
+// clock steps forward, or when the engine runs on a virtual clock against
+// a real Redis; and it refuses under FailOpen and FailLocal too, while
+// Redis is out, until the remembered wait has passed. Requests of less
+// than one, Wait, Delay and Tokens always ask Redis. At most 65,536 keys
+// are remembered at once.
 //
 // When Redis fails, the first calls each wait out the timeout; once the
 // breaker (the project's policy.Breaker, the SRE book's adaptive throttle)

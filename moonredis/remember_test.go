@@ -1,8 +1,10 @@
 package moonredis
 
 import (
+	"context"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,26 +65,46 @@ func TestRemembersRefusal(t *testing.T) {
 			if lim.Delay("k") <= 0 {
 				t.Error("Delay of a refused key is 0")
 			}
-			if st := stats(); st.Calls != calls+2 {
-				t.Errorf("%d calls for another key's Allow and a Delay, want 2", st.Calls-calls)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+			if err := lim.Wait(ctx, "k"); err == nil {
+				t.Error("Wait with a millisecond to go was let through while k is refused")
 			}
-			f.advance(d.Wait)
+			cancel()
+			if st := stats(); st.Calls != calls+3 {
+				t.Errorf("%d calls for another key's Allow, a Delay and a Wait, want 3", st.Calls-calls)
+			}
+			if b, ok := lim.(*Bucket); ok {
+				calls = stats().Calls
+				if b.AllowN("k", 2) {
+					t.Error("AllowN of 2 let through while a refusal of 1 stands")
+				}
+				if st := stats(); st.Calls != calls {
+					t.Error("AllowN of 2 asked Redis while a refusal of 1 stands")
+				}
+				b.TryN("k", 0.5) // less than the one refused: Redis decides
+				if st := stats(); st.Calls != calls+1 {
+					t.Error("TryN of half a token was refused from a refusal of one")
+				}
+				calls = stats().Calls - 3 // the final count below adds the three calls above
+			}
+			f.advance(first.Wait - 100*time.Millisecond)
 			if !lim.Allow("k") {
 				t.Error("once the refusal's wait had passed, the next Allow was refused")
 			}
-			if st := stats(); st.Calls != calls+3 {
-				t.Errorf("the Allow after the wait made %d calls, want 1", st.Calls-calls-2)
+			if st := stats(); st.Calls != calls+4 {
+				t.Errorf("the Allow after the wait made %d calls, want 1", st.Calls-calls-3)
 			}
 		})
 	}
 }
 
 // TestRememberedOnlyWhatRedisRefuses: under random arrivals on a shared
-// bucket and window, from this limiter and another that takes from the
-// same keys (another process), every refusal answered without a call is
-// one Redis gives too: a look at that instant says the key would wait.
+// bucket, exact window and approximate window, from this limiter and
+// another that takes from the same keys (another process), by Allow and
+// by Wait, every refusal answered without a call is one Redis gives too:
+// a look at that instant says the key would wait.
 func TestRememberedOnlyWhatRedisRefuses(t *testing.T) {
-	for _, kind := range []string{"bucket", "window"} {
+	for _, kind := range []string{"bucket", "window", "approx"} {
 		t.Run(kind, func(t *testing.T) {
 			f := newFake(t)
 			var a, b client.KeyedLimiter
@@ -98,11 +120,15 @@ func TestRememberedOnlyWhatRedisRefuses(t *testing.T) {
 				}
 				a, b, stats = x, y, x.Stats
 			} else {
-				x, err := NewWindow(f.eng, f.cfg(), 3, 700*time.Millisecond)
+				newW := NewWindow
+				if kind == "approx" {
+					newW = NewApproxWindow
+				}
+				x, err := newW(f.eng, f.cfg(), 3, 700*time.Millisecond)
 				if err != nil {
 					t.Fatal(err)
 				}
-				y, err := NewWindow(f.eng, f.cfg(), 3, 700*time.Millisecond)
+				y, err := newW(f.eng, f.cfg(), 3, 700*time.Millisecond)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -110,10 +136,17 @@ func TestRememberedOnlyWhatRedisRefuses(t *testing.T) {
 			}
 			r := rand.New(rand.NewPCG(1, 2))
 			keys := []string{"k0", "k1", "k2"}
+			var waiters sync.WaitGroup
+			defer waiters.Wait()
+			defer f.advance(time.Hour) // wakes the waiters still asleep
 			for step := range 1500 {
 				key := keys[r.IntN(len(keys))]
-				if r.IntN(3) == 0 {
+				switch r.IntN(6) {
+				case 0, 1:
 					b.Allow(key)
+				case 2: // a Wait that may take a slot ahead
+					ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+					waiters.Go(func() { defer cancel(); b.Wait(ctx, key) })
 				}
 				before := stats().Remembered
 				ok := a.Allow(key)
