@@ -216,9 +216,9 @@ func (m *mailbox) wokeOne() {
 // yieldIfStarving gives up the processor once, for a sender that has just
 // run the actor at once or queued its message (and perhaps run the actor
 // after), if the actor woke a parked caller while the mailbox starves: the
-// waker itself, most often, since the note is taken by the first sender
-// to finish, but not always. A caller the actor answers is made runnable behind the
-// goroutine that answered it; and with more runnable goroutines than
+// waker itself, most often, since the note is taken by the first sender to
+// finish, but not always. A caller the actor answers is made runnable
+// behind the goroutine that answered it; and with more runnable goroutines than
 // processors, a sender that never blocks (it finds the actor idle and runs
 // it, time after time) keeps its processor for the rest of its time slice,
 // up to 10 ms, while the callers it answered wait: at 512 callers on two
