@@ -156,16 +156,15 @@ func (a *poolActor[T]) Handle(msg any) {
 	case *Take[T]:
 		b.taking = m
 		b.holding(m)
+		b.take(m)
+		return
 	case *Give[T]:
 		b.holding(m)
-	default:
-		b.hold(msg)
-	}
-	switch m := msg.(type) {
-	case *Take[T]:
-		b.take(m)
-	case *Give[T]:
 		b.give(m)
+		return
+	}
+	b.hold(msg)
+	switch m := msg.(type) {
 	case *Made[T]:
 		b.made(m)
 	case *Unmade:

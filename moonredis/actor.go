@@ -26,7 +26,6 @@ type ask struct {
 	wait     bool
 	look     bool
 	deadline int64 // on the engine's clock; 0: none
-	self     bool  // the caller will make a call that carries this ask alone (see launch)
 	reply    chan verdict
 }
 
@@ -36,8 +35,8 @@ func (a *ask) Refuse() { a.answer(verdict{closed: true}) }
 // answer sends a's one answer. Every ask gets exactly one: from the
 // flight that carried it (its outcome, or its timer's), from the breaker,
 // or from the actor stopping; a pooled ask is reused once it is read, so a
-// second would reach another caller. Before it, a self ask may be handed
-// its call (a verdict with call set, which is not an answer), so its
+// second would reach another caller. Before it, an ask from l.now may be
+// handed its call (a verdict with call set, which is not an answer), so its
 // channel holds two. The send never blocks the actor.
 func (a *ask) answer(v verdict) {
 	select {
@@ -192,8 +191,8 @@ func (l *limiter) shutdown(ctx context.Context) error {
 }
 
 // asks holds asks that cannot be given up on, with their channels, for
-// reuse: each gets exactly one answer, after, for a self ask, maybe its
-// call to make; both are read before it goes back.
+// reuse: each gets exactly one answer, after, maybe, its call to make
+// (see launch); both are read before it goes back.
 var asks = sync.Pool{New: func() any { return &ask{reply: make(chan verdict, 2)} }}
 
 // now sends a request that cannot be given up on to the actor and returns
@@ -205,7 +204,6 @@ func (l *limiter) now(key string, n float64, look bool) verdict {
 	}
 	a := asks.Get().(*ask)
 	a.key, a.n, a.look, a.wait, a.deadline = key, n, look, false, 0
-	a.self = l.self
 	l.ref.Send(a)
 	v := <-a.reply
 	if v.call != nil {
@@ -447,7 +445,7 @@ func (o *owner) launch(f *flight) {
 	f.ctx, f.cancel = context.WithTimeout(o.l.base, o.l.cfg.Timeout)
 	ref := o.l.ref
 	f.timer = o.l.eng.Clock().AfterFunc(o.l.cfg.Timeout, func() { ref.Send(late{f}) })
-	if p := &f.parts[0]; len(f.parts) == 1 && len(p.batch) == 1 && p.batch[0].self {
+	if p := &f.parts[0]; o.l.self && len(f.parts) == 1 && len(p.batch) == 1 && !p.batch[0].wait {
 		p.batch[0].answer(verdict{call: f})
 		return
 	}

@@ -106,13 +106,7 @@ func TestBucketBatches(t *testing.T) {
 // nothing.
 func TestBucketWaitFIFO(t *testing.T) {
 	f := newFake(t)
-	b, err := NewBucket(f.eng, f.cfg(), 10, 1) // a token every 100 ms
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !b.Allow("k") {
-		t.Fatal("first Allow refused")
-	}
+	b := spent(t, f, f.cfg(), 10) // a token every 100 ms
 	const waiters = 4
 	order := make(chan int, waiters)
 	errs := make(chan error, waiters)

@@ -16,6 +16,20 @@ import (
 func nanf() float64 { return math.NaN() }
 func inff() float64 { return math.Inf(1) }
 
+// spent is a bucket of cfg on f earning rate tokens a second, with a
+// burst of one, whose key "k" has just taken its token.
+func spent(t *testing.T, f *fake, cfg Config, rate float64) *Bucket {
+	t.Helper()
+	b, err := NewBucket(f.eng, cfg, rate, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.Allow("k") {
+		t.Fatal("first Allow refused")
+	}
+	return b
+}
+
 // waitABit lets other goroutines run while a test waits for them to reach
 // a point it can see.
 func waitABit() { runtime.Gosched() }

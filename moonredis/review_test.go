@@ -222,13 +222,7 @@ func TestOneCallWhileBreakerRefuses(t *testing.T) {
 // call's way there early).
 func TestWaitWakesAfterItsSlot(t *testing.T) {
 	f := newFake(t)
-	b, err := NewBucket(f.eng, f.cfg(), 10, 1) // a token every 100 ms
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !b.Allow("k") {
-		t.Fatal("first Allow refused")
-	}
+	b := spent(t, f, f.cfg(), 10) // a token every 100 ms
 	release := make(chan struct{})
 	h, entered := holdFirst(release)
 	f.rdb.AddHook(h)
@@ -254,13 +248,7 @@ func TestWaitSlotBackTooLate(t *testing.T) {
 	f := newFake(t)
 	cfg := f.cfg()
 	cfg.Timeout = 2 * time.Hour
-	b, err := NewBucket(f.eng, cfg, 1.0/600, 1) // a token every 10 minutes
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !b.Allow("k") {
-		t.Fatal("first Allow refused")
-	}
+	b := spent(t, f, cfg, 1.0/600) // a token every 10 minutes
 	release := make(chan struct{})
 	h, entered := holdFirst(release)
 	f.rdb.AddHook(h)
@@ -285,13 +273,7 @@ func TestWaitSlotBackTooLate(t *testing.T) {
 // request a fraction of a microsecond early is refused (review 6).
 func TestBucketTatRoundsUp(t *testing.T) {
 	f := newFake(t)
-	b, err := NewBucket(f.eng, f.cfg(), 3, 1) // a token every 333,333.33 µs
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !b.Allow("k") {
-		t.Fatal("first Allow refused")
-	}
+	b := spent(t, f, f.cfg(), 3) // a token every 333,333.33 µs
 	f.advance(333333 * time.Microsecond)
 	if d := b.Try("k"); d.OK || d.Wait != time.Microsecond {
 		t.Errorf("Try a third of a microsecond early = %+v, want a refusal of 1µs", d)

@@ -53,6 +53,12 @@ if kept and ARGV[1] ~= '' then
 end
 `
 
+// emit adds one request's answer to out: granted (ok), its wait and what
+// is left (see above).
+const emit = `
+  out[#out + 1] = ok .. ',' .. string.format('%.0f', math.ceil(wait)) .. ',' .. string.format('%.0f', math.floor(left * 1000))
+`
+
 // answer is the answer as a string, and the batch's name and answer as the
 // field to keep, when the script sets it.
 const answer = `
@@ -85,8 +91,7 @@ for i = 6, #ARGV, 3 do
   end
   local left = (now + tau - tat) / T
   if left < 0 then left = 0 end
-  out[#out + 1] = ok .. ',' .. string.format('%.0f', math.ceil(wait)) .. ',' .. string.format('%.0f', math.floor(left * 1000))
-end
+` + emit + `end
 ` + answer + `
 if moved then
   redis.call('HSET', KEYS[1], 't', string.format('%.0f', math.ceil(tat)), ARGV[1], ARGV[2] .. '|' .. s)
@@ -143,8 +148,7 @@ for i = 6, #ARGV, 3 do
     end
   end
   if left < 0 then left = 0 end
-  out[#out + 1] = ok .. ',' .. string.format('%.0f', math.ceil(wait)) .. ',' .. string.format('%.0f', math.floor(left * 1000))
-end
+` + emit + `end
 if added then
   redis.call('PEXPIRE', KEYS[1], math.max(math.ceil((last + W - now) / 1000) + 1, tonumber(ARGV[5])))
 end
@@ -192,8 +196,7 @@ for i = 6, #ARGV, 3 do
     ok, left = 1, left - n
   end
   if left < 0 then left = 0 end
-  out[#out + 1] = ok .. ',' .. string.format('%.0f', math.ceil(wait)) .. ',' .. string.format('%.0f', math.floor(left * 1000))
-end
+` + emit + `end
 ` + answer + `
 if added > 0 then
   redis.call('HSET', KEYS[1], cur, c, ARGV[1], ARGV[2] .. '|' .. s)

@@ -716,8 +716,14 @@ func (p *Pool[T]) Reserved() int { return p.reserved }
 // caller tell a Give refused as misuse (a resource never lent, no room
 // reserved) from one refused because the pool is full.
 func (p *Pool[T]) Lent(item T) bool {
-	i, ok := p.books[item]
-	return ok && p.recs[i].lent && !p.recs[i].checking
+	_, ok := p.lentTo(item)
+	return ok
+}
+
+// lentTo is item's record if it is lent out to a caller now (see Lent).
+func (p *Pool[T]) lentTo(item T) (i int, ok bool) {
+	i, ok = p.books[item]
+	return i, ok && p.recs[i].lent && !p.recs[i].checking
 }
 
 // Holds says whether item is on the books, idle or lent. An owner asks it

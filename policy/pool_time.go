@@ -25,8 +25,8 @@ func Stamps(limits Limits, ward Ward) (take, give bool) {
 // is a tenth of the cost.
 func (p *Pool[T]) GiveLent(item T, now int64) (kept, lent bool) {
 	now = p.clock(now)
-	i, ok := p.books[item]
-	if !ok || !p.recs[i].lent || p.recs[i].checking {
+	i, ok := p.lentTo(item)
+	if !ok {
 		return false, false
 	}
 	return p.giveBack(i, now), true
@@ -39,8 +39,8 @@ func (p *Pool[T]) GiveLent(item T, now int64) (kept, lent bool) {
 // asks Sat still checks it before lending it.
 func (p *Pool[T]) GiveUnchecked(item T, now int64) (kept, lent bool) {
 	now = p.clock(now)
-	i, ok := p.books[item]
-	if !ok || !p.recs[i].lent || p.recs[i].checking {
+	i, ok := p.lentTo(item)
+	if !ok {
 		return false, false
 	}
 	seen := p.recs[i].seen
