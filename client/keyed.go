@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"runtime"
 	"time"
 
 	"github.com/moonpool-go/moonpool/actors"
@@ -12,11 +14,14 @@ import (
 )
 
 // KeyedBucket is a token bucket per key — per API key, per client address
-// — all in one actor on an engine. Keys are independent: each has its own
-// tokens and its own line of waiters, and each answers as a Bucket does. A
-// key is made full when first seen and forgotten once it is full again with
-// nobody waiting, so memory follows the keys in use, not every key ever
-// seen (see actors.SpawnKeyedBucket).
+// — kept by a few actors on an engine, each key by one of them (picked by
+// its hash: four actors a processor, at most 64), so callers of different
+// keys on different processors are served at once while each key still
+// has one owner. Keys are independent: each has its own tokens and its own
+// line of waiters, and each answers as a Bucket does. A key is made full
+// when first seen and forgotten once it is full again with nobody waiting,
+// so memory follows the keys in use, not every key ever seen (see
+// actors.SpawnKeyedBucket).
 //
 // It is safe for concurrent use. Build one with NewKeyedBucket; the zero
 // KeyedBucket is not usable.
@@ -27,19 +32,19 @@ type KeyedBucket struct {
 
 // NewKeyedBucket starts a keyed bucket on eng: each key earns rate tokens a
 // second up to burst, read as NewBucket reads them. It returns an error if
-// eng is nil or refuses the actor.
+// eng is nil or refuses one of its actors.
 func NewKeyedBucket(eng *engine.Engine, rate, burst float64) (*KeyedBucket, error) {
 	if eng == nil {
 		return nil, errors.New("moonpool: NewKeyedBucket: nil engine")
 	}
-	ref, err := actors.SpawnKeyedBucket(eng, "", rate, burst)
+	k := &KeyedBucket{}
+	err := k.l.spawnShards(eng, func() (*engine.Ref, error) { return actors.SpawnKeyedBucket(eng, "", rate, burst) })
 	if err != nil {
 		return nil, fmt.Errorf("moonpool: NewKeyedBucket: %w", err)
 	}
 	if !(rate > 0) {
 		rate = 0
 	}
-	k := &KeyedBucket{l: limiter{eng: eng, ref: ref}}
 	k.nums.rate.Store(rate)
 	k.nums.burst.Store(policy.NewBucket(rate, burst, 0).Tokens(0))
 	return k, nil
@@ -92,13 +97,13 @@ func (k *KeyedBucket) Tokens(key string) float64 {
 	return p.Left
 }
 
-// Close stops the actor, as Bucket.Close does, for every key at once.
+// Close stops the actors, as Bucket.Close does, for every key at once.
 func (k *KeyedBucket) Close(ctx context.Context) error { return k.l.close(ctx) }
 
-// KeyedWindow is a sliding-window quota per key, all in one actor: at most
-// allow events for each key in any stretch window long. Keys are
-// independent and answer as a Window does; a key is forgotten once its
-// window is empty with nobody waiting.
+// KeyedWindow is a sliding-window quota per key, each key kept by one of a
+// few actors as KeyedBucket's are: at most allow events for each key in
+// any stretch window long. Keys are independent and answer as a Window
+// does; a key is forgotten once its window is empty with nobody waiting.
 //
 // It is safe for concurrent use. Build one with NewKeyedWindow; the zero
 // KeyedWindow is not usable.
@@ -109,16 +114,16 @@ type KeyedWindow struct {
 
 // NewKeyedWindow starts a keyed window quota on eng, allow events per key
 // per window, read as NewWindow reads them. It returns an error if eng is
-// nil or refuses the actor.
+// nil or refuses one of its actors.
 func NewKeyedWindow(eng *engine.Engine, allow int, window time.Duration) (*KeyedWindow, error) {
 	if eng == nil {
 		return nil, errors.New("moonpool: NewKeyedWindow: nil engine")
 	}
-	ref, err := actors.SpawnKeyedWindow(eng, "", allow, window)
+	k := &KeyedWindow{}
+	err := k.l.spawnShards(eng, func() (*engine.Ref, error) { return actors.SpawnKeyedWindow(eng, "", allow, window) })
 	if err != nil {
 		return nil, fmt.Errorf("moonpool: NewKeyedWindow: %w", err)
 	}
-	k := &KeyedWindow{l: limiter{eng: eng, ref: ref}}
 	k.nums.allow.Store(int64(allow))
 	k.nums.window = window
 	return k, nil
@@ -152,5 +157,40 @@ func (k *KeyedWindow) Delay(key string) time.Duration {
 	return p.After
 }
 
-// Close stops the actor, as Bucket.Close does, for every key at once.
+// Close stops the actors, as Bucket.Close does, for every key at once.
 func (k *KeyedWindow) Close(ctx context.Context) error { return k.l.close(ctx) }
+
+// spawnShards starts a keyed limiter's actors on eng with spawn, as many as
+// shardsFor says, and stops those it started if one is refused. Each key
+// belongs to one of them, picked by its hash, so a key still has one owner
+// that takes its requests one at a time, in order, and answers as one
+// actor holding every key would; but callers of different keys on
+// different processors are served at once instead of in one line.
+func (l *limiter) spawnShards(eng *engine.Engine, spawn func() (*engine.Ref, error)) error {
+	l.eng, l.seed = eng, maphash.MakeSeed()
+	n := shardsFor(runtime.GOMAXPROCS(0))
+	for range n {
+		ref, err := spawn()
+		if err != nil {
+			for _, r := range l.shards {
+				_ = r.Stop(context.Background())
+			}
+			l.shards = nil
+			return err
+		}
+		l.shards = append(l.shards, ref)
+	}
+	return nil
+}
+
+// shardsFor is how many actors a keyed limiter spreads its keys over with
+// procs processors: four a processor, so two callers running at once
+// reach the same actor about one time in 4*procs, rounded up to a power of
+// two and at most 64.
+func shardsFor(procs int) int {
+	n := 1
+	for n < 4*procs && n < 64 {
+		n <<= 1
+	}
+	return n
+}

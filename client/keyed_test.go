@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
+	"github.com/moonpool-go/moonpool/actors"
+	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/policy"
 )
 
@@ -146,5 +149,106 @@ func TestKeyedWindowWait(t *testing.T) {
 	}
 	if k.Left("k") != 0 || k.Left("j") != 1 {
 		t.Fatalf("step 4: Left(k) %d, Left(j) %d; want 0 (the waiter's event) and 1", k.Left("k"), k.Left("j"))
+	}
+}
+
+// TestKeyedShards: a keyed limiter spreads its keys over several actors,
+// one owner a key. Retuning reaches the keys of every actor, a key whose
+// actor is gone is refused while the others still answer, and Close stops
+// them all.
+func TestKeyedShards(t *testing.T) {
+	r := newLimitRig(t)
+	k, err := NewKeyedBucket(r.eng, 1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(k.l.shards), shardsFor(runtime.GOMAXPROCS(0)); got != want || got < 2 {
+		t.Fatalf("%d actors, want %d (at least 2)", got, want)
+	}
+	// One key on each actor.
+	keys := make([]string, len(k.l.shards))
+	for i, found := 0, 0; found < len(keys); i++ {
+		key := fmt.Sprint("key-", i)
+		for s, ref := range k.l.shards {
+			if k.l.to(key) == ref && keys[s] == "" {
+				keys[s] = key
+				found++
+			}
+		}
+	}
+
+	if err := k.SetBurst(1); err != nil {
+		t.Fatal(err)
+	}
+	for s, key := range keys {
+		if !k.Allow(key) || k.Allow(key) {
+			t.Fatalf("actor %d: key %q does not hold the burst of 1 SetBurst gave every key", s, key)
+		}
+	}
+
+	// The first actor stops on its own: its keys are refused, the rest
+	// answer as before.
+	if err := k.l.shards[0].Stop(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	fresh := map[bool]string{} // a key never asked for, on the stopped actor and on another
+	for i := 0; len(fresh) < 2; i++ {
+		key := fmt.Sprint("fresh-", i)
+		if on := k.l.to(key) == k.l.shards[0]; fresh[on] == "" {
+			fresh[on] = key
+		}
+	}
+	if k.Allow(fresh[true]) {
+		t.Fatal("a key of a stopped actor was let through")
+	}
+	if !k.Allow(fresh[false]) {
+		t.Fatal("a key of a running actor is refused with another actor stopped")
+	}
+
+	if err := k.Close(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for s, ref := range k.l.shards {
+		if !ref.Stopped() {
+			t.Fatalf("actor %d still runs after Close", s)
+		}
+	}
+}
+
+// TestKeyedShardsRefused: when the engine refuses one of a keyed limiter's
+// actors, the constructor returns the error and stops those it started.
+func TestKeyedShardsRefused(t *testing.T) {
+	r := newLimitRig(t)
+	var started []*engine.Ref
+	var l limiter
+	err := l.spawnShards(r.eng, func() (*engine.Ref, error) {
+		if len(started) == 2 {
+			return nil, errors.New("refused")
+		}
+		ref, err := actors.SpawnKeyedBucket(r.eng, "", 1, 1)
+		if err == nil {
+			started = append(started, ref)
+		}
+		return ref, err
+	})
+	if err == nil || l.shards != nil {
+		t.Fatalf("spawnShards = %v with %d actors kept, want the refusal and none", err, len(l.shards))
+	}
+	for i, ref := range started {
+		if !ref.Stopped() {
+			t.Fatalf("actor %d of those started before the refusal still runs", i)
+		}
+	}
+	if _, err := NewKeyedWindow(nil, 1, time.Second); err == nil {
+		t.Fatal("NewKeyedWindow(nil) built a window")
+	}
+}
+
+// TestShardsFor: four actors a processor, a power of two, at most 64.
+func TestShardsFor(t *testing.T) {
+	for _, c := range []struct{ procs, want int }{{0, 1}, {1, 4}, {2, 8}, {3, 16}, {16, 64}, {17, 64}, {256, 64}} {
+		if got := shardsFor(c.procs); got != c.want {
+			t.Errorf("shardsFor(%d) = %d, want %d", c.procs, got, c.want)
+		}
 	}
 }

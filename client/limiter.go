@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -301,12 +302,32 @@ func (w *Window) Close(ctx context.Context) error { return w.l.close(ctx) }
 
 // limiter is the blocking face shared by every bucket and window, keyed or
 // not: it stamps requests with the engine's Now, sends them to the actor
-// and turns the Permit into a bool or an error.
+// that owns their key and turns the Permit into a bool or an error.
 type limiter struct {
-	eng    *engine.Engine
-	ref    *engine.Ref
+	eng *engine.Engine
+	ref *engine.Ref // the actor of a limiter that is not keyed
+	// shards are a keyed limiter's actors; each key belongs to one of
+	// them, picked by its hash under seed (see spawnShards).
+	shards []*engine.Ref
+	seed   maphash.Seed
 	closed atomic.Bool
 	counts counts
+}
+
+// to is the actor that owns key.
+func (l *limiter) to(key string) *engine.Ref {
+	if l.shards == nil {
+		return l.ref
+	}
+	return l.shards[maphash.String(l.seed, key)&uint64(len(l.shards)-1)]
+}
+
+// actors are the limiter's actors: its one, or its shards.
+func (l *limiter) actors() []*engine.Ref {
+	if l.shards == nil {
+		return []*engine.Ref{l.ref}
+	}
+	return l.shards
 }
 
 // allowReqs holds Allow requests with their reply channels (room for one)
@@ -376,8 +397,9 @@ func (l *limiter) askAt(now int64, key string, n float64) (actors.Permit, bool) 
 	}
 	a := allowSlots.Get().(*allowSlot)
 	a.req = actors.Allow{Now: now, Key: key, N: n, Slot: &a.slot}
-	a.slot.Ask(l.ref, &a.req)
-	a.slot.Await(l.ref, nil)
+	ref := l.to(key)
+	a.slot.Ask(ref, &a.req)
+	a.slot.Await(ref, nil)
 	p := a.slot.Take()
 	a.req.Key = "" // let the string go
 	allowSlots.Put(a)
@@ -411,14 +433,15 @@ func (l *limiter) wait(ctx context.Context, key string, n float64) error {
 		return fmt.Errorf("moonpool: wait: %w", context.DeadlineExceeded)
 	}
 	req := l.request(now, key, n, true, deadline)
-	l.ref.Send(req)
+	ref := l.to(key)
+	ref.Send(req)
 	select {
 	case p := <-req.Reply:
 		l.done(req)
 		l.counts.count(p)
 		return permitErr(p)
 	case <-ctx.Done():
-		l.ref.Send(actors.Withdraw{Allow: req})
+		ref.Send(actors.Withdraw{Allow: req})
 		p := <-req.Reply // exactly one answer: the grant or the withdrawal
 		// req stays out of the pool: the Withdraw may still be queued.
 		l.counts.count(p)
@@ -438,7 +461,7 @@ func (l *limiter) left(key string) (actors.Permit, bool) {
 		return actors.Permit{}, false
 	}
 	reply := permitChans.Get().(chan actors.Permit)
-	l.ref.Send(&actors.Left{Now: l.eng.Now(), Key: key, Reply: reply})
+	l.to(key).Send(&actors.Left{Now: l.eng.Now(), Key: key, Reply: reply})
 	p := <-reply
 	permitChans.Put(reply)
 	if p.Err != nil {
@@ -447,8 +470,22 @@ func (l *limiter) left(key string) (actors.Permit, bool) {
 	return p, true
 }
 
+// close stops the limiter's actors, one after another, each within ctx;
+// it returns the first error.
 func (l *limiter) close(ctx context.Context) error {
-	return stopActor(ctx, l.ref, &l.closed)
+	if l.shards == nil {
+		return stopActor(ctx, l.ref, &l.closed)
+	}
+	if !l.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	var first error
+	for _, ref := range l.shards {
+		if err := ref.Stop(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // stopActor stops ref's actor once; later calls, and a call after the

@@ -44,7 +44,7 @@ func (r *limitRig) to(d time.Duration) { r.clock.AdvanceTo(r.t0 + int64(d)) }
 // key's line. It is how a test knows a Wait has parked.
 func (r *limitRig) parked(l *limiter, key string) int {
 	reply := make(chan actors.Permit, 1)
-	l.ref.Send(&actors.Left{Now: r.eng.Now(), Key: key, Reply: reply})
+	l.to(key).Send(&actors.Left{Now: r.eng.Now(), Key: key, Reply: reply})
 	return (<-reply).Parked
 }
 

@@ -160,18 +160,27 @@ func (k *KeyedWindow) SetAllow(allow int) error { return k.nums.setAllow(&k.l, a
 // Quota is each key's quota now, as Window.Quota.
 func (k *KeyedWindow) Quota() (q int, window time.Duration) { return k.nums.quota() }
 
-// retune sends m and waits for its answer.
+// retune sends m to each of the limiter's actors, all stamped with one
+// reading of the clock, and waits for their answers.
 func (l *limiter) retune(m *actors.Retune) error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
 	m.Now = l.eng.Now()
-	m.Reply = make(chan actors.Permit, 1)
-	l.ref.Send(m)
-	if p := <-m.Reply; p.Err != nil {
-		return ErrClosed
+	refs := l.actors()
+	ms := make([]actors.Retune, len(refs))
+	for i, ref := range refs {
+		ms[i] = *m
+		ms[i].Reply = make(chan actors.Permit, 1)
+		ref.Send(&ms[i])
 	}
-	return nil
+	var err error
+	for i := range ms {
+		if p := <-ms[i].Reply; p.Err != nil {
+			err = ErrClosed
+		}
+	}
+	return err
 }
 
 // Reservation is tokens a Bucket's Reserve took, which Cancel can give
