@@ -48,7 +48,7 @@ func FuzzCreditActor(f *testing.F) {
 			ref, credit, err := SpawnWindowCredit(r.e, "", allow, w)
 			ref = r.spawned(t, ref, err)
 			pol := windowRef{w: policy.NewWindow(allow, w), allow: allow, window: w}
-			runCredit(t, v, ref.Send, credit, pol, true, w/windowSpans, ops)
+			runCredit(t, v, ref.Send, "", credit, pol, true, w/windowSpans, ops, nil)
 			return
 		}
 		rate := [...]float64{0, 1, 10, 1000}[k1%4]
@@ -56,23 +56,35 @@ func FuzzCreditActor(f *testing.F) {
 		ref, credit, err := SpawnBucketCredit(r.e, "", rate, burst)
 		ref = r.spawned(t, ref, err)
 		pol := bucketRef{b: policy.NewBucket(rate, burst, v.Now()), rate: rate, burst: burst}
-		runCredit(t, v, ref.Send, credit, pol, false, time.Millisecond, ops)
+		runCredit(t, v, ref.Send, "", credit, pol, false, time.Millisecond, ops, nil)
 	})
 }
 
+// lent is what a caller draws from: a limiter's Credit, or a keyed
+// bucket's credit for one key (hotCredit).
+type lent interface {
+	Draw(n int64) bool
+	DrawAt(now, n int64) bool
+	Drawn() int64
+}
+
 // runCredit is one execution of FuzzCreditActor against an actor reached
-// by send. span scales the small clock steps: a window's lease span, or a
-// millisecond for a bucket.
-func runCredit(t *testing.T, v *moontest.Clock, send func(any), credit *Credit, pol limiterRef, window bool, span time.Duration, ops []byte) {
+// by send, for key (empty for a limiter that is not keyed). span scales
+// the small clock steps: a window's lease span, or a millisecond for a
+// bucket. check, if not nil, is asked after every operation for what is
+// wrong with the actor.
+func runCredit(t *testing.T, v *moontest.Clock, send func(any), key string, credit lent, pol limiterRef, window bool, span time.Duration, ops []byte, check func() error) {
 	t.Helper()
-	if credit == nil {
-		t.Fatal("a limiter big enough to lend returned no Credit")
+	if c, ok := credit.(*Credit); !ok || c == nil {
+		if h, ok := credit.(hotCredit); !ok || h.h == nil {
+			t.Fatal("a limiter big enough to lend returned nothing to draw from")
+		}
 	}
 	var grants []grant
 	var drawn int64
 	var line []*Allow // parked, oldest first
 	ask := func(n float64, wait bool) *Allow {
-		m := &Allow{Now: v.Now(), N: n, Wait: wait, Reply: make(chan Permit, 1)}
+		m := &Allow{Now: v.Now(), Key: key, N: n, Wait: wait, Reply: make(chan Permit, 1)}
 		send(m)
 		return m
 	}
@@ -127,7 +139,7 @@ func runCredit(t *testing.T, v *moontest.Clock, send func(any), credit *Credit, 
 			line = append(line, ask(1, true))
 		case opCreditLeft:
 			reply := make(chan Permit, 1)
-			send(&Left{Now: v.Now(), Reply: reply})
+			send(&Left{Now: v.Now(), Key: key, Reply: reply})
 			if p := <-reply; p.Left < 0 || math.IsNaN(p.Left) {
 				t.Fatalf("Left %v", p.Left)
 			}
@@ -137,6 +149,11 @@ func runCredit(t *testing.T, v *moontest.Clock, send func(any), credit *Credit, 
 			stepClock(t, v, v.Now()+int64(arg%64)*int64(100*time.Millisecond), collect)
 		}
 		collect()
+		if check != nil {
+			if err := check(); err != nil {
+				t.Fatalf("after operation %d: %v", s/2, err)
+			}
+		}
 	}
 	stepClock(t, v, v.Now()+int64(time.Hour), collect)
 	collect()

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"time"
@@ -54,6 +55,11 @@ func SpawnKeyedWindow(e *engine.Engine, name string, allow int, window time.Dura
 }
 
 func spawnKeyed[S any, R rule[S]](e *engine.Engine, name string, r R) (*engine.Ref, error) {
+	return e.Spawn(name, newKeyed(e, r), nil)
+}
+
+// newKeyed is a keyed actor of r's limit on e, lending nothing.
+func newKeyed[S any, R rule[S]](e *engine.Engine, r R) *keyed[S, R] {
 	k := &keyed[S, R]{
 		rule:   r,
 		index:  make(map[string]int32),
@@ -65,7 +71,7 @@ func spawnKeyed[S any, R rule[S]](e *engine.Engine, name string, r R) (*engine.R
 	}
 	k.alarm.clock = e.Clock()
 	k.q.init()
-	return e.Spawn(name, k, nil)
+	return k
 }
 
 // keyCount asks a keyed actor how many keys it holds, and how many entries
@@ -73,6 +79,12 @@ func spawnKeyed[S any, R rule[S]](e *engine.Engine, name string, r R) (*engine.R
 type keyCount struct{ reply chan [2]int }
 
 func (m *keyCount) Refuse() { m.reply <- [2]int{-1, -1} }
+
+// hotPlaces asks a keyed actor whether its hot keys and their entries
+// agree (see checkHot): a test hook.
+type hotPlaces struct{ reply chan error }
+
+func (m *hotPlaces) Refuse() { m.reply <- errors.New("refused") }
 
 // keyed is the actor of a keyed limiter. Its keys live by value on a
 // shelf (chunks never copied once full), reused through a free list and
@@ -90,6 +102,7 @@ type keyed[S any, R rule[S]] struct {
 	slack          time.Duration // how late forgetting may be, to batch Ticks
 	now            int64         // latest Now seen, for a Withdraw, which carries none
 	spare          S             // a new key's state before it is kept: a local would escape
+	lend           *keyLender    // credit for hot keys; nil when it lends none
 	inFlight
 }
 
@@ -100,6 +113,7 @@ type entry[S any] struct {
 	due        int64 // when state is full (empty) again if nothing more is taken
 	prev, next int32 // the taking order; next also chains free entries
 	line       int32 // its parked callers in q, -1 when none
+	hot        uint8 // its place among the hot keys plus one; 0 when not hot
 }
 
 func (k *keyed[S, R]) Receive(c actor.Context) {
@@ -129,6 +143,8 @@ func (k *keyed[S, R]) Handle(msg any) {
 		k.seen(m.Now)
 		var p Permit
 		if i, ok := k.index[m.Key]; ok {
+			k.reclaim(i)
+			defer k.lendTo(i)
 			e := k.keys.at(i)
 			var ahead float64
 			var parked int
@@ -148,9 +164,17 @@ func (k *keyed[S, R]) Handle(msg any) {
 	case *keyCount:
 		m.reply <- [2]int{len(k.index), int(k.keys.len())}
 		k.answered()
+	case *hotPlaces:
+		m.reply <- k.checkHot()
+		k.answered()
 	case *actor.Stopped:
 		k.alarm.stop()
 		k.q.drain((*Allow).Refuse)
+		if k.lend != nil {
+			for len(k.lend.slots) > 0 {
+				k.demote(k.lend.slots[0].i)
+			}
+		}
 	}
 }
 
@@ -163,6 +187,8 @@ func (k *keyed[S, R]) seen(now int64) { k.now = max(k.now, now) }
 // can afford.
 func (k *keyed[S, R]) retune(m *Retune) {
 	k.seen(m.Now)
+	k.reclaimAll()
+	defer k.lendAll()
 	now := k.now
 	for len(k.wakes) > 0 && k.q.lines[k.wakes[0]].at <= now {
 		k.serve(k.wakes[0])
@@ -179,6 +205,9 @@ func (k *keyed[S, R]) retune(m *Retune) {
 	}
 	k.rule = next
 	k.slack = next.span() / 8
+	if k.lend != nil {
+		k.lend.lease = leaseOf(next.top())
+	}
 	for _, li := range slices.Clone(k.wakes) {
 		k.q.lines[li].at = math.MaxInt64 // the new numbers' to find
 		k.serve(li)
@@ -210,6 +239,7 @@ func (k *keyed[S, R]) allow(m *Allow) {
 			k.park(i, m)
 		}
 	} else {
+		k.reclaim(i)
 		if li := k.keys.at(i).line; li >= 0 {
 			k.serve(li) // as the unkeyed limiter does: a Tick may be late
 		}
@@ -227,6 +257,12 @@ func (k *keyed[S, R]) allow(m *Allow) {
 			k.park(i, m)
 		default:
 			k.answered()
+		}
+		if k.lend != nil {
+			if k.keys.at(i).hot == 0 && k.lend.lease >= 1 && k.lend.frequent(i, now) {
+				k.promote(i)
+			}
+			k.lendTo(i)
 		}
 	}
 	k.sweep(now, sweepPerCall)
@@ -325,10 +361,14 @@ func (k *keyed[S, R]) unlink(i int32) {
 // took later, and each is certainly idle by its last take plus the span.
 func (k *keyed[S, R]) sweep(now int64, limit int) bool {
 	for range limit {
-		if !k.idle(k.oldest, now) {
+		o := k.oldest
+		if !k.idle(o, now) {
 			break
 		}
-		k.forget(k.oldest)
+		if k.keys.at(o).hot != 0 && k.cool(o) {
+			continue // drew from its credit since: taken, and to the back
+		}
+		k.forget(o)
 	}
 	if n := int(k.keys.len()); n >= 1024 && len(k.index) < n/4 {
 		k.compact()
@@ -343,6 +383,9 @@ func (k *keyed[S, R]) idle(i int32, now int64) bool {
 }
 
 func (k *keyed[S, R]) forget(i int32) {
+	if k.lend != nil {
+		k.lend.forgetEntry(i)
+	}
 	k.unlink(i)
 	delete(k.index, k.keys.at(i).name)
 	*k.keys.at(i) = entry[S]{next: k.free, line: -1} // lets the name and state go
@@ -364,6 +407,9 @@ func (k *keyed[S, R]) compact() {
 		if e.line >= 0 {
 			k.q.lines[e.line].key = j
 		}
+		if e.hot != 0 {
+			k.lend.slots[e.hot-1].i = j
+		}
 		*keys.at(j) = e
 		index[e.name] = j
 	}
@@ -373,6 +419,9 @@ func (k *keyed[S, R]) compact() {
 		k.oldest, k.newest = 0, n-1
 	}
 	k.keys, k.index = keys, index
+	if k.lend != nil {
+		k.lend.forgetCounts()
+	}
 }
 
 // park puts m in key i's line, making the line if it is the first.

@@ -38,7 +38,7 @@ func keyedRows(eng *engine.Engine, cfg config) []row {
 	})
 	return []row{{
 		suite:   "Keyed",
-		name:    "Allow, " + strconv.Itoa(cfg.keys) + " keys",
+		name:    keyedNewRow(cfg),
 		callers: cfg.keyedCallers,
 		sides: []side{
 			{name: "moonpool", ours: true, build: func(int) (contender, error) { return oursKeyed(eng, keys()) }},
@@ -50,7 +50,62 @@ func keyedRows(eng *engine.Engine, cfg config) []row {
 		heap:   true,
 		rounds: cfg.keyedRounds,
 		count:  countAllowed,
+	}, {
+		suite:   "Keyed",
+		name:    keyedHotRow,
+		callers: cfg.callers,
+		sides: []side{
+			{name: "moonpool", ours: true, build: func(int) (contender, error) { return oursHot(eng) }},
+			{name: "map+rate", build: func(int) (contender, error) { return theirHot(), nil }},
+		},
+		batch: 4,
+		every: 16,
+		count: countAllowed,
 	}}
+}
+
+// keyedNewRow names the row of new keys; keyedHotRow the row where every
+// caller asks for one key, on a limit as open as the Rate suite's (every
+// call let through), among a thousand others made before the row starts.
+func keyedNewRow(cfg config) string { return "Allow, " + strconv.Itoa(cfg.keys) + " keys" }
+
+const keyedHotRow = "Allow, 1 hot key"
+
+// hotKeys are the keys the hot row's limiters hold before it runs.
+var hotKeys = sync.OnceValue(func() []string {
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = "client-" + strconv.Itoa(i)
+	}
+	return keys
+})
+
+// oursHot is a client.KeyedBucket; every call asks for the same key.
+func oursHot(eng *engine.Engine) (contender, error) {
+	k, err := client.NewKeyedBucket(eng, rateLimit, rateBurst)
+	if err != nil {
+		return contender{}, err
+	}
+	for _, key := range hotKeys() {
+		k.Allow(key)
+	}
+	return allowing(func() bool { return k.Allow("client-7") }, func() { closeWithin(k.Close) }), nil
+}
+
+// theirHot is the map of x/time/rate Limiters behind a mutex, holding the
+// same keys; every call asks for the same key.
+func theirHot() contender {
+	var mu sync.Mutex
+	m := make(map[string]*rate.Limiter)
+	for _, key := range hotKeys() {
+		m[key] = rate.NewLimiter(rateLimit, rateBurst)
+	}
+	return allowing(func() bool {
+		mu.Lock()
+		l := m["client-7"]
+		mu.Unlock()
+		return l.Allow()
+	}, func() {})
 }
 
 // oursKeyed is a client.KeyedBucket; each call takes the next key.

@@ -301,3 +301,136 @@ func TestBucketCreditConcurrent(t *testing.T) {
 		eng.Shutdown(context.Background())
 	}
 }
+
+// TestKeyedCreditNeverOverAdmits is TestCreditNeverOverAdmits for a keyed
+// bucket: one hot key takes each pattern, after 64 calls at once that make
+// it hot, while thirty cold keys take a call in turn after each of its
+// arrivals, each too rare to be hot. Every
+// key's grants must pass an exact bucket of its own fed only them; the hot
+// key must have drawn from lent tokens, and fall short of an exact bucket
+// fed every call by at most a lease per time it filled; the cold keys,
+// answered by their actor, let through exactly what an exact bucket
+// does.
+func TestKeyedCreditNeverOverAdmits(t *testing.T) {
+	const rate = 1000.0
+	for _, burst := range []float64{16, 64, 1000, 10000} {
+		for name, pattern := range creditPatterns(rate, burst) {
+			pattern = append([]arrival{{0, 64}}, pattern...)
+			t.Run(fmt.Sprintf("burst=%v/%s", burst, name), func(t *testing.T) {
+				clock := vclock.NewVirtual()
+				eng := engine.New(engine.WithClock(clock))
+				defer eng.Shutdown(context.Background())
+				start := clock.Now()
+				k, err := client.NewKeyedBucket(eng, rate, burst)
+				if err != nil {
+					t.Fatal(err)
+				}
+				keys := []string{"hot"}
+				for i := range 30 {
+					keys = append(keys, fmt.Sprint("cold-", i))
+				}
+				shadow := map[string]*policy.Bucket{} // fed what k let through
+				exact := map[string]*policy.Bucket{}  // fed every call
+				ours, theirs := map[string]int{}, map[string]int{}
+				for _, key := range keys {
+					shadow[key] = policy.NewBucket(rate, burst, start)
+					exact[key] = policy.NewBucket(rate, burst, start)
+				}
+				call := func(key string, now int64) {
+					if k.Allow(key) {
+						ours[key]++
+						if !shadow[key].Take(now, 1) {
+							t.Fatalf("%s: let through more than its bucket allows (%d so far)", key, ours[key])
+						}
+					}
+					if exact[key].Take(now, 1) {
+						theirs[key]++
+					}
+				}
+				fills, full := 0, true
+				for i, a := range pattern {
+					clock.Advance(time.Duration(start + int64(a.at) - clock.Now()))
+					now := clock.Now()
+					if f := exact["hot"].Tokens(now) >= burst; f && !full {
+						fills++
+					}
+					for range a.calls {
+						call("hot", now)
+					}
+					full = exact["hot"].Tokens(now) >= burst
+					call(keys[1+i%30], now)
+				}
+				// A burst of 16 lends one token at a time, and none once
+				// a steady flow above the rate keeps it empty.
+				if burst > 16 && client.HotDrawn(k) == 0 {
+					t.Fatal("the hot key never drew from lent tokens")
+				}
+				lease := int(min(burst/16, 1024))
+				if short := theirs["hot"] - ours["hot"]; short > (fills+1)*lease {
+					t.Fatalf("hot: let %d through against the exact bucket's %d: %d short, more than a lease (%d) per fill (%d)", ours["hot"], theirs["hot"], short, lease, fills)
+				}
+				for _, key := range keys[1:] {
+					if ours[key] != theirs[key] {
+						t.Fatalf("%s: let %d through against the exact bucket's %d", key, ours[key], theirs[key])
+					}
+				}
+				all := 0
+				for _, n := range ours {
+					all += n
+				}
+				if s := k.Stats().Allowed(); s != int64(all) {
+					t.Fatalf("Stats().Allowed() = %d, let through %d", s, all)
+				}
+				if d := client.HotDrawn(k); d > int64(ours["hot"]) {
+					t.Fatalf("%d drawn from lent tokens, more than the hot key's %d: a cold key was lent to", d, ours["hot"])
+				}
+				t.Logf("burst %v %s: hot %d against the exact %d (%.2f%% under; lease %d, %d fills; %d drawn)",
+					burst, name, ours["hot"], theirs["hot"], 100*float64(theirs["hot"]-ours["hot"])/float64(theirs["hot"]), lease, fills, client.HotDrawn(k))
+			})
+		}
+	}
+}
+
+// TestKeyedCreditConcurrent: eight callers spend one key of a keyed bucket
+// that earns nothing, drawing from the key's lent tokens and asking its
+// actor at once, with a cold key asked between; they get exactly the burst
+// of each between them, and the hot key's Tokens is then exactly none.
+func TestKeyedCreditConcurrent(t *testing.T) {
+	for _, burst := range []float64{16, 100, 5000} {
+		clock := vclock.NewVirtual()
+		eng := engine.New(engine.WithClock(clock))
+		k, err := client.NewKeyedBucket(eng, 0, burst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hot, cold atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for i := range 2 * int(burst) {
+					if k.Allow("hot") {
+						hot.Add(1)
+					}
+					if i%16 == g && k.Allow("cold") {
+						cold.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if hot.Load() != int64(burst) || cold.Load() > int64(burst) {
+			t.Errorf("burst %v: hot let through %d, cold %d, between eight callers; want the burst, and at most it", burst, hot.Load(), cold.Load())
+		}
+		if tok := k.Tokens("hot"); tok != 0 {
+			t.Errorf("burst %v: Tokens(hot) = %v after the burst was spent", burst, tok)
+		}
+		// A key is hot after 32 asks: a burst of 16 is spent by then.
+		if burst > 32 && client.HotDrawn(k) == 0 {
+			t.Errorf("burst %v: the hot key never drew from lent tokens", burst)
+		}
+		if s := k.Stats().Allowed(); s != hot.Load()+cold.Load() {
+			t.Errorf("burst %v: Stats().Allowed() = %d, let through %d", burst, s, hot.Load()+cold.Load())
+		}
+		eng.Shutdown(context.Background())
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"runtime"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 // KeyedBucket is not usable.
 type KeyedBucket struct {
 	l    limiter
+	hot  []*actors.Hot // each shard's hot keys; nil ones for a burst under 16
 	nums bucketNumbers
 }
 
@@ -38,7 +40,11 @@ func NewKeyedBucket(eng *engine.Engine, rate, burst float64) (*KeyedBucket, erro
 		return nil, errors.New("moonpool: NewKeyedBucket: nil engine")
 	}
 	k := &KeyedBucket{}
-	err := k.l.spawnShards(eng, func() (*engine.Ref, error) { return actors.SpawnKeyedBucket(eng, "", rate, burst) })
+	err := k.l.spawnShards(eng, func() (*engine.Ref, error) {
+		ref, hot, err := actors.SpawnKeyedBucketCredit(eng, "", rate, burst, k.l.seed)
+		k.hot = append(k.hot, hot)
+		return ref, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("moonpool: NewKeyedBucket: %w", err)
 	}
@@ -51,11 +57,26 @@ func NewKeyedBucket(eng *engine.Engine, rate, burst float64) (*KeyedBucket, erro
 }
 
 // Allow is whether key has a token now, taking it if so, as Bucket.Allow.
-func (k *KeyedBucket) Allow(key string) bool { return k.l.allow(key, 1) }
+// It never blocks.
+//
+// A key the callers ask for much more often than the rest (see
+// actors.Hot) is lent tokens ahead of time, as a Bucket is, and Allow
+// draws from them with one atomic operation; every other key asks its
+// actor. Either way no key lets through more than its exact bucket would
+// over any stretch of time, and a hot key may let through up to a lent
+// batch fewer after a quiet spell, as Bucket.Allow says.
+func (k *KeyedBucket) Allow(key string) bool { return k.AllowN(key, 1) }
 
-// AllowN is Allow for n of key's tokens, answering as Bucket.AllowN
-// (keyed buckets lend no tokens ahead of time: every call asks the actor).
-func (k *KeyedBucket) AllowN(key string, n float64) bool { return k.l.allow(key, n) }
+// AllowN is Allow for n of key's tokens, answering as Bucket.AllowN: a
+// whole n is drawn from a hot key's lent tokens when they hold that many.
+func (k *KeyedBucket) AllowN(key string, n float64) bool {
+	h := k.l.hash(key)
+	if n >= 1 && n <= 1<<32 && n == math.Trunc(n) && !k.l.closed.Load() && k.hot[k.l.shard(h)].Draw(h, key, int64(n)) {
+		return true // counted by the credit itself: see Stats
+	}
+	p, _ := k.l.askRef(k.l.shards[k.l.shard(h)], k.l.eng.Now(), key, n)
+	return p.OK
+}
 
 // TryN is Try for n of key's tokens, as Bucket.TryN.
 func (k *KeyedBucket) TryN(key string, n float64) Decision { return k.l.try(key, n) }

@@ -252,3 +252,82 @@ func TestShardsFor(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyedCreditYields: a hot key's lent tokens never let an Allow past a
+// caller waiting on the key, and a retune takes them back first, so a
+// lower burst holds at once.
+func TestKeyedCreditYields(t *testing.T) {
+	r := newLimitRig(t)
+	k, err := NewKeyedBucket(r.eng, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 97 { // hot after 32 asks at one instant; three tokens left
+		if !k.Allow("hot") {
+			t.Fatal("refused within the burst")
+		}
+	}
+	if HotDrawn(k) == 0 {
+		t.Fatal("the key never drew from lent tokens")
+	}
+	w := waitAsync(r.ctx, func(ctx context.Context) error { return k.WaitN(ctx, "hot", 5) })
+	r.awaitParked(&k.l, "hot", 1)
+	if k.Allow("hot") {
+		t.Fatal("an Allow overtook the caller waiting for five tokens")
+	}
+	r.to(2 * time.Second)
+	if err := r.result(w, "WaitN(hot, 5)"); err != nil {
+		t.Fatalf("WaitN(hot, 5) = %v", err)
+	}
+
+	// Hot again, with tokens lent; then a burst of one.
+	r.to(200 * time.Second)
+	for range 40 {
+		k.Allow("hot")
+	}
+	if err := k.SetBurst(1); err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for range 100 {
+		if k.Allow("hot") {
+			got++
+		}
+	}
+	if got > 1 {
+		t.Fatalf("%d let through at once after SetBurst(1)", got)
+	}
+}
+
+// TestKeyedCreditCompact: a hot key keeps its lent tokens, and its books,
+// when its actor compacts its keys after forgetting thousands.
+func TestKeyedCreditCompact(t *testing.T) {
+	r := newLimitRig(t)
+	k, err := NewKeyedBucket(r.eng, 1000, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20000 {
+		k.Allow(fmt.Sprint("cold-", i))
+	}
+	for range 40 { // hot, its entry far along its actor's slice
+		k.Allow("hot")
+	}
+	r.to(time.Second) // every key full: the cold ones forgotten, the slices compacted
+	for range 40 {
+		k.Allow("hot")
+	}
+	r.to(2 * time.Second)
+	got := 0
+	for range 300 {
+		if k.Allow("hot") {
+			got++
+		}
+	}
+	if got != 100 {
+		t.Fatalf("%d let through from a full bucket of 100 after compacting", got)
+	}
+	if HotDrawn(k) == 0 {
+		t.Fatal("the key never drew from lent tokens")
+	}
+}

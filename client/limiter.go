@@ -319,8 +319,13 @@ func (l *limiter) to(key string) *engine.Ref {
 	if l.shards == nil {
 		return l.ref
 	}
-	return l.shards[maphash.String(l.seed, key)&uint64(len(l.shards)-1)]
+	return l.shards[l.shard(l.hash(key))]
 }
+
+// hash is key's hash under the limiter's seed, and shard the index of the
+// actor that owns the key of hash h.
+func (l *limiter) hash(key string) uint64 { return maphash.String(l.seed, key) }
+func (l *limiter) shard(h uint64) int     { return int(h & uint64(len(l.shards)-1)) }
 
 // actors are the limiter's actors: its one, or its shards.
 func (l *limiter) actors() []*engine.Ref {
@@ -392,12 +397,16 @@ func (l *limiter) ask(key string, n float64) (actors.Permit, bool) {
 
 // askAt is ask for a caller that has read the clock already.
 func (l *limiter) askAt(now int64, key string, n float64) (actors.Permit, bool) {
+	return l.askRef(l.to(key), now, key, n)
+}
+
+// askRef is askAt for a caller that knows key's actor, ref.
+func (l *limiter) askRef(ref *engine.Ref, now int64, key string, n float64) (actors.Permit, bool) {
 	if l.closed.Load() {
 		return actors.Permit{}, false
 	}
 	a := allowSlots.Get().(*allowSlot)
 	a.req = actors.Allow{Now: now, Key: key, N: n, Slot: &a.slot}
-	ref := l.to(key)
 	a.slot.Ask(ref, &a.req)
 	a.slot.Await(ref, nil)
 	p := a.slot.Take()

@@ -334,7 +334,13 @@ func (w *Window) Stats() LimiterStats {
 }
 
 // Stats is a snapshot of the counts over all keys, as Bucket.Stats.
-func (k *KeyedBucket) Stats() LimiterStats { return k.l.counts.snapshot() }
+func (k *KeyedBucket) Stats() LimiterStats {
+	s := k.l.counts.snapshot()
+	for _, h := range k.hot {
+		s.allowed += h.Drawn()
+	}
+	return s
+}
 
 // Stats is a snapshot of the counts over all keys, as Bucket.Stats.
 func (k *KeyedWindow) Stats() LimiterStats { return k.l.counts.snapshot() }
