@@ -17,13 +17,16 @@ import (
 // hashes, instead of a round trip to the actor.
 //
 // The actor reads a key as hot once it has counted hotAsks asks for it
-// within hotSpan, discounting the other keys it saw meanwhile (Misra and
-// Gries's frequent items, over hotCandidates counters): a key asked for
-// over 32,000 times a second, in more than about a ninth of the calls
-// reaching the actor, is found within a millisecond, and neither a stream
-// of distinct keys nor a key asked for at a more ordinary pace ever is. It
-// keeps at most hotMax keys, and lets one go once it has drawn nothing
-// between two of the actor's sweeps past it.
+// within hotSpan (the ask that makes a key is not counted), discounting
+// the other keys it saw meanwhile (Misra and Gries's frequent items, over
+// hotCandidates counters): a key asked for over 32,000 times a second, in
+// more than about a ninth of the calls reaching the actor, is found within
+// a millisecond, and neither a stream of distinct keys nor a key asked for
+// at a more ordinary pace ever is. It keeps at most hotMax keys. It lets
+// one go when its sweep finds the key's bucket full again (about
+// burst/rate after the key went quiet) with nothing drawn since the sweep
+// last looked; or, when another key turns hot with no place free, if the
+// key drew nothing from what it was last lent.
 //
 // A nil *Hot draws nothing. Build one with SpawnKeyedBucketCredit.
 type Hot struct {
@@ -194,23 +197,24 @@ func (l *keyLender) forgetEntry(i int32) {
 }
 
 // reclaim takes back what is left of hot key i's credit, so that its
-// books are exact while the actor answers for it. What was drawn leaves
-// the bucket at the clock's time now, no earlier than any draw (see the
-// unkeyed lender's reclaim), and the key goes to the back of the taking
-// order, as for any take.
-func (k *keyed[S, R]) reclaim(i int32) {
+// books are exact while the actor answers for it, and returns how many
+// tokens were drawn from it. What was drawn leaves the bucket at the
+// clock's time now, no earlier than any draw (see the unkeyed lender's
+// reclaim), and the key goes to the back of the taking order, as for any
+// take.
+func (k *keyed[S, R]) reclaim(i int32) (drawn int64) {
 	e := k.keys.at(i)
 	if e.hot == 0 {
-		return
+		return 0
 	}
 	s := &k.lend.slots[e.hot-1]
 	if s.lent == 0 {
-		return
+		return 0
 	}
-	drawn := s.lent - s.credit.takeBack()
+	drawn = s.lent - s.credit.takeBack()
 	s.lent = 0
 	if drawn <= 0 {
-		return
+		return 0
 	}
 	s.drew = true
 	k.seen(k.alarm.clock.Now())
@@ -218,6 +222,7 @@ func (k *keyed[S, R]) reclaim(i int32) {
 	// were lent, and have only gained since.
 	k.rule.take(&e.state, k.now, float64(drawn))
 	k.touch(i, k.now)
+	return drawn
 }
 
 // lendTo lends hot key i a lease of what its bucket holds, unless callers
@@ -258,11 +263,28 @@ func (k *keyed[S, R]) lendAll() {
 	}
 }
 
-// promote makes key i hot, if fewer than hotMax are.
+// promote makes key i hot. If hotMax keys are hot already, it takes
+// their credit back and lets go of one that drew nothing from it (lent
+// nothing, or nothing drawn since it was last lent to): a key gone quiet,
+// or one its bucket keeps empty, which the sweep would not let go until
+// the bucket is full again; the others are lent to again. If all drew, i
+// waits for a place.
 func (k *keyed[S, R]) promote(i int32) {
 	l := k.lend
 	if len(l.slots) >= hotMax {
-		return
+		idle := int32(-1)
+		for _, s := range l.slots {
+			if k.reclaim(s.i) == 0 && idle < 0 {
+				idle = s.i
+			}
+		}
+		if idle >= 0 {
+			k.demote(idle)
+		}
+		k.lendAll()
+		if len(l.slots) >= hotMax {
+			return
+		}
 	}
 	e := k.keys.at(i)
 	l.slots = append(l.slots, hotSlot{i: i, credit: new(Credit), hash: maphash.String(l.hot.seed, e.name)})

@@ -26,8 +26,8 @@ func newHotCredit(h *Hot, key string) hotCredit {
 
 // FuzzKeyedCreditActor is FuzzCreditActor for one key of a keyed bucket
 // that lends to its hot keys: the key turns hot after a run of asks, is
-// lent to, drawn from, parked on, retuned and let go as the random run
-// goes, and no stretch of time may see more of its tokens granted than its
+// lent to, drawn from, parked on, asked for Left and let go as the random
+// run goes, and no stretch of time may see more of its tokens granted than its
 // exact bucket allows. Before the run, cold keys fill the actor's slice,
 // and a clock jump in the run forgets them, so the key's entry moves when
 // the actor compacts its keys; every hot key's place is checked after the

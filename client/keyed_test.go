@@ -300,7 +300,8 @@ func TestKeyedCreditYields(t *testing.T) {
 }
 
 // TestKeyedCreditCompact: a hot key keeps its lent tokens, and its books,
-// when its actor compacts its keys after forgetting thousands.
+// when its actor compacts its keys after forgetting thousands; a retune
+// then finds it where it moved.
 func TestKeyedCreditCompact(t *testing.T) {
 	r := newLimitRig(t)
 	k, err := NewKeyedBucket(r.eng, 1000, 100)
@@ -313,7 +314,11 @@ func TestKeyedCreditCompact(t *testing.T) {
 	for range 40 { // hot, its entry far along its actor's slice
 		k.Allow("hot")
 	}
-	r.to(time.Second) // every key full: the cold ones forgotten, the slices compacted
+	r.to(20 * time.Millisecond)             // the cold keys full: forgotten, the slices compacted
+	if err := k.SetBurst(100); err != nil { // takes back and lends to every hot key, where it now is
+		t.Fatal(err)
+	}
+	r.to(time.Second)
 	for range 40 {
 		k.Allow("hot")
 	}
@@ -329,5 +334,78 @@ func TestKeyedCreditCompact(t *testing.T) {
 	}
 	if HotDrawn(k) == 0 {
 		t.Fatal("the key never drew from lent tokens")
+	}
+}
+
+// TestKeyedCreditSweep: the sweep that finds a hot key's bucket full in
+// its books takes back what was drawn first, so the key is kept, not
+// forgotten and made full again; and Tokens counts what was drawn.
+func TestKeyedCreditSweep(t *testing.T) {
+	r := newLimitRig(t)
+	k, err := NewKeyedBucket(r.eng, 1000, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shadow := policy.NewBucket(1000, 100, r.clock.Now())
+	allow := func() {
+		if k.Allow("hot") && !shadow.Take(r.clock.Now(), 1) {
+			t.Fatal("let through more than the bucket allows")
+		}
+	}
+	for range 33 { // made by the first ask, hot at the 33rd, lent 6
+		allow()
+	}
+	r.to(45 * time.Millisecond) // full in its books at +33ms: the sweep looks at +45.5ms
+	for range 6 {
+		allow()
+	}
+	if d := HotDrawn(k); d != 6 {
+		t.Fatalf("%d drawn from lent tokens, want 6", d)
+	}
+	r.to(46 * time.Millisecond)
+	for range 200 {
+		allow()
+	}
+
+	k, err = NewKeyedBucket(r.eng, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 39 { // 33 asked, 6 drawn
+		k.Allow("hot")
+	}
+	if tok := k.Tokens("hot"); tok != 61 {
+		t.Fatalf("Tokens = %v after 39 taken of 100, want 61", tok)
+	}
+}
+
+// TestKeyedCreditMakesRoom: four hot keys whose buckets never refill, spent,
+// hold every place; a fifth key turning hot takes the place of one that
+// drew nothing, and is lent to.
+func TestKeyedCreditMakesRoom(t *testing.T) {
+	r := newLimitRig(t)
+	k, err := NewKeyedBucket(r.eng, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Five keys on one actor.
+	var keys []string
+	for i := 0; len(keys) < 5; i++ {
+		key := fmt.Sprint("key-", i)
+		if k.l.to(key) == k.l.shards[0] {
+			keys = append(keys, key)
+		}
+	}
+	for _, key := range keys[:4] {
+		for range 200 { // hot, then spent: nothing more to lend
+			k.Allow(key)
+		}
+	}
+	before := HotDrawn(k)
+	for range 100 {
+		k.Allow(keys[4])
+	}
+	if HotDrawn(k) == before {
+		t.Fatal("a key turning hot found no place among keys that draw nothing")
 	}
 }
