@@ -177,6 +177,19 @@ func (c *Credit) lendAt(from, n int64) {
 	}
 }
 
+// lendUpTo lends, from the instant from, a lease of at most lease tokens
+// and at most left, what the books hold, and returns how many it lent:
+// none when that is under one.
+func (c *Credit) lendUpTo(from, lease int64, left float64) int64 {
+	// In floats first: a burst near MaxFloat64 holds more than an int64.
+	n := int64(min(float64(lease), left))
+	if n < 1 {
+		return 0
+	}
+	c.lendAt(from, n)
+	return n
+}
+
 // leaseOf is how many tokens a bucket of burst lends at a time: a
 // sixteenth of the burst, so the under-admission stays a small share of
 // it, and at most maxLease, so that share is small in tokens too. A bucket
@@ -356,13 +369,9 @@ func (b *lender[S, R]) lend() {
 	if b.q.parked > 0 {
 		return
 	}
-	// In floats first: a burst near MaxFloat64 holds more than an int64.
-	n := int64(min(float64(b.lease), b.rule.left(&b.state, b.now)))
-	if n < 1 {
-		return
+	if n := b.credit.lendUpTo(b.now, b.lease, b.rule.left(&b.state, b.now)); n > 0 {
+		b.lent, b.from = n, b.now
 	}
-	b.lent, b.from = n, b.now
-	b.credit.lendAt(b.now, n)
 }
 
 // Room is room in a gate that its actor has lent its callers ahead of

@@ -236,13 +236,7 @@ func (k *keyed[S, R]) lendTo(i int32) {
 	if s.lent != 0 {
 		return
 	}
-	// In floats first: a burst near MaxFloat64 holds more than an int64.
-	n := int64(min(float64(k.lend.lease), k.rule.left(&e.state, k.now)))
-	if n < 1 {
-		return
-	}
-	s.lent = n
-	s.credit.lendAt(k.now, n)
+	s.lent = s.credit.lendUpTo(k.now, k.lend.lease, k.rule.left(&e.state, k.now))
 }
 
 // reclaimAll takes back every hot key's credit; lendAll lends to each

@@ -29,13 +29,7 @@ const (
 func keyedRows(eng *engine.Engine, cfg config) []row {
 	// The keys are made when the suite first runs, not before, so the
 	// other suites do not carry a million strings through their GCs.
-	keys := sync.OnceValue(func() []string {
-		keys := make([]string, cfg.keys)
-		for i := range keys {
-			keys[i] = "client-" + strconv.Itoa(i)
-		}
-		return keys
-	})
+	keys := sync.OnceValue(func() []string { return clientKeys(cfg.keys) })
 	return []row{{
 		suite:   "Keyed",
 		name:    keyedNewRow(cfg),
@@ -72,13 +66,16 @@ func keyedNewRow(cfg config) string { return "Allow, " + strconv.Itoa(cfg.keys) 
 const keyedHotRow = "Allow, 1 hot key"
 
 // hotKeys are the keys the hot row's limiters hold before it runs.
-var hotKeys = sync.OnceValue(func() []string {
-	keys := make([]string, 1000)
+var hotKeys = sync.OnceValue(func() []string { return clientKeys(1000) })
+
+// clientKeys are n distinct keys: client-0, client-1, and so on.
+func clientKeys(n int) []string {
+	keys := make([]string, n)
 	for i := range keys {
 		keys[i] = "client-" + strconv.Itoa(i)
 	}
 	return keys
-})
+}
 
 // oursHot is a client.KeyedBucket; every call asks for the same key.
 func oursHot(eng *engine.Engine) (contender, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,10 +86,7 @@ func redisSuite(eng *engine.Engine, cfg config) ([]row, func(), error) {
 		}
 	}
 	for _, sp := range spaces {
-		keys := make([]string, sp.keys)
-		for i := range keys {
-			keys[i] = "client-" + strconv.Itoa(i)
-		}
+		keys := clientKeys(sp.keys)
 		name, limit := sp.name, sp.limit
 		rows = append(rows, row{
 			suite:   "Redis",

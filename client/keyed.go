@@ -71,10 +71,11 @@ func (k *KeyedBucket) Allow(key string) bool { return k.AllowN(key, 1) }
 // whole n is drawn from a hot key's lent tokens when they hold that many.
 func (k *KeyedBucket) AllowN(key string, n float64) bool {
 	h := k.l.hash(key)
-	if n >= 1 && n <= 1<<32 && n == math.Trunc(n) && !k.l.closed.Load() && k.hot[k.l.shard(h)].Draw(h, key, int64(n)) {
+	s := k.l.shard(h)
+	if n >= 1 && n <= 1<<32 && n == math.Trunc(n) && !k.l.closed.Load() && k.hot[s].Draw(h, key, int64(n)) {
 		return true // counted by the credit itself: see Stats
 	}
-	p, _ := k.l.askRef(k.l.shards[k.l.shard(h)], k.l.eng.Now(), key, n)
+	p, _ := k.l.askRef(k.l.shards[s], k.l.eng.Now(), key, n)
 	return p.OK
 }
 

@@ -288,12 +288,7 @@ func TestKeyedCreditYields(t *testing.T) {
 	if err := k.SetBurst(1); err != nil {
 		t.Fatal(err)
 	}
-	got := 0
-	for range 100 {
-		if k.Allow("hot") {
-			got++
-		}
-	}
+	got := allowed(k, "hot", 100)
 	if got > 1 {
 		t.Fatalf("%d let through at once after SetBurst(1)", got)
 	}
@@ -323,12 +318,7 @@ func TestKeyedCreditCompact(t *testing.T) {
 		k.Allow("hot")
 	}
 	r.to(2 * time.Second)
-	got := 0
-	for range 300 {
-		if k.Allow("hot") {
-			got++
-		}
-	}
+	got := allowed(k, "hot", 300)
 	if got != 100 {
 		t.Fatalf("%d let through from a full bucket of 100 after compacting", got)
 	}
@@ -408,4 +398,15 @@ func TestKeyedCreditMakesRoom(t *testing.T) {
 	if HotDrawn(k) == before {
 		t.Fatal("a key turning hot found no place among keys that draw nothing")
 	}
+}
+
+// allowed is how many of n Allows of key k lets through.
+func allowed(k *KeyedBucket, key string, n int) int {
+	got := 0
+	for range n {
+		if k.Allow(key) {
+			got++
+		}
+	}
+	return got
 }

@@ -336,10 +336,17 @@ func (w *Window) Stats() LimiterStats {
 // Stats is a snapshot of the counts over all keys, as Bucket.Stats.
 func (k *KeyedBucket) Stats() LimiterStats {
 	s := k.l.counts.snapshot()
-	for _, h := range k.hot {
-		s.allowed += h.Drawn()
-	}
+	s.allowed += k.drawn()
 	return s
+}
+
+// drawn is how many Allows were drawn from the hot keys' lent tokens.
+func (k *KeyedBucket) drawn() int64 {
+	var d int64
+	for _, h := range k.hot {
+		d += h.Drawn()
+	}
+	return d
 }
 
 // Stats is a snapshot of the counts over all keys, as Bucket.Stats.
