@@ -42,12 +42,15 @@ type (
 	// lent is refused with ErrNotLent (a misuse: given twice, or never lent).
 	// Unchecked says the caller neither used nor checked it (its check was
 	// cut short): it keeps the time it was last known good, so the next Take
-	// asks for a check again (see policy.Pool.GiveUnchecked).
+	// asks for a check again (see policy.Pool.GiveUnchecked). Racked says a
+	// caller found it revoked on the pool's Rack and hands it home (see
+	// SpawnPoolRack); the caller closes it unless Answer.Kept.
 	Give[T comparable] struct {
 		Now       int64
 		Item      T
 		Strict    bool
 		Unchecked bool
+		Racked    bool
 		Reply     chan Answer[T]
 		Slot      *engine.Reply[Answer[T]] // if not nil, the answer goes here rather than to Reply
 	}

@@ -67,11 +67,32 @@ type PoolConfig struct {
 // The actor reads the clock itself when a caller parks or is served from
 // the FIFO, so Stats.WaitTime is exact.
 func SpawnPool[T comparable](e *engine.Engine, name string, cfg PoolConfig, shutdown func(context.Context) error) (*engine.Ref, error) {
+	ref, _, err := SpawnPoolRack[T](e, name, cfg, shutdown, nil)
+	return ref, err
+}
+
+// SpawnPoolRack is SpawnPool with a Rack (see Rack), for a client whose
+// Gets and Puts try the rack before they ask the actor. back is how a
+// caller that comes across a revoked resource hands it home: a Give with
+// Racked set, closing the resource if the answer is not Kept. With a nil
+// back there is no rack. The rack stays shut while the pool checks
+// resources before lending them (PoolConfig.Check) or its ward has a
+// shedder, whose count of what is lent the rack would bypass.
+func SpawnPoolRack[T comparable](e *engine.Engine, name string, cfg PoolConfig, shutdown func(context.Context) error, back func(T)) (*engine.Ref, *Rack[T], error) {
 	if e == nil {
-		return nil, errNoEngine
+		return nil, nil, errNoEngine
 	}
 	b := newBooks[T](e, cfg)
-	return e.Spawn(name, &poolActor[T]{b: b}, shutdown)
+	if back != nil {
+		b.rack = &Rack[T]{clock: e.Now, back: back}
+		b.rackOK = rackAllowed(cfg.Check, cfg.Ward)
+		b.rackLimits(b.pool.Limits())
+	}
+	ref, err := e.Spawn(name, &poolActor[T]{b: b}, shutdown)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ref, b.rack, nil
 }
 
 // books is everything a pool actor knows. It outlives any one actor
@@ -106,6 +127,11 @@ type books[T comparable] struct {
 	later   int64 // when a parked caller may next be made for, after Later; 0 if none
 
 	stats Stats
+
+	rack   *Rack[T]         // nil without one
+	rackOK bool             // the pool's settings allow the rack at all
+	pop    map[T]*racked[T] // the records of what the rack has lent, as callers see them
+	racked int              // how many of them are on the rack or out from it
 
 	inFlight // the request being handled, until it is answered or parked
 	// taking is that request when it is a Take: answer and refuseHeld ask
@@ -160,7 +186,11 @@ func (a *poolActor[T]) Handle(msg any) {
 		return
 	case *Give[T]:
 		b.holding(m)
-		b.give(m)
+		if m.Racked {
+			b.handedIn(m)
+		} else {
+			b.give(m)
+		}
 		return
 	}
 	b.hold(msg)
@@ -252,6 +282,9 @@ func (b *books[T]) take(m *Take[T]) {
 		b.serve(now)
 		return
 	}
+	if b.racked > 0 && b.pool.Idle() == 0 {
+		b.sweep(now) // what lies on the rack comes before a make or a wait
+	}
 	t := b.decide(now)
 	if m.Wait && b.held(m, now, t) {
 		b.refuseHeld(m, t)
@@ -263,6 +296,9 @@ func (b *books[T]) take(m *Take[T]) {
 		}
 		b.stats.EmptyGets++
 		b.park(m)
+		if b.rack != nil {
+			b.serve(b.stamped(now)) // the rack, swept as it parked, may hold one now
+		}
 		return
 	}
 	if t.Verdict == policy.Make {
@@ -304,6 +340,7 @@ func (b *books[T]) made(m *Made[T]) {
 		a.Kept = b.pool.Lent(m.Item)
 		if a.Kept {
 			b.stats.Made++
+			b.rackOut(m.Item, now)
 		}
 	}
 	m.Reply <- a
@@ -363,6 +400,9 @@ func (b *books[T]) answer(m *Take[T], t policy.Taken[T]) {
 		sat, _ := b.pool.Sat(t.Item, 0)
 		a.Check = sat >= b.checkIdle
 	}
+	if t.Verdict == policy.Ready && b.rack != nil {
+		b.rackOut(t.Item, m.Now)
+	}
 	if t.Verdict == policy.Shed {
 		b.stats.Shed++
 		b.stats.ShedBy[t.Why]++
@@ -397,6 +437,7 @@ func (b *books[T]) park(m *Take[T]) {
 	m.Now = b.stamped(m.Now) // its wait is timed from here
 	b.q.park(0, m, 1)
 	b.answered() // in the FIFO's custody: it is answered from there
+	b.line(m.Now)
 }
 
 // stamped is now, or the engine's time if the request came unstamped (a
@@ -453,6 +494,14 @@ func (b *books[T]) give(m *Give[T]) {
 		now = b.stamped(now)
 	}
 	item := m.Item
+	if b.pop != nil {
+		if !b.fromRack(item) {
+			m.answer(Answer[T]{Err: ErrNotLent}) // on the rack: put back already
+			b.answered()
+			return
+		}
+		b.trim(now, 1)
+	}
 	closed := b.pool.Closed()
 	outdated := b.pool.Outdated()
 	var kept, lent bool
@@ -470,14 +519,7 @@ func (b *books[T]) give(m *Give[T]) {
 		kept = b.pool.Give(item, now) // an unknown one may fill a reserved make
 	}
 	if !kept {
-		switch {
-		case closed:
-			b.stats.Shutdown++
-		case b.pool.Outdated() < outdated:
-			b.stats.Outdated++
-		default:
-			b.stats.Surplus++
-		}
+		b.unkept(closed, outdated)
 	}
 	if m.Slot != nil && b.self.Inline(m) {
 		m.Slot.Set(Answer[T]{Kept: kept})
@@ -493,8 +535,64 @@ func (b *books[T]) give(m *Give[T]) {
 	}
 }
 
+// unkept counts a resource coming home that the books would not keep,
+// given whether the pool was closed and how many were outdated before.
+func (b *books[T]) unkept(closed bool, outdated int) {
+	switch {
+	case closed:
+		b.stats.Shutdown++
+	case b.pool.Outdated() < outdated:
+		b.stats.Outdated++
+	default:
+		b.stats.Surplus++
+	}
+}
+
+// handedIn takes back a resource a caller found revoked on the rack (see
+// Rack): the books lent it to the rack, and take it back as any Give.
+func (b *books[T]) handedIn(m *Give[T]) {
+	now := b.stamped(m.Now)
+	if x := b.pop[m.Item]; x != nil {
+		b.homed(x)
+	}
+	closed, outdated := b.pool.Closed(), b.pool.Outdated()
+	kept, lent := b.pool.GiveLent(m.Item, now)
+	if lent && !kept {
+		b.unkept(closed, outdated)
+	}
+	m.answer(Answer[T]{Kept: kept || !lent}) // not lent: not the caller's to close
+	b.answered()
+	b.settle(now)
+}
+
+// fromRack notes that item, if a caller took it from the rack, is coming
+// home through the actor; false means it lies on the rack, so whoever
+// gives it has given it twice.
+func (b *books[T]) fromRack(item T) bool {
+	x := b.pop[item]
+	if x == nil {
+		return true
+	}
+	switch x.state.Load() {
+	case rackIn:
+		return false
+	case rackOut:
+		b.homed(x)
+	}
+	return true
+}
+
 func (b *books[T]) drop(m *Drop[T]) {
 	now := m.Now // m is the caller's again once answered
+	if b.pop != nil && !b.fromRack(m.Item) {
+		if m.Strict {
+			m.answer(Answer[T]{Err: ErrNotLent})
+		} else {
+			m.answer(Answer[T]{})
+		}
+		b.answered()
+		return
+	}
 	lent := b.pool.Lent(m.Item)
 	if m.Strict && !lent {
 		m.answer(Answer[T]{Err: ErrNotLent})
@@ -534,6 +632,9 @@ func (b *books[T]) settle(now int64) {
 		}
 		b.drained = b.drained[:0]
 	}
+	if b.rack != nil {
+		b.trim(now, 0)
+	}
 }
 
 // tick is the engine's timer: evict what is due, and try the parked again.
@@ -544,6 +645,9 @@ func (b *books[T]) tick(now int64) {
 	}
 	if b.later != 0 && now >= b.later {
 		b.later = 0
+	}
+	if b.rack != nil {
+		b.rackDue(now) // what sat on the rack past Keep or Life goes home to be evicted
 	}
 	n := len(b.retire)
 	b.retire = b.pool.EvictInto(now, b.retire)
@@ -659,6 +763,7 @@ func (b *books[T]) close(now int64) {
 	if b.pool.Closed() {
 		return
 	}
+	b.revoke(now, true)
 	idle := b.pool.Close()
 	b.stats.Shutdown += int64(len(idle))
 	b.retire = append(b.retire, idle...)
@@ -679,6 +784,7 @@ func (b *books[T]) stop() {
 		b.timer = nil
 	}
 	if !b.pool.Closed() { // stopped before a Close reached it: retire the idle now
+		b.revoke(0, true)
 		idle := b.pool.Close()
 		b.stats.Shutdown += int64(len(idle))
 		b.retire = append(b.retire, idle...)
@@ -707,6 +813,7 @@ func (b *books[T]) setLimits(m *SetLimits) {
 		return
 	}
 	now := b.stamped(m.Now)
+	b.revoke(now, false) // what the rack lent is judged by the new limits as it comes home
 	n := len(b.retire)
 	b.retire = b.pool.SetLimits(m.Limits, b.retire)
 	if surplus := len(b.retire) - n; surplus > 0 {
@@ -716,6 +823,7 @@ func (b *books[T]) setLimits(m *SetLimits) {
 	_, timed := policy.Stamps(m.Limits, policy.Ward{})
 	b.ageless = !timed
 	b.minIdle = b.pool.Limits().MinIdle
+	b.rackLimits(b.pool.Limits())
 	b.settle(now)
 	if at, ok := b.pool.Deadline(); ok {
 		b.arm(now, at)
@@ -805,6 +913,7 @@ func (b *books[T]) reset(m *Reset) {
 		b.answered()
 		return
 	}
+	b.revoke(b.stamped(m.Now), false) // what the rack lent is outdated as it comes home
 	n := len(b.retire)
 	b.retire = b.pool.Reset(b.retire)
 	b.stats.Resets++
@@ -834,6 +943,12 @@ func (b *books[T]) inspect(now int64) Stats {
 func (b *books[T]) snapshot() Stats {
 	s := b.stats
 	s.Live, s.Idle, s.Busy = b.pool.Live(), b.pool.Idle(), b.pool.Busy()
+	if b.rack != nil {
+		n := b.onRack()
+		s.Idle += n
+		s.Busy -= n
+		s.Gets += b.rack.takes()
+	}
 	s.Opening = b.pool.Reserved()
 	s.Waiting = b.q.parked
 	s.Max = b.pool.Limits().Size

@@ -251,8 +251,8 @@ func ExamplePool_SetLimits() {
 	a, _ := pool.Get(ctx)
 	b, _ := pool.Get(ctx)
 	pool.Put(a)
-	pool.Put(b)
-	pool.SetLimits(client.Limits{Size: 1, Idle: 1}) // conn-1, idle longest, goes (closed in the background)
+	pool.SetLimits(client.Limits{Size: 1, Idle: 1}) // two live for one place: conn-1, idle, goes (closed in the background)
+	pool.Put(b)                                     // kept: one live now
 	pool.Close(ctx)
 	s := pool.Stats()
 	fmt.Println("max", s.Max(), "surplus", s.Surplus())

@@ -120,6 +120,7 @@ type PoolConfig[T comparable] struct {
 type Pool[T comparable] struct {
 	eng   *engine.Engine
 	ref   *engine.Ref
+	rack  *actors.Rack[T] // idle resources the actor lays out for Get without a message
 	open  func(context.Context) (T, error)
 	close func(T) error
 	reuse func(T) bool
@@ -219,7 +220,7 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 		keepAlive = 0
 	}
 	p.kill, p.stop = context.WithCancel(context.Background())
-	ref, err := actors.SpawnPool[T](eng, cfg.Name, actors.PoolConfig{
+	ref, rack, err := actors.SpawnPoolRack[T](eng, cfg.Name, actors.PoolConfig{
 		Limits:     cfg.Limits,
 		Ward:       cfg.Ward,
 		Seed:       cfg.Seed,
@@ -231,12 +232,12 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 		Checks:     p.checks,
 		Fills:      p.fills,
 		Leftovers:  p.leftovers,
-	}, p.shutdown)
+	}, p.shutdown, p.unrack)
 	if err != nil {
 		p.stop()
 		return nil, fmt.Errorf("moonpool: NewPool: %w", err)
 	}
-	p.ref = ref
+	p.ref, p.rack = ref, rack
 	if cfg.Ward.Shedder.On() {
 		p.unwatch = eng.WatchHeat(func(now int64, heat float64) {
 			ref.Send(&actors.Heat{Now: now, Value: heat})
@@ -525,6 +526,9 @@ func (p *Pool[T]) get(ctx context.Context, wait bool) (T, error) {
 	}
 	if ctx.Err() != nil {
 		return zero, ctxError(ctx, "get")
+	}
+	if item, ok := p.rack.Take(); ok {
+		return p.watched(item, nil)
 	}
 	t := p.tickets.Get().(*ticket[T])
 	tk := &t.take
@@ -816,6 +820,9 @@ func (p *Pool[T]) Put(item T) error {
 	if p.reuse != nil && !p.reusable(item) {
 		return p.discard(item, actors.Unwanted)
 	}
+	if p.rack.Give(item) {
+		return nil
+	}
 	return p.give(item)
 }
 
@@ -843,6 +850,22 @@ func (p *Pool[T]) give(item T) error {
 		return p.closeItem(item)
 	}
 	return nil
+}
+
+// unrack hands home a resource a Get or Put found revoked on the rack
+// (see actors.Rack), closing it if the pool will not keep it.
+func (p *Pool[T]) unrack(item T) {
+	var zero T
+	t := p.tickets.Get().(*ticket[T])
+	t.give = actors.Give[T]{Now: p.stamp(p.stampGive), Item: item, Racked: true, Slot: &t.slot}
+	t.slot.Ask(p.ref, &t.give)
+	t.slot.Await(p.ref, nil)
+	a := t.slot.Take()
+	t.give.Item = zero
+	p.tickets.Put(t)
+	if a.Err != nil || !a.Kept {
+		_ = p.closeItem(item)
+	}
 }
 
 // ticket is one caller's reusable request: a Take, or a strict Give or

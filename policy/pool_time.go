@@ -1,5 +1,7 @@
 package policy
 
+import "math"
+
 // Stamps says which of a pool's calls need a fresh time to answer right,
 // for an owner that would rather not read a clock it does not need (a
 // reading costs as much as a Take). take is whether Take's verdict may
@@ -46,6 +48,35 @@ func (p *Pool[T]) GiveUnchecked(item T, now int64) (kept, lent bool) {
 	seen := p.recs[i].seen
 	if kept = p.giveBack(i, now); kept {
 		p.recs[i].seen = seen
+	}
+	return kept, true
+}
+
+// Dies is when item's Life ends: math.MaxInt64 for never, or for a
+// resource not on the books.
+func (p *Pool[T]) Dies(item T) int64 {
+	i, ok := p.books[item]
+	if !ok || p.limits.Life == Forever {
+		return math.MaxInt64
+	}
+	e := &p.recs[i]
+	return after(e.birth, p.life(e))
+}
+
+// GiveLentSince is GiveLent for a resource that came home at since, before
+// now, and sat idle on its owner's rack from then: its idle time, which
+// Keep measures, counts from since (no earlier than when it was lent, no
+// later than now).
+func (p *Pool[T]) GiveLentSince(item T, since, now int64) (kept, lent bool) {
+	now = p.clock(now)
+	i, ok := p.lentTo(item)
+	if !ok {
+		return false, false
+	}
+	e := &p.recs[i]
+	since = min(max(since, e.at), now)
+	if kept = p.giveBack(i, now); kept {
+		e.at, e.seen = since, since
 	}
 	return kept, true
 }
