@@ -116,7 +116,7 @@ func SpawnKeyedBucketCredit(e *engine.Engine, name string, rate, burst float64, 
 	r := newBucketRule(rate, burst)
 	k := newKeyed(e, r)
 	var hot *Hot
-	if lease := leaseOf(r.burst); lease >= 1 {
+	if lease := leaseOf(0, r.burst); lease >= 1 {
 		hot = &Hot{seed: seed}
 		k.lend = &keyLender{hot: hot, lease: lease}
 	}

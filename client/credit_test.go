@@ -66,11 +66,17 @@ func creditPatterns(rate, burst float64) map[string][]arrival {
 // which is to say it never let more through over any stretch of time than
 // the bucket allows; and it may let fewer through than an exact bucket fed
 // every call, by at most a lease per time the bucket filled up.
+//
+// The last bucket lets ten million a second through, so it lends a
+// millisecond of its rate at a time (10,000 tokens: a sixteenth of its
+// burst) where the others lend at most 1,024.
 func TestCreditNeverOverAdmits(t *testing.T) {
-	const rate = 1000.0
-	for _, burst := range []float64{16, 64, 1000, 10000} {
+	for _, c := range []struct{ rate, burst float64 }{
+		{1000, 16}, {1000, 64}, {1000, 1000}, {1000, 10000}, {1e7, 160000},
+	} {
+		rate, burst := c.rate, c.burst
 		for name, pattern := range creditPatterns(rate, burst) {
-			t.Run(fmt.Sprintf("burst=%v/%s", burst, name), func(t *testing.T) {
+			t.Run(fmt.Sprintf("rate=%v/burst=%v/%s", rate, burst, name), func(t *testing.T) {
 				clock := vclock.NewVirtual()
 				eng := engine.New(engine.WithClock(clock))
 				defer eng.Shutdown(context.Background())
@@ -102,7 +108,7 @@ func TestCreditNeverOverAdmits(t *testing.T) {
 					}
 					full = exact.Tokens(now) >= burst
 				}
-				lease := int(min(burst/16, 1024))
+				lease := int(min(burst/16, max(1024, rate/1000)))
 				if short := theirs - ours; short > (fills+1)*lease {
 					t.Fatalf("let %d through against the exact bucket's %d: %d short, more than a lease (%d) per fill (%d)", ours, theirs, short, lease, fills)
 				}
@@ -365,7 +371,7 @@ func TestKeyedCreditNeverOverAdmits(t *testing.T) {
 				if burst > 16 && client.HotDrawn(k) == 0 {
 					t.Fatal("the hot key never drew from lent tokens")
 				}
-				lease := int(min(burst/16, 1024))
+				lease := int(min(burst/16, max(1024, rate/1000)))
 				if short := theirs["hot"] - ours["hot"]; short > (fills+1)*lease {
 					t.Fatalf("hot: let %d through against the exact bucket's %d: %d short, more than a lease (%d) per fill (%d)", ours["hot"], theirs["hot"], short, lease, fills)
 				}

@@ -126,8 +126,9 @@ func NewBucket(eng *engine.Engine, rate, burst float64) (*Bucket, error) {
 // stream of Allows cannot starve a caller in line. After Close it says no.
 //
 // Most Allows cost one atomic operation: the bucket's actor lends a batch
-// of tokens ahead of time (a sixteenth of the burst, at most 1,024, for a
-// burst of sixteen or more) and Allow draws from it; only when the batch
+// of tokens ahead of time (a sixteenth of the burst, for a burst of
+// sixteen or more, and at most 1,024 or a millisecond of the rate,
+// whichever is more) and Allow draws from it; only when the batch
 // is spent does Allow ask the actor, which takes back what is left and
 // answers exactly. This never lets more through than the exact bucket
 // would over any stretch of time; it can let fewer through, by at most one

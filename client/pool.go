@@ -427,6 +427,12 @@ func (p *Pool[T]) fillOne(gen uint32) {
 // then judges staleness by the latest time the pool has seen, and the
 // pool's eviction timer retires idle resources at their deadline, so Keep
 // and Life are exact up to that timer's lateness (see actors.SpawnPool).
+//
+// While nobody waits in line, a Get first looks on the pool's rack, where
+// the resources it lent lately lie once put back (see actors.Rack), and
+// takes one with one atomic swap, without a message to the pool's actor;
+// each goroutine finds first what it put back last. Unless PoolConfig.Check
+// is set or the ward has a shedder: then every Get asks the actor.
 func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 	return p.get(ctx, true)
 }
@@ -812,7 +818,9 @@ func (c openContext) Value(key any) any { return c.values.Value(key) }
 //
 // Put takes no ctx because it waits for nothing but the pool actor's
 // answer, which never waits itself; it runs the pool's Close, when it must,
-// on the caller's goroutine.
+// on the caller's goroutine. A resource Get took from the pool's rack goes
+// back there with one atomic operation while nobody waits in line (see
+// Get), and to the actor otherwise.
 func (p *Pool[T]) Put(item T) error {
 	if p.leakAfter > 0 {
 		p.forgetLoan(item)
