@@ -560,9 +560,15 @@ func (b *books[T]) handedIn(m *Give[T]) {
 	if lent && !kept {
 		b.unkept(closed, outdated)
 	}
+	item := m.Item                           // m is the caller's again once answered
 	m.answer(Answer[T]{Kept: kept || !lent}) // not lent: not the caller's to close
 	b.answered()
 	b.settle(now)
+	if kept && !b.ageless {
+		if at, ok := b.pool.DeadlineOf(item); ok {
+			b.arm(now, at)
+		}
+	}
 }
 
 // fromRack notes that item, if a caller took it from the rack, is coming

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/moonpool-go/moonpool/policy"
@@ -20,9 +21,10 @@ import (
 // while a caller waits in the actor's line.
 //
 // The actor still owns every resource. Its books count a resource on the
-// rack, or taken from it, as lent (to the rack); it lends to the rack only
-// what is idle beyond MinIdle, at most Limits.Idle less MinIdle and never
-// more than rackSlots, and only while nobody waits. Before it parks a
+// rack, or taken from it, as lent (to the rack); a resource becomes the
+// rack's when the actor lends it to a caller while nobody waits, up to
+// Limits.Idle less MinIdle (which the books keep) and never more than
+// rackSlots. Before it parks a
 // caller it shuts the rack to Puts (they come to it instead) and takes
 // back what lies there, so a resource never sits on the rack while a
 // caller waits for one, and a caller never overtakes one that waits.
@@ -113,8 +115,10 @@ func home() int {
 }
 
 // Take takes a resource off the rack, and reports false if it found none
-// or the rack is shut: the caller then asks the actor. It never blocks. A
-// revoked resource it comes across is handed home first.
+// or the rack is shut: the caller then asks the actor. It waits for
+// nothing, except that a revoked resource it comes across is handed home
+// first (back: a round trip to the actor, and the pool's Close if the
+// books will not keep it).
 func (r *Rack[T]) Take() (item T, ok bool) {
 	if r == nil || r.shut.Load() != 0 {
 		return item, false
@@ -130,6 +134,12 @@ func (r *Rack[T]) Take() (item T, ok bool) {
 			continue
 		}
 		if x.state.CompareAndSwap(rackIn, rackOut) {
+			if r.shut.Load() != 0 {
+				// Shut since this Take looked: a caller waits, and what
+				// was put back is its. Home through the actor.
+				r.back(x.item)
+				return item, false
+			}
 			s.takes.Add(1)
 			return x.item, true
 		}
@@ -140,7 +150,8 @@ func (r *Rack[T]) Take() (item T, ok bool) {
 
 // Give lays item back on the rack, if the caller took it from there, and
 // reports whether it did; false sends the caller to the actor, which
-// takes it back (or refuses a resource not lent). It never blocks.
+// takes it back (or refuses a resource not lent). It waits for nothing,
+// except to hand home a resource it finds revoked, as Take does.
 func (r *Rack[T]) Give(item T) bool {
 	if r == nil || r.shut.Load() != 0 {
 		return false
@@ -174,7 +185,10 @@ func (r *Rack[T]) Give(item T) bool {
 		// this lays it there and then looks at the rack. Whichever came
 		// second sees the other: a Put the actor missed takes back from
 		// its slot what it finds there and hands it to the actor.
-		if r.shut.Load() != 0 {
+		// A revoke that ran whole between this Put's first look and its
+		// laying leaves the rack open, and x gone: revoke marks x gone
+		// before it reopens the rack, so one of the two looks sees it.
+		if r.shut.Load() != 0 || x.state.Load() == rackGone {
 			if y := s.r.Swap(nil); y != nil {
 				r.back(y.item)
 			}
@@ -246,7 +260,7 @@ func (b *books[T]) rackOut(item T, now int64) {
 		now = b.stamped(now)
 		at := x.dies
 		if keep := b.pool.Limits().Keep; keep != policy.Forever {
-			at = min(at, now+int64(keep)) // put back from now on, idle from then
+			at = min(at, plus(now, keep)) // put back from now on, idle from then
 		}
 		b.arm(now, at)
 	}
@@ -294,7 +308,12 @@ func (b *books[T]) sweep(now int64) {
 func (b *books[T]) unrack(x *racked[T], now int64, due bool) {
 	b.homed(x)
 	closed, outdated := b.pool.Closed(), b.pool.Outdated()
-	kept, lent := b.pool.GiveLentSince(x.item, x.at.Load(), now)
+	var kept, lent bool
+	if at := x.at.Load(); at != 0 && !b.ageless {
+		kept, lent = b.pool.GiveLentSince(x.item, at, now)
+	} else {
+		kept, lent = b.pool.GiveLent(x.item, now) // Puts read no clock: home as returned now
+	}
 	if lent && !kept {
 		if due && !closed && b.pool.Outdated() == outdated {
 			b.stats.Evicted++
@@ -361,7 +380,7 @@ func (b *books[T]) rackArm(now int64) {
 		case rackIn:
 			at = min(at, x.dies)
 			if keep != policy.Forever {
-				at = min(at, x.at.Load()+int64(keep))
+				at = min(at, plus(x.at.Load(), keep))
 			}
 		case rackOut:
 			at = min(at, x.dies)
@@ -369,7 +388,7 @@ func (b *books[T]) rackArm(now int64) {
 		}
 	}
 	if out && keep != policy.Forever {
-		at = min(at, now+int64(keep)) // a Put from now on is idle from then
+		at = min(at, plus(now, keep)) // a Put from now on is idle from then
 	}
 	b.arm(now, at)
 }
@@ -389,7 +408,7 @@ func (b *books[T]) rackDue(now int64) {
 		}
 		due := x.dies
 		if keep != policy.Forever {
-			due = min(due, x.at.Load()+int64(keep))
+			due = min(due, plus(x.at.Load(), keep))
 		}
 		if due <= now && s.r.CompareAndSwap(x, nil) {
 			b.unrack(x, now, true)
@@ -474,4 +493,13 @@ func (b *books[T]) rackLimits(l policy.Limits) {
 	} else {
 		r.shut.Or(rackOff)
 	}
+}
+
+// plus is t+d, saturating at the end of the clock: a Keep of centuries must
+// not wrap round to an instant long past.
+func plus(t int64, d time.Duration) int64 {
+	if int64(d) > math.MaxInt64-t {
+		return math.MaxInt64
+	}
+	return t + int64(d)
 }

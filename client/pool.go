@@ -1088,7 +1088,9 @@ func (p *Pool[T]) inspect() actors.Stats {
 // SetLimits holds the pool to limits from now on, as PoolConfig.Limits is
 // read, while it runs. A larger Size serves callers waiting in line at
 // once. A smaller one, or a smaller Idle, closes the surplus idle
-// resources now (the longest idle first, counted as Surplus) and the
+// resources now (the longest idle first, counted as Surplus; without Keep
+// or Life a Put onto the pool's rack notes no time, and what lies there
+// counts as put back when SetLimits runs) and the
 // surplus lent ones as they come home through Put, so none is taken from
 // its holder and none is lent twice. A new Keep or Life applies to the
 // resources already held.

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -382,4 +383,71 @@ func TestRackLifeWhileOut(t *testing.T) {
 		}
 		r.balance()
 	}
+}
+
+// TestRackHugeKeep: a Keep of centuries (a "never" some write as the
+// largest Duration) does not wrap round the pool's timer: Life still
+// retires on time what lies on the rack.
+func TestRackHugeKeep(t *testing.T) {
+	r := newRig(t, PoolConfig[*conn]{Limits: policy.Limits{Size: 2, Idle: 2, Keep: time.Duration(math.MaxInt64), Life: time.Minute}})
+	r.be.closedC = make(chan *conn, 4)
+	a := r.get()
+	r.put(a)
+	r.pool.Stats()
+	r.clock.Advance(2 * time.Minute) // past a's Life
+	if c := r.waitCloses(1)[0]; c != a {
+		t.Fatalf("closed conn %d, want %d", c.id, a.id)
+	}
+	r.balance()
+}
+
+// TestRackSweepKeepsIdleOrder: what the rack sends home takes its place
+// among the books' idle by when it was put back, so SetLimits still closes
+// the longest idle first: f and g, put back onto the rack at 1 s and 2 s,
+// go before h, put back through the actor at 3 s.
+func TestRackSweepKeepsIdleOrder(t *testing.T) {
+	r := newRig(t, PoolConfig[*conn]{Limits: policy.Limits{Size: 3, Idle: 3, MinIdle: 1, Keep: time.Hour}})
+	r.be.closedC = make(chan *conn, 8)
+	r.waitFor("the warm-up", func() bool { return r.pool.Stats().Idle() == 1 })
+	f := r.get() // the rack's
+	r.waitFor("a fill", func() bool { return r.pool.Stats().Idle() == 1 })
+	g := r.get() // the rack's: it holds Idle less MinIdle, two
+	r.waitFor("a fill", func() bool { return r.pool.Stats().Idle() == 1 })
+	h := r.get() // the actor's own
+	r.clock.Advance(time.Second)
+	r.put(f)
+	r.clock.Advance(time.Second)
+	r.put(g)
+	r.clock.Advance(time.Second)
+	r.put(h)
+	if err := r.pool.SetLimits(policy.Limits{Size: 3, Idle: 1, Keep: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range r.waitCloses(2) {
+		if c == h {
+			t.Errorf("SetLimits closed conn %d, the most recently returned; want %d and %d, the longest idle", h.id, f.id, g.id)
+		}
+	}
+}
+
+// TestRackDoublePutAndDiscard: a conn lying on the rack, put back already,
+// is refused a second Put and a Discard (ErrNotLent), and lent once more.
+func TestRackDoublePutAndDiscard(t *testing.T) {
+	r := newRig(t, PoolConfig[*conn]{Limits: policy.Limits{Size: 2, Idle: 2}})
+	c := r.get()
+	r.put(c)
+	c = r.get() // from the rack
+	r.put(c)    // on the rack
+	if err := r.pool.Put(c); !errors.Is(err, ErrNotLent) {
+		t.Errorf("second Put: %v, want ErrNotLent", err)
+	}
+	if err := r.pool.Discard(c); !errors.Is(err, ErrNotLent) {
+		t.Errorf("Discard after Put: %v, want ErrNotLent", err)
+	}
+	if d := r.get(); d != c {
+		t.Errorf("got conn %d, want %d", d.id, c.id)
+	} else {
+		r.put(d)
+	}
+	r.balance()
 }

@@ -1,6 +1,9 @@
 package policy
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // Stamps says which of a pool's calls need a fresh time to answer right,
 // for an owner that would rather not read a clock it does not need (a
@@ -66,7 +69,8 @@ func (p *Pool[T]) Dies(item T) int64 {
 // GiveLentSince is GiveLent for a resource that came home at since, before
 // now, and sat idle on its owner's rack from then: its idle time, which
 // Keep measures, counts from since (no earlier than when it was lent, no
-// later than now).
+// later than now), and it takes its place among the idle by that time, so
+// they stay in the order they came home.
 func (p *Pool[T]) GiveLentSince(item T, since, now int64) (kept, lent bool) {
 	now = p.clock(now)
 	i, ok := p.lentTo(item)
@@ -77,6 +81,12 @@ func (p *Pool[T]) GiveLentSince(item T, since, now int64) (kept, lent bool) {
 	since = min(max(since, e.at), now)
 	if kept = p.giveBack(i, now); kept {
 		e.at, e.seen = since, since
+		p.idle = p.idle[:len(p.idle)-1]
+		k := len(p.idle)
+		for k > 0 && p.recs[p.idle[k-1]].at > since {
+			k--
+		}
+		p.idle = slices.Insert(p.idle, k, i)
 	}
 	return kept, true
 }
