@@ -74,10 +74,15 @@ const (
 // home is the stripe the calling goroutine draws from first: picked by
 // where its stack is, which differs between goroutines and stays put for
 // one (unless its stack moves).
-func (c *Credit) home() int {
+func (c *Credit) home() int { return stackSpot() & (creditStripes - 1) }
+
+// stackSpot is a number picked by where the calling goroutine's stack is:
+// it differs between goroutines and stays put for one (unless its stack
+// moves), so callers that index stripes or slots by it seldom meet.
+func stackSpot() int {
 	var mark byte
 	h := uintptr(unsafe.Pointer(&mark)) >> 12
-	return int(h^h>>3) & (creditStripes - 1)
+	return int(h ^ h>>3)
 }
 
 // Draw takes n whole tokens if the credit holds them. It never blocks.

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/moonpool-go/moonpool/policy"
 )
@@ -51,7 +50,7 @@ import (
 // A nil *Rack holds nothing. The zero Rack is open and bare, with nowhere
 // to send a revoked resource: build one with SpawnPoolRack.
 type Rack[T comparable] struct {
-	shut  atomic.Uint32 // rackLine | rackOff | rackHold; zero while the rack is open
+	shut  atomic.Uint32 // rackLine | rackOff; zero while the rack is open
 	stamp atomic.Bool   // Puts read the clock: the pool has a Keep or a Life
 	index atomic.Pointer[map[T]*racked[T]]
 	clock func() int64
@@ -89,7 +88,6 @@ const rackKept = 4 * rackSlots
 const (
 	rackLine uint32 = 1 << iota // a caller waits in the actor's line
 	rackOff                     // the pool lends nothing through the rack (closed, or its settings rule it out)
-	rackHold                    // the actor is revoking the rack
 )
 
 // The states of a racked record.
@@ -101,18 +99,14 @@ const (
 )
 
 // home is where the calling goroutine's part of the rack starts: picked
-// by where its stack is, as Credit.home picks a stripe, so goroutines on
+// by where its stack is (stackSpot), as Credit.home picks a stripe, so goroutines on
 // two processors seldom share a cache line. A Put lays its resource in
 // the first free slot from home up, and a Get looks from home down
 // (home-1, home-2, ... round the rack), so it finds first what the same
 // goroutine laid there last: a goroutine on its own takes the resources
 // most recently put back first, as the books do, and what it no longer
 // needs sits until Keep retires it.
-func home() int {
-	var mark byte
-	h := uintptr(unsafe.Pointer(&mark)) >> 12
-	return int(h^h>>5) & (rackSlots - 1)
-}
+func home() int { return stackSpot() & (rackSlots - 1) }
 
 // Take takes a resource off the rack, and reports false if it found none
 // or the rack is shut: the caller then asks the actor. It waits for
@@ -185,9 +179,9 @@ func (r *Rack[T]) Give(item T) bool {
 		// this lays it there and then looks at the rack. Whichever came
 		// second sees the other: a Put the actor missed takes back from
 		// its slot what it finds there and hands it to the actor.
-		// A revoke that ran whole between this Put's first look and its
-		// laying leaves the rack open, and x gone: revoke marks x gone
-		// before it reopens the rack, so one of the two looks sees it.
+		// A revoke marks every record gone and then sweeps: one that
+		// marked x before this laid it and swept before that finds
+		// nothing, so the Put, seeing x gone, hands it home itself.
 		if r.shut.Load() != 0 || x.state.Load() == rackGone {
 			if y := s.r.Swap(nil); y != nil {
 				r.back(y.item)
@@ -356,14 +350,12 @@ func (b *books[T]) revoke(now int64, off bool) {
 	if off {
 		r.shut.Or(rackOff)
 	}
-	r.shut.Or(rackHold)
 	for _, x := range b.pop {
 		x.state.Store(rackGone)
 	}
 	b.pop, b.racked = nil, 0
 	r.index.Store(nil)
 	b.sweep(now)
-	r.shut.And(^rackHold)
 }
 
 // rackArm arms the timer for the first instant something laid out on the
