@@ -114,7 +114,7 @@ func SpawnKeyedBucketCredit(e *engine.Engine, name string, rate, burst float64, 
 		return nil, nil, errNoEngine
 	}
 	r := newBucketRule(rate, burst)
-	k := newKeyed(e, r)
+	k := newKeyed(e, r, seed)
 	var hot *Hot
 	if lease := leaseOf(0, r.burst); lease >= 1 {
 		hot = &Hot{seed: seed}

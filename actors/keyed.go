@@ -2,6 +2,7 @@ package actors
 
 import (
 	"errors"
+	"hash/maphash"
 	"math"
 	"slices"
 	"time"
@@ -55,20 +56,21 @@ func SpawnKeyedWindow(e *engine.Engine, name string, allow int, window time.Dura
 }
 
 func spawnKeyed[S any, R rule[S]](e *engine.Engine, name string, r R) (*engine.Ref, error) {
-	return e.Spawn(name, newKeyed(e, r), nil)
+	return e.Spawn(name, newKeyed(e, r, maphash.MakeSeed()), nil)
 }
 
-// newKeyed is a keyed actor of r's limit on e, lending nothing.
-func newKeyed[S any, R rule[S]](e *engine.Engine, r R) *keyed[S, R] {
+// newKeyed is a keyed actor of r's limit on e, lending nothing, hashing
+// names with seed.
+func newKeyed[S any, R rule[S]](e *engine.Engine, r R, seed maphash.Seed) *keyed[S, R] {
 	k := &keyed[S, R]{
 		rule:   r,
-		index:  make(map[string]int32),
 		free:   -1,
 		oldest: -1,
 		newest: -1,
 		slack:  r.span() / 8,
 		now:    e.Now(),
 	}
+	k.index.init(seed, 0)
 	k.alarm.clock = e.Clock()
 	k.q.init()
 	return k
@@ -88,11 +90,11 @@ func (m *hotPlaces) Refuse() { m.reply <- errors.New("refused") }
 
 // keyed is the actor of a keyed limiter. Its keys live by value on a
 // shelf (chunks never copied once full), reused through a free list and
-// found through index, and are linked in the order they last took (oldest
-// first), which is the order they are forgotten in.
+// found through index (see keyIndex), and are linked in the order they
+// last took (oldest first), which is the order they are forgotten in.
 type keyed[S any, R rule[S]] struct {
 	rule           R
-	index          map[string]int32
+	index          keyIndex
 	keys           shelf[entry[S]]
 	free           int32         // first free entry, chained through next; -1 when none
 	oldest, newest int32         // ends of the taking order; -1 when no keys
@@ -112,6 +114,7 @@ type entry[S any] struct {
 	state      S
 	due        int64 // when state is full (empty) again if nothing more is taken
 	prev, next int32 // the taking order; next also chains free entries
+	same       int32 // the next entry whose name has the same hash; -1 when none
 	line       int32 // its parked callers in q, -1 when none
 	hot        uint8 // its place among the hot keys plus one; 0 when not hot
 }
@@ -142,7 +145,7 @@ func (k *keyed[S, R]) Handle(msg any) {
 	case *Left:
 		k.seen(m.Now)
 		var p Permit
-		if i, ok := k.index[m.Key]; ok {
+		if i, ok := k.find(m.Key, k.index.hash(m.Key)); ok {
 			k.reclaim(i)
 			defer k.lendTo(i)
 			e := k.keys.at(i)
@@ -162,7 +165,7 @@ func (k *keyed[S, R]) Handle(msg any) {
 		k.retune(m)
 		k.answered()
 	case *keyCount:
-		m.reply <- [2]int{len(k.index), int(k.keys.len())}
+		m.reply <- [2]int{k.index.n, int(k.keys.len())}
 		k.answered()
 	case *hotPlaces:
 		m.reply <- k.checkHot()
@@ -220,7 +223,8 @@ func (k *keyed[S, R]) allow(m *Allow) {
 	// m is the caller's again once answered: read it first.
 	now, key := m.Now, m.Key
 	k.seen(now)
-	i, ok := k.index[key]
+	h := k.index.hash(key)
+	i, ok := k.find(key, h)
 	if !ok {
 		// Only a caller that takes (or waits) makes a key: one refused
 		// at once leaves nothing behind.
@@ -231,7 +235,7 @@ func (k *keyed[S, R]) allow(m *Allow) {
 			k.sweep(now, sweepPerCall)
 			return
 		}
-		i = k.add(key, k.spare, now)
+		i = k.add(key, h, k.spare, now)
 		if v == granted {
 			k.answered()
 			k.touch(i, now)
@@ -305,8 +309,9 @@ func (k *keyed[S, R]) arm(now int64) {
 	k.alarm.set(now, at, false)
 }
 
-// add makes a key holding s, newest in the taking order, and returns it.
-func (k *keyed[S, R]) add(name string, s S, now int64) int32 {
+// add makes a key of name, whose hash is h, holding s, newest in the taking
+// order, and returns it.
+func (k *keyed[S, R]) add(name string, h uint64, s S, now int64) int32 {
 	i := k.free
 	if i >= 0 {
 		k.free = k.keys.at(i).next
@@ -315,7 +320,7 @@ func (k *keyed[S, R]) add(name string, s S, now int64) int32 {
 	}
 	*k.keys.at(i) = entry[S]{name: name, state: s, due: now, prev: -1, next: -1, line: -1}
 	k.link(i)
-	k.index[name] = i
+	k.note(i, h)
 	return i
 }
 
@@ -370,7 +375,7 @@ func (k *keyed[S, R]) sweep(now int64, limit int) bool {
 		}
 		k.forget(o)
 	}
-	if n := int(k.keys.len()); n >= 1024 && len(k.index) < n/4 {
+	if n := int(k.keys.len()); n >= 1024 && k.index.n < n/4 {
 		k.compact()
 	}
 	return k.idle(k.oldest, now)
@@ -387,7 +392,7 @@ func (k *keyed[S, R]) forget(i int32) {
 		k.lend.forgetEntry(i)
 	}
 	k.unlink(i)
-	delete(k.index, k.keys.at(i).name)
+	k.unnote(i)
 	*k.keys.at(i) = entry[S]{next: k.free, line: -1} // lets the name and state go
 	k.free = i
 }
@@ -397,9 +402,7 @@ func (k *keyed[S, R]) forget(i int32) {
 // follows the keys in use, not the most there ever were. It is paid for by
 // the forgetting that made the room, so sweeping stays O(1) amortized.
 func (k *keyed[S, R]) compact() {
-	n := len(k.index)
 	var keys shelf[entry[S]]
-	index := make(map[string]int32, n)
 	for i := k.oldest; i >= 0; i = k.keys.at(i).next {
 		e := *k.keys.at(i)
 		j := keys.push()
@@ -411,14 +414,17 @@ func (k *keyed[S, R]) compact() {
 			k.lend.slots[e.hot-1].i = j
 		}
 		*keys.at(j) = e
-		index[e.name] = j
 	}
 	k.oldest, k.newest, k.free = -1, -1, -1
 	if n := keys.len(); n > 0 {
 		keys.at(n - 1).next = -1
 		k.oldest, k.newest = 0, n-1
 	}
-	k.keys, k.index = keys, index
+	k.keys = keys
+	k.index.init(k.index.seed, int(keys.len()))
+	for j := range keys.len() {
+		k.note(j, k.index.hash(keys.at(j).name))
+	}
 	if k.lend != nil {
 		k.lend.forgetCounts()
 	}

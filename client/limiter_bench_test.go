@@ -68,3 +68,23 @@ func BenchmarkGateEnterLeave(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkKeyedNewKeys: Allow of a key not seen before, every call, from
+// one goroutine, on a keyed bucket that never forgets while it runs.
+func BenchmarkKeyedNewKeys(b *testing.B) {
+	keys := make([]string, b.N)
+	for i := range keys {
+		keys[i] = fmt.Sprint("client-", i)
+	}
+	eng := engine.New()
+	defer eng.Shutdown(context.Background())
+	k, err := client.NewKeyedBucket(eng, 0.01, 10)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for _, key := range keys {
+		k.Allow(key)
+	}
+}
