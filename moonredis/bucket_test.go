@@ -282,3 +282,41 @@ func TestWaitGivesUp(t *testing.T) {
 		t.Error("the abandoned waiter's token was handed out again")
 	}
 }
+
+// TestBucketKeyLife: a key is kept while its state matters (until its
+// bucket is full again) and while its kept answer may be asked for again
+// (twice the Timeout), and goes within twice the longer of the two; a key
+// written again within that keeps its expiry rather than setting it anew,
+// until a write needs it kept longer.
+func TestBucketKeyLife(t *testing.T) {
+	f := newFake(t)
+	b, err := NewBucket(f.eng, f.cfg(), 1, 100) // the Timeout is 5s: a kept answer lives 10s
+	if err != nil {
+		t.Fatal(err)
+	}
+	const s = time.Second
+	steps := []struct {
+		advance time.Duration
+		n       float64
+		min     time.Duration // the least TTL the key may have after the step
+		max     time.Duration // and the most
+	}{
+		{0, 3, 10 * s, 20 * s},        // full in 3s: kept for the answer's 10s, set to 20s
+		{s, 3, 19 * s, 19 * s},        // full in 5s: the expiry set before still covers it, and stays
+		{8 * s, 20, 20 * s, 42 * s},   // full in 20s: beyond the expiry's 11s, set anew to 2×20s
+		{30 * s, 90, 90 * s, 182 * s}, // full in 90s
+	}
+	for i, st := range steps {
+		f.advance(st.advance)
+		if !b.AllowN("a", st.n) {
+			t.Fatalf("step %d: AllowN(a, %v) refused", i, st.n)
+		}
+		if ttl := f.mr.TTL("moonredis:bucket:a"); ttl < st.min || ttl > st.max {
+			t.Fatalf("step %d: key kept %v, want %v to %v", i, ttl, st.min, st.max)
+		}
+	}
+	f.advance(182 * s)
+	if f.mr.Exists("moonredis:bucket:a") {
+		t.Fatalf("key still held after twice what it needed, TTL %v", f.mr.TTL("moonredis:bucket:a"))
+	}
+}
