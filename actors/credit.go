@@ -48,6 +48,7 @@ type Credit struct {
 	span    int64         // how long after from DrawAt may draw; set once, before the first lease
 	drawn   atomic.Int64  // draws the actor has taken back
 	seq     atomic.Uint64 // odd while the actor takes the credit back
+	busy    atomic.Bool   // the actor is answering a message, the lease taken back until it is done
 }
 
 // stripe is one part of a lease: the lease's number << 32 | draws since it
@@ -124,6 +125,29 @@ func (c *Credit) DrawAt(now, n int64) bool {
 	}
 	return false
 }
+
+// Settled waits, yielding the processor, a short bounded while for the
+// actor to finish the message it is answering, if it is answering one,
+// and reports whether it did: the lease it took back to answer is lent
+// again then, if anything is, and a caller that found the credit dry
+// meanwhile can draw again rather than queue on the actor behind it. It
+// reports false at once when the actor is idle.
+func (c *Credit) Settled() bool {
+	if c == nil || !c.busy.Load() {
+		return false
+	}
+	for range settleTries {
+		runtime.Gosched()
+		if !c.busy.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// settleTries is how many times Settled yields before it gives up: a few
+// microseconds, longer than an actor's answer and short of parking.
+const settleTries = 16
 
 // Drawn is how many Draws have succeeded, ever. It never blocks; it may
 // spin for the moment the actor takes the credit back.
@@ -314,6 +338,8 @@ func (b *lender[S, R]) Receive(c actor.Context) { lending(c, b.limiter, b, &b.st
 func (b *lender[S, R]) Handle(msg any) {
 	defer b.unanswered()
 	b.hold(msg)
+	b.credit.busy.Store(true)
+	defer b.credit.busy.Store(false) // after the lend below (see Settled)
 	b.reclaim()
 	b.limiter.handle(msg)
 	if _, ok := msg.(*Retune); ok {
@@ -379,12 +405,24 @@ func (b *lender[S, R]) reclaim() {
 
 // lend lends up to a lease of what the books hold, unless somebody is
 // parked: they come first, and credit would let Allows overtake them.
+//
+// A lease bounded in time starts when it is lent, on the clock read now:
+// the latest instant the books have seen is a caller's reading, which may
+// be older by however long that caller waited for the actor, and a lease
+// dated then would be born with part of its span gone, or all of it, so
+// that the next callers come to the actor too, with readings older still.
+// The room is what the books hold at their instant, which a window only
+// gains on by the later one.
 func (b *lender[S, R]) lend() {
 	if b.q.parked > 0 {
 		return
 	}
-	if n := b.credit.lendUpTo(b.now, b.lease, b.rule.left(&b.state, b.now)); n > 0 {
-		b.lent, b.from = n, b.now
+	from := b.now
+	if b.credit.span > 0 {
+		from = max(from, b.alarm.clock.Now())
+	}
+	if n := b.credit.lendUpTo(from, b.lease, b.rule.left(&b.state, b.now)); n > 0 {
+		b.lent, b.from = n, from
 	}
 }
 

@@ -3,6 +3,7 @@ package actors
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 // TestHugeBurstLends: a bucket whose burst is near the largest float lends
@@ -20,5 +21,57 @@ func TestHugeBurstLends(t *testing.T) {
 	<-reply // the actor has lent by now, after Started and after this
 	if !credit.Draw(1) {
 		t.Fatal("a bucket of burst MaxFloat64 lent nothing")
+	}
+}
+
+// TestCreditSettled: Settled waits for an actor that is answering a message
+// to be done, a bounded while, and says whether it was; it does not wait
+// on an idle actor, or for ever on one that stays busy.
+func TestCreditSettled(t *testing.T) {
+	var none *Credit
+	if none.Settled() {
+		t.Error("a nil Credit settled")
+	}
+	var c Credit
+	if c.Settled() {
+		t.Error("an idle actor's Credit waited and settled")
+	}
+	c.busy.Store(true)
+	if c.Settled() {
+		t.Error("settled while the actor stayed busy")
+	}
+	go c.busy.Store(false) // the actor done, on another goroutine
+	if !c.Settled() {
+		t.Error("not settled once the actor was done")
+	}
+}
+
+// TestWindowCreditLentAfterAnswer: once the window's actor has answered a
+// caller that found the lease spent, it has lent afresh and says it is
+// done, so a caller that waited on Settled meanwhile can draw.
+func TestWindowCreditLentAfterAnswer(t *testing.T) {
+	h := newHarness(t)
+	ref, credit, err := SpawnWindowCredit(h.e, "", 1<<20, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := h.clock.Now()
+	left(ref, "", now) // the actor has lent by now
+	n := 0
+	for credit.DrawAt(now, 1) {
+		n++
+	}
+	if n != 1024 {
+		t.Fatalf("drew %d from the first lease, want 1,024", n)
+	}
+	if p := ask(ref, "", now, 1); !p.OK {
+		t.Fatalf("Allow through the actor: %+v", p)
+	}
+	credit.Settled()
+	if credit.busy.Load() {
+		t.Fatal("the actor answered and still says it is busy")
+	}
+	if !credit.DrawAt(now, 1) {
+		t.Fatal("nothing lent after the actor answered")
 	}
 }

@@ -257,11 +257,22 @@ func NewWindow(eng *engine.Engine, allow int, window time.Duration) (*Window, er
 // through than the exact one would over any stretch of time; it can let
 // fewer through, since an event counted late leaves the window up to a
 // 256th of the window late (see actors.SpawnWindowCredit for the figures).
-// A smaller allowance is counted exactly.
+// A smaller allowance is counted exactly. A caller that finds the lease
+// taken back while the actor answers someone else yields for a moment
+// (see actors.Credit.Settled) and draws from the next lease, rather than
+// queue on the actor behind them.
 func (w *Window) Allow() bool {
 	now := w.l.eng.Now() // one reading, for the draw and, if it misses, the actor
-	if w.credit != nil && !w.l.closed.Load() && w.credit.DrawAt(now, 1) {
-		return true // counted by the credit itself: see Stats
+	if w.credit != nil && !w.l.closed.Load() {
+		if w.credit.DrawAt(now, 1) {
+			return true // counted by the credit itself: see Stats
+		}
+		if w.credit.Settled() { // the actor was lending afresh: draw from that
+			now = w.l.eng.Now()
+			if w.credit.DrawAt(now, 1) {
+				return true
+			}
+		}
 	}
 	p, _ := w.l.askAt(now, "", 1)
 	return p.OK

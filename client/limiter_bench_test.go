@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/engine"
@@ -86,5 +87,21 @@ func BenchmarkKeyedNewKeys(b *testing.B) {
 	b.ResetTimer()
 	for _, key := range keys {
 		k.Allow(key)
+	}
+}
+
+// BenchmarkWindowAllow: Allow on one window from g goroutines at once, on
+// the real clock, as the bench's: a million events a millisecond.
+func BenchmarkWindowAllow(b *testing.B) {
+	for _, g := range benchGoroutines {
+		b.Run(fmt.Sprint("goroutines=", g), func(b *testing.B) {
+			eng := engine.New()
+			defer eng.Shutdown(context.Background())
+			w, err := client.NewWindow(eng, 1_000_000, time.Millisecond)
+			if err != nil {
+				b.Fatal(err)
+			}
+			spread(b, g, func() { w.Allow() })
+		})
 	}
 }
