@@ -16,11 +16,6 @@ import (
 // Redis's clock. It answers as client.KeyedBucket does (see the package
 // documentation for where a shared bucket must differ), and each key's
 // concurrent requests from this process go to Redis together, in one call.
-// A key is one hash in Redis, kept while its bucket is not full again and
-// at least twice Config.Timeout (so a batch sent again finds its answer);
-// an idle key is gone within twice that. Its expiry is set afresh only
-// when a write needs it kept longer, which a key written often does once
-// in a while.
 //
 // It is safe for concurrent use. Build one with NewBucket; the zero Bucket
 // is not usable.

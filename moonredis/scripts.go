@@ -71,15 +71,8 @@ if #out > 1 then s = table.concat(out, ';') end
 // conforms once tat + n*T - burst*T has come. A waiter takes its slot in
 // the future by moving tat, so later callers, here or in another process,
 // queue behind it.
-//
-// The key must outlive its state (until tat) and its kept answer (ARGV[5]
-// milliseconds). Rather than set its expiry on every write, which is a
-// sixth of a short run's cost, a write that needs it later than field x
-// (when the key expires, on Redis's clock) sets it twice as far off and
-// notes it in x; so a key is kept at least what it needs and at most
-// twice that, and one written often sets its expiry once in a while.
 const bucketBody = `
-local got = redis.call('HMGET', KEYS[1], 't', 'x', ARGV[1])
+local got = redis.call('HMGET', KEYS[1], 't', ARGV[1])
 ` + kept + `
 local T = tonumber(ARGV[3])
 local tau = T * tonumber(ARGV[4])
@@ -101,13 +94,8 @@ for i = 6, #ARGV, 3 do
 ` + emit + `end
 ` + answer + `
 if moved then
-  local life = math.max(math.ceil((tat - now) / 1000) + 1, tonumber(ARGV[5]))
-  if now + life * 1000 > tonumber(got[2] or '0') then
-    redis.call('HSET', KEYS[1], 't', string.format('%.0f', math.ceil(tat)), 'x', string.format('%.0f', now + 2 * life * 1000), ARGV[1], ARGV[2] .. '|' .. s)
-    redis.call('PEXPIRE', KEYS[1], 2 * life)
-  else
-    redis.call('HSET', KEYS[1], 't', string.format('%.0f', math.ceil(tat)), ARGV[1], ARGV[2] .. '|' .. s)
-  end
+  redis.call('HSET', KEYS[1], 't', string.format('%.0f', math.ceil(tat)), ARGV[1], ARGV[2] .. '|' .. s)
+  redis.call('PEXPIRE', KEYS[1], math.max(math.ceil((tat - now) / 1000) + 1, tonumber(ARGV[5])))
 end
 return s
 `
