@@ -99,7 +99,8 @@ func (h *Hot) Drawn() int64 {
 // it also returns the Hot that callers Draw from before they ask the actor
 // (a nil Hot, and the actor lends nothing, when the burst is under sixteen
 // tokens). seed is the seed callers hash keys with; it is how the actor
-// names its hot keys to them.
+// names its hot keys to them. With the zero Seed, which no caller can hash
+// with, the actor lends nothing and returns a nil Hot.
 //
 // A hot key's credit works as SpawnBucketCredit's does for its bucket: a
 // lease of a sixteenth of the burst (at most 1,024), taken back before the
@@ -116,7 +117,7 @@ func SpawnKeyedBucketCredit(e *engine.Engine, name string, rate, burst float64, 
 	r := newBucketRule(rate, burst)
 	k := newKeyed(e, r, seed)
 	var hot *Hot
-	if lease := leaseOf(0, r.burst); lease >= 1 {
+	if lease := leaseOf(0, r.burst); lease >= 1 && seed != (maphash.Seed{}) {
 		hot = &Hot{seed: seed}
 		k.lend = &keyLender{hot: hot, lease: lease}
 	}

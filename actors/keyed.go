@@ -60,8 +60,12 @@ func spawnKeyed[S any, R rule[S]](e *engine.Engine, name string, r R) (*engine.R
 }
 
 // newKeyed is a keyed actor of r's limit on e, lending nothing, hashing
-// names with seed.
+// names with seed, or a fresh seed if it is the zero Seed (which
+// maphash refuses).
 func newKeyed[S any, R rule[S]](e *engine.Engine, r R, seed maphash.Seed) *keyed[S, R] {
+	if seed == (maphash.Seed{}) {
+		seed = maphash.MakeSeed()
+	}
 	k := &keyed[S, R]{
 		rule:   r,
 		free:   -1,

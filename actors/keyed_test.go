@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strconv"
 	"testing"
 	"time"
@@ -223,5 +224,24 @@ func TestKeyedAllocs(t *testing.T) {
 	})
 	if got != 0 {
 		t.Errorf("%v allocations an Allow on a known key, want 0", got)
+	}
+}
+
+// TestKeyedZeroSeed: a keyed bucket given the zero maphash.Seed, which
+// maphash refuses, hashes its keys with a seed of its own and lends
+// nothing, rather than stop at its first Allow.
+func TestKeyedZeroSeed(t *testing.T) {
+	r := newHarness(t)
+	for _, burst := range []float64{1, 100} {
+		ref, hot, err := SpawnKeyedBucketCredit(r.e, "", 1, burst, maphash.Seed{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hot != nil {
+			t.Errorf("burst %v: a Hot for callers who cannot hash", burst)
+		}
+		if p := ask(ref, "k", r.clock.Now(), 1); !p.OK || p.Err != nil {
+			t.Fatalf("burst %v: first Allow %+v, want granted", burst, p)
+		}
 	}
 }

@@ -14,17 +14,14 @@ type keyIndex struct {
 	seed  maphash.Seed
 	heads map[uint64]int32
 	n     int    // names held
-	mask  uint64 // of the hash's bits used: all but in tests, which make names share hashes
+	blunt uint64 // hash bits left out: none but in tests, which make names share hashes
 }
 
 func (x *keyIndex) init(seed maphash.Seed, size int) {
 	x.seed, x.heads, x.n = seed, make(map[uint64]int32, size), 0
-	if x.mask == 0 {
-		x.mask = ^uint64(0)
-	}
 }
 
-func (x *keyIndex) hash(name string) uint64 { return maphash.String(x.seed, name) & x.mask }
+func (x *keyIndex) hash(name string) uint64 { return maphash.String(x.seed, name) &^ x.blunt }
 
 // find is the entry named name, whose hash is h, if k holds one.
 func (k *keyed[S, R]) find(name string, h uint64) (int32, bool) {

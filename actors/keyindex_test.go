@@ -44,7 +44,7 @@ func FuzzKeyedIndex(f *testing.F) {
 		v := r.begin()
 		const rate, burst, names = 100, 3, 24
 		k := newKeyed(r.e, newBucketRule(rate, burst), maphash.MakeSeed())
-		k.index.mask = uint64(1)<<(bits%3) - 1 // 1, 2 or 4 hashes for every name
+		k.index.blunt = ^(uint64(1)<<(bits%3) - 1) // 1, 2 or 4 hashes for every name, compaction or not
 		ref, err := r.e.Spawn("", k, nil)
 		ref = r.spawned(t, ref, err)
 
