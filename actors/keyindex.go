@@ -3,8 +3,8 @@ package actors
 import "hash/maphash"
 
 // keyIndex finds a keyed actor's entries by name. It maps each name's hash
-// to the first entry of that hash; the others of the same hash (two names
-// in about 2^32 share one) follow it through their entries' same field.
+// to the first entry of that hash; the others of the same hash (about
+// one pair among 2^32 names) follow it through their entries' same field.
 //
 // Keyed by a number rather than the name, the map holds no pointers, so
 // the collector never scans it, and a call hashes its key once where a map
@@ -35,10 +35,11 @@ func (k *keyed[S, R]) find(name string, h uint64) (int32, bool) {
 
 // note indexes entry i, named a name of hash h that k does not hold yet.
 func (k *keyed[S, R]) note(i int32, h uint64) {
-	k.keys.at(i).same = -1
-	if j, ok := k.index.heads[h]; ok {
-		k.keys.at(i).same = j
+	j, ok := k.index.heads[h]
+	if !ok {
+		j = -1
 	}
+	k.keys.at(i).same = j
 	k.index.heads[h] = i
 	k.index.n++
 }
