@@ -527,10 +527,17 @@ func (b *books[T]) give(m *Give[T]) {
 		m.answer(Answer[T]{Kept: kept})
 	}
 	b.answered()
+	b.cameHome(now, item)
+}
+
+// cameHome serves the line with what came home at now and, if item is
+// still idle after that, arms the timer for its deadline, which may be the
+// next.
+func (b *books[T]) cameHome(now int64, item T) {
 	b.settle(now)
 	if !b.ageless {
 		if at, ok := b.pool.DeadlineOf(item); ok {
-			b.arm(now, at) // still idle after serving: its deadline may be the next
+			b.arm(now, at)
 		}
 	}
 }
@@ -563,12 +570,7 @@ func (b *books[T]) handedIn(m *Give[T]) {
 	item := m.Item                           // m is the caller's again once answered
 	m.answer(Answer[T]{Kept: kept || !lent}) // not lent: not the caller's to close
 	b.answered()
-	b.settle(now)
-	if kept && !b.ageless {
-		if at, ok := b.pool.DeadlineOf(item); ok {
-			b.arm(now, at)
-		}
-	}
+	b.cameHome(now, item)
 }
 
 // fromRack notes that item, if a caller took it from the rack, is coming
@@ -697,26 +699,16 @@ func (b *books[T]) checked(m *Checked[T]) {
 	now := b.stamped(m.Now)
 	closed, outdated := b.pool.Closed(), b.pool.Outdated()
 	kept := b.pool.Checked(m.Item, m.OK, now)
-	if !kept {
-		switch {
-		case !m.OK:
-			b.stats.CheckFailures++
-		case closed:
-			b.stats.Shutdown++
-		case b.pool.Outdated() < outdated:
-			b.stats.Outdated++
-		default:
-			b.stats.Surplus++ // or stale: past Keep or Life while checked
-		}
+	switch {
+	case kept:
+	case !m.OK:
+		b.stats.CheckFailures++
+	default:
+		b.unkept(closed, outdated) // Surplus: or stale, past Keep or Life while checked
 	}
 	m.Reply <- Answer[T]{Kept: kept}
 	b.answered()
-	b.settle(now)
-	if kept && !b.ageless {
-		if at, ok := b.pool.DeadlineOf(m.Item); ok {
-			b.arm(now, at)
-		}
-	}
+	b.cameHome(now, m.Item)
 }
 
 // wakeAt remembers that a make may be tried after d, and asks for a Tick
@@ -890,12 +882,7 @@ func (b *books[T]) filled(m *Filled[T]) {
 	}
 	m.Reply <- a
 	b.answered()
-	b.settle(now)
-	if !b.ageless {
-		if at, ok := b.pool.DeadlineOf(m.Item); ok {
-			b.arm(now, at)
-		}
-	}
+	b.cameHome(now, m.Item)
 }
 
 // unfilled frees the room of a background make that made nothing.

@@ -850,7 +850,7 @@ func (p *Pool[T]) reusable(item T) (ok bool) {
 // up in the same instant, which was never its caller's, so it has no loan
 // and nothing has been done with it for Reuse to judge.
 func (p *Pool[T]) give(item T) error {
-	a := p.ask(item, false, 0)
+	a := p.ask(item, giving, 0)
 	switch {
 	case errors.Is(a.Err, actors.ErrNotLent):
 		return ErrNotLent
@@ -863,15 +863,7 @@ func (p *Pool[T]) give(item T) error {
 // unrack hands home a resource a Get or Put found revoked on the rack
 // (see actors.Rack), closing it if the pool will not keep it.
 func (p *Pool[T]) unrack(item T) {
-	var zero T
-	t := p.tickets.Get().(*ticket[T])
-	t.give = actors.Give[T]{Now: p.stamp(p.stampGive), Item: item, Racked: true, Slot: &t.slot}
-	t.slot.Ask(p.ref, &t.give)
-	t.slot.Await(p.ref, nil)
-	a := t.slot.Take()
-	t.give.Item = zero
-	p.tickets.Put(t)
-	if a.Err != nil || !a.Kept {
+	if a := p.ask(item, unracking, 0); a.Err != nil || !a.Kept {
 		_ = p.closeItem(item)
 	}
 }
@@ -885,16 +877,24 @@ type ticket[T comparable] struct {
 	slot engine.Reply[actors.Answer[T]]
 }
 
-// ask sends a strict Give (or, with drop, a strict Drop for cause) of item
-// and waits for its answer.
-func (p *Pool[T]) ask(item T, drop bool, cause actors.Cause) actors.Answer[T] {
+// homing is how ask sends a resource home.
+type homing uint8
+
+const (
+	giving    homing = iota // a strict Give: Put
+	dropping                // a strict Drop for a cause: Discard
+	unracking               // a Give of a resource the rack handed home (Racked)
+)
+
+// ask sends item home as how says and waits for the answer.
+func (p *Pool[T]) ask(item T, how homing, cause actors.Cause) actors.Answer[T] {
 	var zero T
 	t := p.tickets.Get().(*ticket[T])
-	if drop {
+	if how == dropping {
 		t.drop = actors.Drop[T]{Now: p.eng.Now(), Item: item, Strict: true, Cause: cause, Slot: &t.slot}
 		t.slot.Ask(p.ref, &t.drop)
 	} else {
-		t.give = actors.Give[T]{Now: p.stamp(p.stampGive), Item: item, Strict: true, Slot: &t.slot}
+		t.give = actors.Give[T]{Now: p.stamp(p.stampGive), Item: item, Strict: how == giving, Racked: how == unracking, Slot: &t.slot}
 		t.slot.Ask(p.ref, &t.give)
 	}
 	t.slot.Await(p.ref, nil)
@@ -918,7 +918,7 @@ func (p *Pool[T]) Discard(item T) error {
 
 // discard takes a lent resource off the books for cause and closes it.
 func (p *Pool[T]) discard(item T, cause actors.Cause) error {
-	if a := p.ask(item, true, cause); errors.Is(a.Err, actors.ErrNotLent) {
+	if a := p.ask(item, dropping, cause); errors.Is(a.Err, actors.ErrNotLent) {
 		return ErrNotLent
 	}
 	return p.closeItem(item)
