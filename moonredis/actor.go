@@ -60,20 +60,27 @@ type verdict struct {
 // flight is one call to Redis: the batches of one or more keys, sent at
 // now in one round trip, and once made, their outcome, which goes back to
 // the actor in the same struct. The actor lands it once: when the outcome
-// comes back, or when its timer says it is late, whichever is first.
+// comes back, or when the late timer finds it past its deadline, whichever
+// is first.
 type flight struct {
-	parts  []part
-	now    int64
-	one    [1]part // parts' array when it holds one key, the usual case
-	ctx    context.Context
-	cancel context.CancelFunc
-	timer  engine.Timer
-	landed bool // the actor's: answered already, so an outcome after the timer is dropped
+	parts    []part
+	now      int64
+	deadline int64           // now + Config.Timeout, on the engine's clock
+	one      [1]part         // parts' array when it holds one key, the usual case
+	ctx      context.Context // Config.Timeout on the real clock, with no parent: Close cuts it short through the actor
+	cancel   context.CancelFunc
+	// The actor's: answered already, so an outcome after the timer is
+	// dropped; and the flights sent before and after it still out.
+	landed     bool
+	prev, next *flight
 }
 
-// late is the message a flight's timer sends: Config.Timeout has passed
-// and its outcome has not come back.
-type late struct{ f *flight }
+// late is the message the late timer sends: the first flight out may be
+// past its deadline.
+type late struct{}
+
+// cut is the message Close sends: cut every call out short.
+type cut struct{}
 
 // errStopping is the cause a flight's batches are answered with when the
 // limiter began to stop before it could be sent; they are told it closed.
@@ -95,6 +102,8 @@ type part struct {
 	err   error
 	one   [1]*ask    // batch's array when it holds one ask
 	res   [1]verdict // out's, likewise
+	key1  [1]string  // keys' array
+	argv  [8]any     // args' array when the batch holds one ask
 }
 
 // limiter is what Bucket and Window share: the actor that batches, the
@@ -107,15 +116,16 @@ type limiter struct {
 	a, b   any    // the script's ARGV[3] and ARGV[4], boxed once
 	keep   any    // its ARGV[5]: twice Config.Timeout in milliseconds, boxed once
 	id     string // names the limiter in Redis, so a batch sent twice counts once
+	idArg  any    // its ARGV[1]: id, boxed once
 	seq    atomic.Uint64
 	once   bool         // name batches so one sent twice counts once; off only in a test
 	self   bool         // the client ends a call at its ctx's deadline: callers may make their own (see launch)
+	late   func()       // the late timer's: sends late to the actor
 	asked  atomic.Int64 // asks the actor has taken in: a test hook
 	flying atomic.Int64 // calls in flight, as the actor counts them: a test hook
+	armed  atomic.Bool  // the late timer is set: a test hook
 
 	closed atomic.Bool
-	base   context.Context
-	cancel context.CancelFunc
 	calls  sync.WaitGroup
 	// mu orders each calls.Add before shutdown's calls.Wait, or keeps it
 	// from happening: a call launched while shutdown waits would race it.
@@ -160,14 +170,14 @@ func (l *limiter) start(eng *engine.Engine) error {
 	l.keep = 2 * l.cfg.Timeout.Milliseconds()
 	l.self = boundsCalls(l.cfg.Client)
 	l.id = strconv.FormatUint(rand.Uint64(), 36)
-	l.base, l.cancel = context.WithCancel(context.Background())
+	l.idArg = l.id
 	o := &owner{l: l, lines: make(map[string]*line), over: make(map[string]int64), breaker: policy.NewBreaker(2, l.cfg.BreakerPeriod)}
 	ref, err := eng.Spawn("", o, l.shutdown)
 	if err != nil {
-		l.cancel()
 		return err
 	}
 	l.ref = ref
+	l.late = func() { ref.Send(late{}) }
 	return nil
 }
 
@@ -179,7 +189,7 @@ func (l *limiter) shutdown(ctx context.Context) error {
 	l.mu.Lock()
 	l.stopping = true
 	l.mu.Unlock()
-	l.cancel()
+	l.ref.Send(cut{}) // a call launched before stopping is out by the time the actor reads this
 	ended := make(chan struct{})
 	go func() { l.calls.Wait(); close(ended) }()
 	select {
@@ -248,15 +258,24 @@ func (l *limiter) await(ctx context.Context, key string, n float64, deadline int
 // than Redis ran it, so it errs early: it may send a request a little
 // before Redis would let it through, never refuse one Redis would take
 // (but see the package documentation for when Redis forgets).
+//
+// The flights out are a list in the order they were sent, which is the
+// order of their deadlines, and one timer on the engine's clock is set for
+// the first one's: when it fires, every flight past its deadline is landed
+// as failed and the timer is set for the next. A flight that lands leaves
+// the list and the timer alone, so a call costs no timer of its own.
 type owner struct {
-	l       *limiter
-	lines   map[string]*line
-	over    map[string]int64
-	sweep   int // refusals to remember before over may be swept again
-	ready   []string
-	breaker *policy.Breaker
-	flying  int // calls in flight
-	stopped bool
+	l           *limiter
+	lines       map[string]*line
+	over        map[string]int64
+	sweep       int // refusals to remember before over may be swept again
+	ready       []string
+	breaker     *policy.Breaker
+	flying      int     // calls in flight
+	first, last *flight // the flights out, first sent first
+	timer       engine.Timer
+	armed       bool // timer is set and has not fired
+	stopped     bool
 }
 
 type line struct {
@@ -314,17 +333,70 @@ func (o *owner) Handle(msg any) {
 		o.pump()
 	case *flight:
 		if !m.landed {
-			m.timer.Stop()
 			o.land(m, nil)
 		}
 	case late:
-		if !m.f.landed {
+		o.armed = false
+		o.l.armed.Store(false)
+		now := o.l.eng.Now()
+		for o.first != nil && o.first.deadline <= now && !o.stopped {
 			// The call goes on, cut short through its ctx; what it
 			// brings back is dropped.
-			m.f.cancel()
-			o.land(m.f, errLate)
+			f := o.first
+			f.cancel()
+			o.land(f, errLate)
 		}
+		o.arm()
+	case cut:
+		o.cutAll()
 	}
+}
+
+// cutAll cuts every call out short: the limiter is closing.
+func (o *owner) cutAll() {
+	for f := o.first; f != nil; f = f.next {
+		f.cancel()
+	}
+}
+
+// arm sets the late timer for the first flight out's deadline, unless it
+// is set already (for that flight's, or an earlier one's) or none is out.
+func (o *owner) arm() {
+	if o.armed || o.first == nil || o.stopped {
+		return
+	}
+	o.armed = true
+	o.l.armed.Store(true)
+	o.timer = o.l.eng.Clock().AfterFunc(time.Duration(o.first.deadline-o.l.eng.Now()), o.l.late)
+}
+
+// out adds f to the flights out, last.
+func (o *owner) out(f *flight) {
+	f.prev = o.last
+	if o.last != nil {
+		o.last.next = f
+	} else {
+		o.first = f
+	}
+	o.last = f
+}
+
+// back takes f off the flights out, if it is on.
+func (o *owner) back(f *flight) {
+	if f.prev == nil && o.first != f {
+		return // never out: refused before it was sent
+	}
+	if f.prev != nil {
+		f.prev.next = f.next
+	} else {
+		o.first = f.next
+	}
+	if f.next != nil {
+		f.next.prev = f.prev
+	} else {
+		o.last = f.prev
+	}
+	f.prev, f.next = nil, nil
 }
 
 // refuse answers m from a refusal Redis gave for its key, and reports
@@ -422,7 +494,6 @@ func (o *owner) pump() {
 func (o *owner) launch(f *flight) {
 	f.now = o.l.eng.Now()
 	o.flying++
-	o.l.flying.Store(int64(o.flying))
 	if !o.breaker.Allow(f.now) {
 		o.land(f, ErrBreaker)
 		return
@@ -437,14 +508,17 @@ func (o *owner) launch(f *flight) {
 	o.l.mu.Unlock()
 	for i := range f.parts {
 		p := &f.parts[i]
-		p.keys = []string{o.l.cfg.Prefix + p.key}
+		p.key1[0] = o.l.cfg.Prefix + p.key
+		p.keys = p.key1[:]
 		p.args = o.l.args(p, f.now)
 		o.l.stats.sent.Add(int64(len(p.batch)))
 	}
 	o.l.stats.calls.Add(1)
-	f.ctx, f.cancel = context.WithTimeout(o.l.base, o.l.cfg.Timeout)
-	ref := o.l.ref
-	f.timer = o.l.eng.Clock().AfterFunc(o.l.cfg.Timeout, func() { ref.Send(late{f}) })
+	f.ctx, f.cancel = context.WithTimeout(context.Background(), o.l.cfg.Timeout)
+	f.deadline = f.now + int64(o.l.cfg.Timeout)
+	o.out(f)
+	o.arm()
+	o.l.flying.Store(int64(o.flying)) // once the timer is set: a test seeing the call out may move the clock
 	if p := &f.parts[0]; o.l.self && len(f.parts) == 1 && len(p.batch) == 1 && !p.batch[0].wait {
 		p.batch[0].answer(verdict{call: f})
 		return
@@ -479,6 +553,7 @@ func (o *owner) land(f *flight, failed error) {
 		return // stop answered them
 	}
 	f.landed = true
+	o.back(f)
 	o.flying--
 	o.l.flying.Store(int64(o.flying))
 	now := o.l.eng.Now()
@@ -527,6 +602,10 @@ func (o *owner) land(f *flight, failed error) {
 // stop answers every ask it holds: the limiter is closed.
 func (o *owner) stop() {
 	o.stopped = true
+	if o.armed {
+		o.timer.Stop()
+	}
+	o.cutAll()
 	for _, ln := range o.lines {
 		for _, a := range ln.flying {
 			a.Refuse()
@@ -578,12 +657,16 @@ func (l *limiter) call(f *flight) {
 
 // args are the script's arguments for p's batch, sent at now.
 func (l *limiter) args(p *part, now int64) []any {
-	args := make([]any, 5, 5+3*len(p.batch))
-	args[0], args[2], args[3], args[4] = l.id, l.a, l.b, l.keep
+	args := p.argv[:5]
+	if len(p.batch) > 1 {
+		args = make([]any, 5, 5+3*len(p.batch))
+	}
+	args[0], args[2], args[3], args[4] = l.idArg, l.a, l.b, l.keep
 	if !l.once {
 		args[0] = ""
 	}
-	args[1] = l.id + "." + strconv.FormatUint(l.seq.Add(1), 36)
+	var name [32]byte // the id is at most 13 bytes, and so is the number
+	args[1] = string(strconv.AppendUint(append(append(name[:0], l.id...), '.'), l.seq.Add(1), 36))
 	for _, a := range p.batch {
 		most := zero
 		if a.wait {

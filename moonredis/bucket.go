@@ -17,6 +17,12 @@ import (
 // documentation for where a shared bucket must differ), and each key's
 // concurrent requests from this process go to Redis together, in one call.
 //
+// A key takes one Redis hash (its state, and each limiter's last batch
+// and answer). It is kept until its bucket is full again and at least
+// twice Config.Timeout past its last write; idle, it is gone at most
+// twice the larger of a second and twice the Timeout after its bucket is
+// full again.
+//
 // It is safe for concurrent use. Build one with NewBucket; the zero Bucket
 // is not usable.
 type Bucket struct {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -280,5 +282,57 @@ func TestWaitGivesUp(t *testing.T) {
 	waitFor(t, "the call to land", func() bool { return b.l.flying.Load() == 0 })
 	if b.Allow("k") {
 		t.Error("the abandoned waiter's token was handed out again")
+	}
+}
+
+// TestBucketExpiryGrid: under random arrivals, a bucket's key is kept
+// until its bucket is full again and at least twice Config.Timeout past
+// every write (so a resent batch finds its kept answer), and is gone
+// within two cells of its expiry grid (here a second) past that; and its
+// expiry is set once per cell its state moves through, not on every write.
+func TestBucketExpiryGrid(t *testing.T) {
+	f := newFake(t)
+	cfg := f.cfg()
+	cfg.Timeout = 300 * time.Millisecond // kept at least 600 ms; the grid is a second
+	const G = time.Second
+	b, err := NewBucket(f.eng, cfg, 10, 50) // a token in 100 ms, full in 5 s
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "moonredis:bucket:k"
+	rng := rand.New(rand.NewPCG(7, 12))
+	var writes, sets int
+	var expiry, first, tat int64
+	for range 3000 {
+		f.advance(time.Duration(rng.IntN(250)) * time.Millisecond)
+		if !b.AllowN("k", float64(1+rng.IntN(3))) {
+			continue
+		}
+		writes++
+		now := f.clock.Now()
+		ttl := f.mr.TTL(key)
+		us, err := strconv.ParseInt(f.mr.HGet(key, "t"), 10, 64) // microseconds
+		if err != nil {
+			t.Fatalf("field t: %v", err)
+		}
+		tat = us * int64(time.Microsecond)
+		if first == 0 {
+			first = tat
+		}
+		full := time.Duration(tat - now) // until the bucket is full again
+		if ttl < max(full, 2*cfg.Timeout) {
+			t.Fatalf("write %d: the key expires in %v, before its bucket is full again (%v) or within twice the Timeout", writes, ttl, full)
+		}
+		if ttl > full+2*G {
+			t.Fatalf("write %d: the key expires in %v, more than two cells past its bucket being full again (%v)", writes, ttl, full)
+		}
+		if e := now + int64(ttl); e != expiry {
+			sets++
+			expiry = e
+		}
+	}
+	cells := int((tat-first)/int64(G)) + 1
+	if writes < 1000 || sets > cells {
+		t.Errorf("the expiry was set %d times in %d writes whose state moved through %d cells: want at most one a cell", sets, writes, cells)
 	}
 }

@@ -3,11 +3,14 @@ package moonredis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/internal/redistest"
+	"github.com/moonpool-go/moonpool/moontest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -166,5 +169,61 @@ func TestDroppedReplyCountedOnce(t *testing.T) {
 		if got := b.Tokens("k"); got != want {
 			t.Errorf("once=%v: %v tokens left after one Allow whose reply was dropped, want %v", once, got, want)
 		}
+	}
+}
+
+// TestEachCallLateAtItsDeadline: calls sent at different times to a Redis
+// that never answers are each answered by the FailMode at its own
+// deadline, Config.Timeout after it was sent, plus the clock's lateness
+// (the late timer is one for all the calls out, set again for the next
+// call's deadline each time it fires, from when it fired).
+func TestEachCallLateAtItsDeadline(t *testing.T) {
+	const lateness = 7 * time.Millisecond
+	clock := moontest.NewClock(t, moontest.WithLateness(lateness))
+	eng := engine.New(engine.WithClock(clock))
+	t.Cleanup(func() { // last, once Silent has closed the hung connections
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := eng.Shutdown(ctx); err != nil {
+			t.Errorf("engine shutdown: %v", err)
+		}
+	})
+	rdb := silentClient(t, redistest.NewSilent(t), redis.Options{PoolSize: 3, MinIdleConns: 3}) // calls on goroutines of their own
+	const timeout = 100 * time.Millisecond
+	b, err := NewBucket(eng, Config{Client: rdb, Timeout: timeout, FailMode: FailOpen}, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := clock.Now()
+	at := func(d time.Duration) { clock.AdvanceTo(start + int64(d)) }
+	sent := []time.Duration{0, 30 * time.Millisecond, 60 * time.Millisecond}
+	got := make([]chan bool, len(sent))
+	for i, s := range sent {
+		at(s)
+		got[i] = make(chan bool, 1)
+		go func() { got[i] <- b.Allow(fmt.Sprint("k", i)) }()
+		waitFor(t, fmt.Sprint(i+1, " calls out"), func() bool { return b.l.flying.Load() == int64(i+1) })
+	}
+	for i, s := range sent {
+		due := s + timeout + lateness
+		at(due - time.Millisecond)
+		if n := b.l.flying.Load(); n != int64(len(sent)-i) {
+			t.Fatalf("at %v, %d calls out, want %d: call %d (sent at %v) answered before %v", due-time.Millisecond, n, len(sent)-i, i, s, due)
+		}
+		at(due)
+		select {
+		case ok := <-got[i]:
+			if !ok {
+				t.Errorf("call %d: FailOpen refused with Redis hung", i)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("call %d (sent at %v) not answered at %v", i, s, due)
+		}
+		if n := b.l.flying.Load(); n != int64(len(sent)-i-1) {
+			t.Errorf("at %v, %d calls out, want %d", due, n, len(sent)-i-1)
+		}
+	}
+	if st := b.Stats(); st.Failures != 3 || st.Fallbacks != 3 {
+		t.Errorf("Stats = %+v, want 3 calls failed and their requests answered by the mode", st)
 	}
 }

@@ -58,12 +58,16 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// asleep waits until l has no call in flight and n timers are pending on
-// f's clock: n waiters asleep until their slots.
+// asleep waits until l has no call in flight and n timers besides its
+// late timer are pending on f's clock: n waiters asleep until their slots.
 func asleep(t *testing.T, f *fake, l *limiter, n int) {
 	t.Helper()
 	waitFor(t, fmt.Sprint(n, " waiters asleep"), func() bool {
-		return l.flying.Load() == 0 && f.clock.Pending() == n
+		late := 0
+		if l.armed.Load() {
+			late = 1
+		}
+		return l.flying.Load() == 0 && f.clock.Pending() == n+late
 	})
 }
 

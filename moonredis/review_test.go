@@ -83,8 +83,8 @@ func TestTimeoutWithoutClientHelp(t *testing.T) {
 	}
 	got := make(chan bool, 1)
 	go func() { got <- b.Allow("k") }()
-	waitFor(t, "the call's timer and the call on the wire", func() bool {
-		return f.clock.Pending() == 1 && rdb.PoolStats().IdleConns == 0
+	waitFor(t, "the call out and on the wire", func() bool {
+		return b.l.flying.Load() == 1 && rdb.PoolStats().IdleConns == 0
 	})
 	f.advance(50 * time.Millisecond)
 	select {
@@ -119,7 +119,7 @@ func failOnce(t *testing.T, f *fake, b *Bucket, key string) {
 	t.Helper()
 	got := make(chan bool, 1)
 	go func() { got <- b.Allow(key) }()
-	waitFor(t, "the call's timer", func() bool { return f.clock.Pending() == 1 })
+	waitFor(t, "the call out", func() bool { return b.l.flying.Load() == 1 })
 	f.clock.Advance(time.Hour)
 	refused(t, got, 1, "a call to a hung Redis")
 }
@@ -157,7 +157,7 @@ func TestBreakerAnswersAtOnce(t *testing.T) {
 	}
 	probe := make(chan bool, 1)
 	go func() { probe <- b.Allow("k") }()
-	waitFor(t, "the probe's timer", func() bool { return f.clock.Pending() == 1 })
+	waitFor(t, "the probe out", func() bool { return b.l.flying.Load() == 1 })
 	const callers = 8
 	got := make(chan bool, callers)
 	for i := range callers {
@@ -198,7 +198,7 @@ func TestOneCallWhileBreakerRefuses(t *testing.T) {
 		go func() { got <- b.Allow(fmt.Sprint("key", i)) }()
 	}
 	waitFor(t, "four calls in flight and four waiting", func() bool {
-		return b.l.asked.Load() == asked+keys && f.clock.Pending() == 4
+		return b.l.asked.Load() == asked+keys && b.l.flying.Load() == 4
 	})
 	f.clock.Advance(time.Hour) // the four fail: the breaker refuses
 	refused(t, got, 4, "the four calls in flight")
@@ -404,24 +404,29 @@ func TestPipelineFailsOnce(t *testing.T) {
 }
 
 // TestKeptAnswerOutlivesRetries: a key whose state would expire within a
-// millisecond (a bucket full again that soon) is kept twice Config.Timeout,
-// so a batch go-redis sends again within the call's Timeout still finds
-// its answer rather than being counted again (review 7).
+// millisecond (a bucket full again that soon) is kept at least twice
+// Config.Timeout, so a batch go-redis sends again within the call's
+// Timeout still finds its answer rather than being counted again (review
+// 7); and, idle, it is gone within two of its expiry grid's cells (here
+// 3 s, twice the Timeout being less) of its last write.
 func TestKeptAnswerOutlivesRetries(t *testing.T) {
 	f := newFake(t)
 	cfg := f.cfg()
-	cfg.Timeout = 300 * time.Millisecond
+	cfg.Timeout = 1500 * time.Millisecond
 	b, err := NewBucket(f.eng, cfg, 1000, 5) // a token a millisecond
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Write just before a cell ends, so the key gets the least the grid
+	// gives: past the next cell's end, G on.
+	f.advance(time.Duration(3e9 - f.clock.Now()%3e9 - int64(2*time.Millisecond)))
 	b.Allow("k")
-	f.advance(500 * time.Millisecond) // past the Timeout, within twice it
+	f.advance(2900 * time.Millisecond) // past the Timeout, within twice it
 	if !f.mr.Exists("moonredis:bucket:k") {
-		t.Error("the key and its kept answer expired within the call's Timeout")
+		t.Error("the key and its kept answer expired within twice the call's Timeout")
 	}
-	f.advance(100 * time.Millisecond)
+	f.advance(3 * time.Second)
 	if f.mr.Exists("moonredis:bucket:k") {
-		t.Error("an idle, full key is still in Redis twice Config.Timeout on")
+		t.Error("an idle, full key is still in Redis two of its grid's cells on")
 	}
 }

@@ -10,15 +10,17 @@ import "github.com/redis/go-redis/v9"
 // drawn when it starts; empty only in a test, to show what it is for) and
 // ARGV[2] the batch (that id and a sequence number); ARGV[3] and
 // ARGV[4] are the limit's numbers; ARGV[5] the least a written key is
-// kept, in milliseconds; then, from ARGV[6], three per request:
+// kept, in milliseconds (a bucket keeps it longer, on a grid: see
+// bucketBody); then, from ARGV[6], three per request:
 // n, the most it may wait for its slot in microseconds (0 for an Allow),
 // and 1 for a look that takes nothing.
 //
 // The answer is one string, three numbers per request: 1 or 0 for
 // granted, the wait in microseconds (for a grant, until its slot; for a
 // refusal, until it would be granted; for a look, what one would wait),
-// and what is left in thousandths. Each is written with %.0f: Redis's Lua
-// writes a number from 1e14 on (a wait of three years, a left of a
+// and what is left in thousandths; commas join a request's three and
+// semicolons the requests. The last two are written with %.0f: Redis's
+// Lua writes a number from 1e14 on (a wait of three years, a left of a
 // hundred billion) with an exponent, which Go's ParseInt refuses.
 //
 // The clock is Redis's TIME: one clock for every process, so machines
@@ -38,32 +40,34 @@ import "github.com/redis/go-redis/v9"
 const prologue = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local out = {}
+local res, out = '', nil
 `
 
 // kept is how the bucket and the counter look for their batch's answer:
-// the field named ARGV[1] holds the limiter's last batch and its answer.
-// (Plain string functions: a closure or a pattern costs a microsecond
-// here, a fifth of a short script's run.)
+// the field named ARGV[1] holds the limiter's last batch and its answer,
+// as name|answer. (Plain string functions, and no string made unless it is
+// the answer: a closure or a pattern costs a microsecond here, a fifth of
+// a short script's run.)
 const kept = `
 local kept = got[#got]
 if kept and ARGV[1] ~= '' then
-  local bar = string.find(kept, '|', 1, true)
-  if bar and string.sub(kept, 1, bar - 1) == ARGV[2] then return string.sub(kept, bar + 1) end
+  local m = #ARGV[2]
+  if string.byte(kept, m + 1) == 124 and string.find(kept, ARGV[2], 1, true) == 1 then return string.sub(kept, m + 2) end
 end
 `
 
-// emit adds one request's answer to out: granted (ok), its wait and what
-// is left (see above).
+// emit adds one request's answer, granted (ok), its wait and what is
+// left (see above), to res, the answer, when it is the first, and else to
+// out, the answers of a batch of more; a table costs a short script a
+// thirtieth of its run, so a request alone goes without.
 const emit = `
-  out[#out + 1] = ok .. ',' .. string.format('%.0f', math.ceil(wait)) .. ',' .. string.format('%.0f', math.floor(left * 1000))
+  local one = string.format('%d,%.0f,%.0f', ok, math.ceil(wait), math.floor(left * 1000))
+  if i == 6 then res = one elseif out then out[#out + 1] = one else out = {res, one} end
 `
 
-// answer is the answer as a string, and the batch's name and answer as the
-// field to keep, when the script sets it.
+// answer makes res the whole answer: a batch's answers joined.
 const answer = `
-local s = out[1] or ''
-if #out > 1 then s = table.concat(out, ';') end
+if out then res = table.concat(out, ';') end
 `
 
 // bucketBody is GCRA: field t of the key holds its theoretical arrival
@@ -71,6 +75,15 @@ if #out > 1 then s = table.concat(out, ';') end
 // conforms once tat + n*T - burst*T has come. A waiter takes its slot in
 // the future by moving tat, so later callers, here or in another process,
 // queue behind it.
+//
+// The key's expiry is set on a grid of G (ARGV[5], but at least a second):
+// a write leaves it at the end of the cell after the one tat is in, which
+// is past tat and at least G past the write. tat only moves on, so the
+// expiry needs setting only when tat has moved into a later cell than the
+// one it was in, about once in G on a busy key rather than on every write
+// (PEXPIRE is a sixth of a short run). An idle key is gone within 2G of
+// its bucket being full again. Every writer of a key must keep to the
+// grid: a script that set a shorter expiry would lose the key early.
 const bucketBody = `
 local got = redis.call('HMGET', KEYS[1], 't', ARGV[1])
 ` + kept + `
@@ -94,10 +107,15 @@ for i = 6, #ARGV, 3 do
 ` + emit + `end
 ` + answer + `
 if moved then
-  redis.call('HSET', KEYS[1], 't', string.format('%.0f', math.ceil(tat)), ARGV[1], ARGV[2] .. '|' .. s)
-  redis.call('PEXPIRE', KEYS[1], math.max(math.ceil((tat - now) / 1000) + 1, tonumber(ARGV[5])))
+  tat = math.ceil(tat)
+  redis.call('HSET', KEYS[1], 't', string.format('%.0f', tat), ARGV[1], ARGV[2] .. '|' .. res)
+  local G = math.max(tonumber(ARGV[5]), 1000) * 1000
+  local cell = math.floor(tat / G)
+  if not got[1] or cell > math.floor(tonumber(got[1]) / G) then
+    redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', (cell + 2) * G / 1000))
+  end
 end
-return s
+return res
 `
 
 // windowBody is the exact sliding window: the key is a sorted set of the
@@ -153,7 +171,7 @@ if added then
   redis.call('PEXPIRE', KEYS[1], math.max(math.ceil((last + W - now) / 1000) + 1, tonumber(ARGV[5])))
 end
 ` + answer + `
-return s
+return res
 `
 
 // counterBody is the approximate sliding window (a sliding-window
@@ -199,11 +217,11 @@ for i = 6, #ARGV, 3 do
 ` + emit + `end
 ` + answer + `
 if added > 0 then
-  redis.call('HSET', KEYS[1], cur, c, ARGV[1], ARGV[2] .. '|' .. s)
+  redis.call('HSET', KEYS[1], cur, c, ARGV[1], ARGV[2] .. '|' .. res)
   redis.call('HDEL', KEYS[1], string.format('%d', idx - 2))
   redis.call('PEXPIRE', KEYS[1], math.max(math.ceil(2 * W / 1000) + 1, tonumber(ARGV[5])))
 end
-return s
+return res
 `
 
 var (
