@@ -336,16 +336,17 @@ func (o *owner) Handle(msg any) {
 			o.land(m, nil)
 		}
 	case late:
-		o.armed = false
-		o.l.armed.Store(false)
 		now := o.l.eng.Now()
 		for o.first != nil && o.first.deadline <= now && !o.stopped {
 			// The call goes on, cut short through its ctx; what it
-			// brings back is dropped.
+			// brings back is dropped. (Calls this landing sends set no
+			// timer: armed still stands for the one that fired.)
 			f := o.first
 			f.cancel()
 			o.land(f, errLate)
 		}
+		o.armed = false
+		o.l.armed.Store(false)
 		o.arm()
 	case cut:
 		o.cutAll()

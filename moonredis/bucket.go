@@ -19,9 +19,9 @@ import (
 //
 // A key takes one Redis hash (its state, and each limiter's last batch
 // and answer). It is kept until its bucket is full again and at least
-// twice Config.Timeout past its last write; idle, it is gone at most
-// twice the larger of a second and twice the Timeout after its bucket is
-// full again.
+// twice Config.Timeout past each write; idle, it is gone at most 2G after
+// that, G being the larger of a second and twice the Timeout (the largest
+// among the processes sharing the key).
 //
 // It is safe for concurrent use. Build one with NewBucket; the zero Bucket
 // is not usable.

@@ -72,9 +72,7 @@ type Config struct {
 	Client redis.UniversalClient
 	// Prefix begins every key the limiter writes; the empty Prefix is
 	// "moonredis:bucket:" or "moonredis:window:". Two limiters with
-	// different numbers must not share one, nor processes running
-	// different versions of this package, whose scripts may keep a key
-	// differently.
+	// different numbers must not share one.
 	Prefix string
 	// Timeout bounds each call to Redis, retries included; <= 0 is 100 ms.
 	// A call that takes longer is answered by the FailMode when it ends on

@@ -10,8 +10,8 @@ import "github.com/redis/go-redis/v9"
 // drawn when it starts; empty only in a test, to show what it is for) and
 // ARGV[2] the batch (that id and a sequence number); ARGV[3] and
 // ARGV[4] are the limit's numbers; ARGV[5] the least a written key is
-// kept, in milliseconds (a bucket keeps it longer, on a grid: see
-// bucketBody); then, from ARGV[6], three per request:
+// kept, in milliseconds (a bucket may keep it longer: see bucketBody);
+// then, from ARGV[6], three per request:
 // n, the most it may wait for its slot in microseconds (0 for an Allow),
 // and 1 for a look that takes nothing.
 //
@@ -76,14 +76,15 @@ if out then res = table.concat(out, ';') end
 // the future by moving tat, so later callers, here or in another process,
 // queue behind it.
 //
-// The key's expiry is set on a grid of G (ARGV[5], but at least a second):
-// a write leaves it at the end of the cell after the one tat is in, which
-// is past tat and at least G past the write. tat only moves on, so the
-// expiry needs setting only when tat has moved into a later cell than the
-// one it was in, about once in G on a busy key rather than on every write
-// (PEXPIRE is a sixth of a short run). An idle key is gone within 2G of
-// its bucket being full again. Every writer of a key must keep to the
-// grid: a script that set a shorter expiry would lose the key early.
+// A write needs the key kept past tat, and ARGV[5] past now for its kept
+// answer. It reads the key's expiry (PTTL, which only reads) and sets it
+// only when it falls short of that, and then a grid's cell further, the
+// cell G being ARGV[5] or a second, whichever is more: so a busy key's
+// expiry is set about once in G rather than on every write (PEXPIRE is a
+// sixth of a short run), and never made shorter, whatever expiry another
+// process (with another Timeout) or another version set. An idle key is
+// gone within 2G of when its state and kept answers stop mattering, G the
+// largest of its writers'.
 const bucketBody = `
 local got = redis.call('HMGET', KEYS[1], 't', ARGV[1])
 ` + kept + `
@@ -109,10 +110,11 @@ for i = 6, #ARGV, 3 do
 if moved then
   tat = math.ceil(tat)
   redis.call('HSET', KEYS[1], 't', string.format('%.0f', tat), ARGV[1], ARGV[2] .. '|' .. res)
-  local G = math.max(tonumber(ARGV[5]), 1000) * 1000
-  local cell = math.floor(tat / G)
-  if not got[1] or cell > math.floor(tonumber(got[1]) / G) then
-    redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', (cell + 2) * G / 1000))
+  local keep = tonumber(ARGV[5]) * 1000
+  local need = math.max(tat, now + keep) + 1000
+  if not got[1] or now + redis.call('PTTL', KEYS[1]) * 1000 < need then
+    local G = math.max(keep, 1000000)
+    redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', (math.floor(need / G) + 2) * G / 1000))
   end
 end
 return res
