@@ -182,8 +182,9 @@ func (l *limiter) start(eng *engine.Engine) error {
 }
 
 // shutdown runs when the actor is stopped, by Close or the engine's
-// Shutdown: calls in flight are cut short and waited for within ctx, so no
-// goroutine outlives the limiter.
+// Shutdown: calls in flight are cut short through their ctx (which ends a
+// call waiting for a connection, not one waiting for a reply) and waited
+// for within ctx, so no goroutine outlives the limiter.
 func (l *limiter) shutdown(ctx context.Context) error {
 	l.closed.Store(true)
 	l.mu.Lock()

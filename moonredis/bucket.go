@@ -19,9 +19,11 @@ import (
 //
 // A key takes one Redis hash (its state, and each limiter's last batch
 // and answer). It is kept until its bucket is full again and at least
-// twice Config.Timeout past each write; idle, it is gone at most 2G after
-// that, G being the larger of a second and twice the Timeout (the largest
-// among the processes sharing the key).
+// twice Config.Timeout past each write (while every process sharing the
+// key runs this version: an older one set a key's expiry on every write,
+// and may shorten it); idle, it is gone about 2G after that, G being the
+// larger of a second and twice the Timeout (the largest among the
+// processes sharing the key).
 //
 // It is safe for concurrent use. Build one with NewBucket; the zero Bucket
 // is not usable.
@@ -155,9 +157,12 @@ func (b *Bucket) Tokens(key string) float64 {
 func (b *Bucket) Stats() Stats { return b.l.stats.read() }
 
 // Close stops the bucket's actor within ctx: callers waiting for an answer
-// from Redis get ErrClosed (or false), calls in flight are cut short, and
-// so are later calls. It takes nothing from Redis. A second Close returns
-// nil.
+// from Redis get ErrClosed (or false), and calls in flight are cut short
+// through their ctx and waited for. go-redis ends a call waiting for a
+// connection at once, but one waiting for Redis's reply only at its
+// deadline (Config.Timeout, with ContextTimeoutEnabled) or its own read
+// timeout, so Close may wait that long, within ctx. Later calls end at
+// once. It takes nothing from Redis. A second Close returns nil.
 func (b *Bucket) Close(ctx context.Context) error { return b.l.close(ctx, b.fb.orNil()) }
 
 // bucketLocal is FailLocal's limit for a Bucket.

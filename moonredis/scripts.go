@@ -81,10 +81,11 @@ if out then res = table.concat(out, ';') end
 // only when it falls short of that, and then a grid's cell further, the
 // cell G being ARGV[5] or a second, whichever is more: so a busy key's
 // expiry is set about once in G rather than on every write (PEXPIRE is a
-// sixth of a short run), and never made shorter, whatever expiry another
-// process (with another Timeout) or another version set. An idle key is
-// gone within 2G of when its state and kept answers stop mattering, G the
-// largest of its writers'.
+// sixth of a short run), and never made shorter by this script, whatever
+// expiry another process (with another Timeout) or an older script set (an
+// older script sets it on every write, and may shorten it, never below
+// tat). An idle key is gone about 2G after its state and kept answers
+// stop mattering, G the largest of its writers'.
 const bucketBody = `
 local got = redis.call('HMGET', KEYS[1], 't', ARGV[1])
 ` + kept + `
