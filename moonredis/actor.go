@@ -123,7 +123,7 @@ type limiter struct {
 	late   func()       // the late timer's: sends late to the actor
 	asked  atomic.Int64 // asks the actor has taken in: a test hook
 	flying atomic.Int64 // calls in flight, as the actor counts them: a test hook
-	armed  atomic.Bool  // the late timer is set: a test hook
+	armed  atomic.Bool  // the late timer is set and has not fired; written by the actor alone, read by tests
 
 	closed atomic.Bool
 	calls  sync.WaitGroup
@@ -272,10 +272,9 @@ type owner struct {
 	sweep       int // refusals to remember before over may be swept again
 	ready       []string
 	breaker     *policy.Breaker
-	flying      int     // calls in flight
-	first, last *flight // the flights out, first sent first
-	timer       engine.Timer
-	armed       bool // timer is set and has not fired
+	flying      int          // calls in flight
+	first, last *flight      // the flights out, first sent first
+	timer       engine.Timer // the late timer, while l.armed says it is set and has not fired
 	stopped     bool
 }
 
@@ -346,7 +345,6 @@ func (o *owner) Handle(msg any) {
 			f.cancel()
 			o.land(f, errLate)
 		}
-		o.armed = false
 		o.l.armed.Store(false)
 		o.arm()
 	case cut:
@@ -364,10 +362,9 @@ func (o *owner) cutAll() {
 // arm sets the late timer for the first flight out's deadline, unless it
 // is set already (for that flight's, or an earlier one's) or none is out.
 func (o *owner) arm() {
-	if o.armed || o.first == nil || o.stopped {
+	if o.l.armed.Load() || o.first == nil || o.stopped {
 		return
 	}
-	o.armed = true
 	o.l.armed.Store(true)
 	o.timer = o.l.eng.Clock().AfterFunc(time.Duration(o.first.deadline-o.l.eng.Now()), o.l.late)
 }
@@ -604,7 +601,7 @@ func (o *owner) land(f *flight, failed error) {
 // stop answers every ask it holds: the limiter is closed.
 func (o *owner) stop() {
 	o.stopped = true
-	if o.armed {
+	if o.l.armed.Load() {
 		o.timer.Stop()
 	}
 	o.cutAll()
