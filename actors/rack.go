@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"sync/atomic"
-	"time"
 
 	"github.com/moonpool-go/moonpool/policy"
 )
@@ -254,7 +253,7 @@ func (b *books[T]) rackOut(item T, now int64) {
 		now = b.stamped(now)
 		at := x.dies
 		if keep := b.pool.Limits().Keep; keep != policy.Forever {
-			at = min(at, plus(now, keep)) // put back from now on, idle from then
+			at = min(at, later(now, keep)) // put back from now on, idle from then
 		}
 		b.arm(now, at)
 	}
@@ -372,7 +371,7 @@ func (b *books[T]) rackArm(now int64) {
 		case rackIn:
 			at = min(at, x.dies)
 			if keep != policy.Forever {
-				at = min(at, plus(x.at.Load(), keep))
+				at = min(at, later(x.at.Load(), keep))
 			}
 		case rackOut:
 			at = min(at, x.dies)
@@ -380,7 +379,7 @@ func (b *books[T]) rackArm(now int64) {
 		}
 	}
 	if out && keep != policy.Forever {
-		at = min(at, plus(now, keep)) // a Put from now on is idle from then
+		at = min(at, later(now, keep)) // a Put from now on is idle from then
 	}
 	b.arm(now, at)
 }
@@ -400,7 +399,7 @@ func (b *books[T]) rackDue(now int64) {
 		}
 		due := x.dies
 		if keep != policy.Forever {
-			due = min(due, plus(x.at.Load(), keep))
+			due = min(due, later(x.at.Load(), keep))
 		}
 		if due <= now && s.r.CompareAndSwap(x, nil) {
 			b.unrack(x, now, true)
@@ -485,13 +484,4 @@ func (b *books[T]) rackLimits(l policy.Limits) {
 	} else {
 		r.shut.Or(rackOff)
 	}
-}
-
-// plus is t+d, saturating at the end of the clock: a Keep of centuries must
-// not wrap round to an instant long past.
-func plus(t int64, d time.Duration) int64 {
-	if int64(d) > math.MaxInt64-t {
-		return math.MaxInt64
-	}
-	return t + int64(d)
 }

@@ -371,14 +371,8 @@ func TestBucketKeptForEveryTimeout(t *testing.T) {
 			}
 		})
 	}
-	armed := func(l *limiter) int {
-		if l.armed.Load() {
-			return 1
-		}
-		return 0
-	}
 	waitFor(t, fmt.Sprint(waiters, " waiters asleep"), func() bool {
-		return b.l.flying.Load() == 0 && f.clock.Pending() == waiters+armed(&a.l)+armed(&b.l)
+		return b.l.flying.Load() == 0 && f.clock.Pending() == waiters+lateTimers(&a.l, &b.l)
 	})
 	f.advance(3 * time.Second) // past what a's Timeout alone would keep the key for
 	if a.Allow("k") {

@@ -63,12 +63,20 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func asleep(t *testing.T, f *fake, l *limiter, n int) {
 	t.Helper()
 	waitFor(t, fmt.Sprint(n, " waiters asleep"), func() bool {
-		late := 0
-		if l.armed.Load() {
-			late = 1
-		}
-		return l.flying.Load() == 0 && f.clock.Pending() == n+late
+		return l.flying.Load() == 0 && f.clock.Pending() == n+lateTimers(l)
 	})
+}
+
+// lateTimers is how many of ls have their late timer set: timers pending
+// on the clock that are not waiters'.
+func lateTimers(ls ...*limiter) int {
+	n := 0
+	for _, l := range ls {
+		if l.armed.Load() {
+			n++
+		}
+	}
+	return n
 }
 
 // holdFirst is a hook that holds the first script call until release is
