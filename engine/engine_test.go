@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -261,8 +260,10 @@ func TestSpawnRacingShutdown(t *testing.T) {
 				results <- r
 			}()
 		}
-		for spawned.Load() < 16 {
-			runtime.Gosched()
+		err := waitFor("16 actors spawned", func() bool { return spawned.Load() >= 16 })
+		if err != nil {
+			e.Shutdown(context.Background()) // the spawners stop
+			t.Fatalf("round %d: %v", round, err)
 		}
 		if err := e.Shutdown(context.Background()); err != nil {
 			t.Fatalf("round %d: shutdown: %v", round, err)

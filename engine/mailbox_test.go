@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -263,8 +262,11 @@ func TestStarvedCallerMakesSenderYield(t *testing.T) {
 	// mailbox no longer starves.
 	done := make(chan struct{})
 	go func() { r.Await(ref, nil); close(done) }()
-	for atomic.LoadUint32(&r.state) != replyParked {
-		runtime.Gosched()
+	err := waitFor("the caller to park", func() bool { return atomic.LoadUint32(&r.state) == replyParked })
+	if err != nil {
+		r.Put(0) // let the caller go
+		<-done
+		t.Fatal(err)
 	}
 	nanoSkew.Add(-1e9) // before the answer: at once, however slow the machine
 	r.Put(2)

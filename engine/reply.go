@@ -64,7 +64,8 @@ func (r *Reply[A]) Set(a A) {
 	r.state = replyFull
 }
 
-// Ready says whether the answer is there.
+// Ready says whether the answer is there. After Await has reported false,
+// Ready and Take collect the answer as safely as a second Await does.
 func (r *Reply[A]) Ready() bool { return atomic.LoadUint32(&r.state) == replyFull }
 
 // Take reads the answer and empties the Reply for the next request. Call it
@@ -81,9 +82,10 @@ func (r *Reply[A]) Take() A {
 // Await blocks until the answer is there, and reports true; or until done
 // is closed first, and reports false. ref's actor is the one that will
 // answer: how long to spin before parking is learnt per actor. A nil done
-// never closes. After a false the request is still out and its answer will
-// still come: the caller withdraws it (the actor answers that too) and
-// calls Await again, with a nil done, to collect the one answer.
+// never closes. An answer that comes as done closes wins: Await reports
+// true. After a false the request is still out and its answer will still
+// come: the caller withdraws it (the actor answers that too) and calls
+// Await again, with a nil done, to collect the one answer.
 func (r *Reply[A]) Await(ref *Ref, done <-chan struct{}) bool {
 	switch atomic.LoadUint32(&r.state) {
 	case replyFull:
@@ -114,7 +116,16 @@ func (r *Reply[A]) Await(ref *Ref, done <-chan struct{}) bool {
 		ref.mb.ran(r.woken)
 		return true
 	case <-done:
-		return false
+		// Unpark before leaving, so no Put sends a wake after this. A Put
+		// that got here first has swapped in full and is sending its wake:
+		// take it, or it would be left for the next request, and Take
+		// would clear the Reply while Put still reads it.
+		if atomic.CompareAndSwapUint32(&r.state, replyParked, replyEmpty) {
+			return false
+		}
+		<-r.wake
+		ref.mb.ran(r.woken)
+		return true
 	}
 }
 
