@@ -123,9 +123,11 @@ type entry[S any] struct {
 	hot        uint8 // its place among the hot keys plus one; 0 when not hot
 }
 
+// Bind gives the alarm the actor's Ref; the engine calls it at Spawn.
+func (k *keyed[S, R]) Bind(r *engine.Ref) { k.alarm.bind(r) }
+
 func (k *keyed[S, R]) Receive(c actor.Context) {
 	if _, ok := c.Message().(*actor.Started); ok {
-		k.alarm.start(c)
 		return
 	}
 	k.Handle(c.Message())

@@ -96,9 +96,11 @@ type limiter[S any, R rule[S]] struct {
 	inFlight
 }
 
+// Bind gives the alarm the actor's Ref; the engine calls it at Spawn.
+func (l *limiter[S, R]) Bind(r *engine.Ref) { l.alarm.bind(r) }
+
 func (l *limiter[S, R]) Receive(c actor.Context) {
 	if _, ok := c.Message().(*actor.Started); ok {
-		l.alarm.start(c)
 		return
 	}
 	l.Handle(c.Message())
@@ -470,7 +472,7 @@ func (r windowRule) retune(w *policy.Window, _ int64, m *Retune) any {
 // already past, losing each timer's lateness for good (a bucket of
 // 2,000/s then granted under half that on a busy machine).
 type alarm struct {
-	send  func(any) // to the actor itself; set on Started
+	self  *engine.Ref // the actor itself; set by bind
 	clock engine.Clock
 	timer engine.Timer
 	at    int64
@@ -478,13 +480,12 @@ type alarm struct {
 	off   bool
 }
 
-// start learns the actor's address. The actor sends to itself through
-// protoactor rather than through its engine.Ref, which its spawner only gets
-// after the actor may already be running.
-func (a *alarm) start(c actor.Context) {
-	root, self := c.ActorSystem().Root, c.Self()
-	a.send = func(m any) { root.Send(self, m) }
-}
+// bind learns the actor's Ref, before anyone can reach the actor. A Tick
+// goes through the Ref, not protoactor's PID: a timer that fires as the
+// actor stops then reaches a mailbox that drops it. Through the PID it
+// would become a dead letter, logged, with a goroutine that outlives
+// Shutdown.
+func (a *alarm) bind(r *engine.Ref) { a.self = r }
 
 // set asks for a Tick at at, as seen from now; at math.MaxInt64 is never.
 // exact replaces a pending timer for any other instant; otherwise one due
@@ -497,7 +498,7 @@ func (a *alarm) set(now, at int64, exact bool) {
 		a.timer.Stop()
 		a.timer, a.tick = nil, nil
 	}
-	if at == math.MaxInt64 || a.off || a.send == nil {
+	if at == math.MaxInt64 || a.off || a.self == nil {
 		return
 	}
 	var d time.Duration
@@ -505,13 +506,13 @@ func (a *alarm) set(now, at int64, exact bool) {
 		d = time.Duration(min(uint64(at-now), uint64(policy.Never)))
 	}
 	t := &Tick{}
-	send, clock := a.send, a.clock
+	self, clock := a.self, a.clock
 	a.at, a.tick = at, t
 	a.timer = a.clock.AfterFunc(d, func() {
 		// The actor reads t only once it has received it, so this write
 		// is the Tick's, not a race; a stopped timer never writes.
 		t.Now = clock.Now()
-		send(t)
+		self.Send(t)
 	})
 }
 
