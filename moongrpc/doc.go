@@ -6,8 +6,8 @@
 // keyed by whatever Config.Key picks out of the call: a metadata value such
 // as an API key, or the peer's address) and to a concurrency gate
 // (*client.Gate). A call over its quota fails with codes.ResourceExhausted,
-// a call the gate turns away with codes.Unavailable, and the handler never
-// runs. A refusal carries its wait twice, for the two kinds of clients
+// and a call the gate turns away, or a quota closed with the server, with
+// codes.Unavailable. The handler never runs. A refusal carries its wait twice, for the two kinds of clients
 // there are: as the grpc-retry-pushback-ms trailer that gRPC's own retry
 // policy reads (gRFC A6), and as a google.rpc.RetryInfo detail in the
 // status, which Google's API clients and most hand-written retry loops

@@ -75,7 +75,7 @@ func TestQuotaRefusesWithPushbackAndRetryInfo(t *testing.T) {
 	}
 }
 
-// A wait that never ends (a bucket that earns nothing, a closed limiter)
+// A wait that never ends (a bucket that earns nothing, open or closed)
 // tells the client not to retry, and carries no RetryInfo since no delay
 // would be true.
 func TestQuotaThatNeverRefillsSaysDoNotRetry(t *testing.T) {
@@ -88,7 +88,7 @@ func TestQuotaThatNeverRefillsSaysDoNotRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed, err := client.NewKeyedBucket(eng, 10, 10)
+	closed, err := client.NewKeyedBucket(eng, 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestQuotaThatNeverRefillsSaysDoNotRetry(t *testing.T) {
 	}{
 		{"an hour's window", quota, codes.OK, "3600000", time.Hour},
 		{"no rate", drained, codes.OK, "-1", 0},
-		{"closed", closed, codes.ResourceExhausted, "-1", 0},
+		{"no rate, closed", closed, codes.ResourceExhausted, "-1", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			conn := serve(t, &echo{}, moongrpc.Config{Quota: c.quota}, nil)
@@ -122,6 +122,58 @@ func TestQuotaThatNeverRefillsSaysDoNotRetry(t *testing.T) {
 				t.Errorf("RetryInfo %v (%v), want %v", wait, ok, c.wait)
 			}
 		})
+	}
+}
+
+// A quota closed with the server, or on an engine that has shut down, is
+// the server's state, not the caller's quota: Unavailable, as for a closed
+// pool, with no pushback and no RetryInfo, so the client's backoff decides.
+func TestClosedQuotaIsUnavailable(t *testing.T) {
+	_, eng := virtualEngine(t)
+	bucket, err := client.NewKeyedBucket(eng, 10, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	window, err := client.NewKeyedWindow(eng, 5, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, gone := virtualEngine(t)
+	orphan, err := client.NewKeyedWindow(gone, 5, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []interface{ Close(context.Context) error }{bucket, window} {
+		if err := l.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := gone.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		quota moongrpc.Quota
+	}{
+		{"bucket", bucket},
+		{"window", window},
+		{"engine shut down", orphan},
+	} {
+		e := &echo{}
+		conn := serve(t, e, moongrpc.Config{Quota: c.quota}, nil)
+		trailer, err := say(t.Context(), conn, "")
+		if status.Code(err) != codes.Unavailable {
+			t.Errorf("%s: %v, want Unavailable", c.name, err)
+		}
+		if got := trailer.Get(moongrpc.PushbackTrailer); len(got) != 0 {
+			t.Errorf("%s: pushback %q, want none", c.name, got)
+		}
+		if wait, ok := retryInfo(err); ok {
+			t.Errorf("%s: RetryInfo %v, want none", c.name, wait)
+		}
+		if n := e.calls.Load(); n != 0 {
+			t.Errorf("%s: the handler ran %d times, want 0", c.name, n)
+		}
 	}
 }
 

@@ -31,8 +31,10 @@ type Policy struct {
 	// Window. Below zero is read as zero.
 	Quota int
 	// Window is the w parameter, rounded up to whole seconds (the field has
-	// no fractions) and at least one. Zero or less leaves w out: a quota
-	// that never comes back.
+	// no fractions) and at least one. It is sent as it is, however long:
+	// the draft sets w no ceiling, and a client that paces itself by a
+	// shorter one would be refused. Zero or less leaves w out: a quota that
+	// never comes back.
 	Window time.Duration
 
 	rate, burst float64 // a bucket's refill per second and most tokens; 0 for a window's quota
@@ -45,7 +47,7 @@ type Policy struct {
 // refused, and the bucket, which refills all along, lets a client that
 // spreads its requests out do a little better. rate and burst are read as
 // client.NewKeyedBucket reads them; a rate <= 0 never refills, so w is left
-// out.
+// out. A fill longer than a time.Duration holds is read as policy.Never.
 func BucketPolicy(rate, burst float64) Policy {
 	if !(rate > 0) {
 		rate = 0
@@ -58,12 +60,21 @@ func BucketPolicy(rate, burst float64) Policy {
 		p.Quota = int(full)
 	}
 	if rate > 0 {
-		fill := math.Min(full/rate, client.MaxRetryAfter) // seconds
 		// At least a nanosecond, so a bucket refilled at once (rate +Inf)
 		// still says w=1 rather than never.
-		p.Window = max(time.Duration(fill*float64(time.Second)), 1)
+		p.Window = max(span(full/rate), 1)
 	}
 	return p
+}
+
+// span is s seconds as a Duration, rounded down, and policy.Never when it
+// is that long or longer.
+func span(s float64) time.Duration {
+	ns := s * float64(time.Second)
+	if !(ns < float64(policy.Never)) {
+		return policy.Never
+	}
+	return time.Duration(ns)
 }
 
 // WindowPolicy describes a client.KeyedWindow made with the same allow and
@@ -82,11 +93,11 @@ func (p Policy) name() string {
 }
 
 // window is w in whole seconds, rounded up, at least one; 0 when left out.
-func (p Policy) window() int {
+func (p Policy) window() int64 {
 	if p.Window <= 0 {
 		return 0
 	}
-	return ceilSeconds(p.Window)
+	return wholeSeconds(p.Window)
 }
 
 // reset is the t parameter for an answer: for a refusal, the Retry-After
@@ -96,10 +107,10 @@ func (p Policy) window() int {
 // for a window, the window, by which every request counted now has left
 // it. ok is false when that is never (a bucket that does not refill, a
 // window of nothing).
-func (p Policy) reset(d client.Decision) (seconds int, ok bool) {
+func (p Policy) reset(d client.Decision) (seconds int64, ok bool) {
 	switch {
 	case !d.OK:
-		return d.RetryAfter(), true
+		return int64(d.RetryAfter()), true
 	case p.rate > 0:
 		// Left is whole tokens, rounded down: what is missing is at most
 		// the burst less Left.
@@ -107,12 +118,24 @@ func (p Policy) reset(d client.Decision) (seconds int, ok bool) {
 		if missing <= 0 {
 			return 0, true
 		}
-		s := math.Ceil(missing / p.rate)
-		return int(math.Min(s, client.MaxRetryAfter)), true
+		if s := math.Ceil(missing / p.rate); s < float64(neverSeconds) {
+			return int64(s), true
+		}
+		return neverSeconds, true
 	case p.Window > 0:
 		return p.window(), true
 	}
 	return 0, false
+}
+
+// comesBack says whether the quota p states is ever whole again: a bucket
+// that refills, or a window that counts at least one request. Such a
+// limiter, open, never refuses one request for ever.
+func (p Policy) comesBack() bool {
+	if p.burst > 0 {
+		return p.rate > 0
+	}
+	return p.Quota > 0 && p.Window > 0
 }
 
 // setFields writes the RateLimit-Policy and RateLimit fields for d, and
@@ -122,13 +145,13 @@ func (p Policy) setFields(h http.Header, d client.Decision, legacy bool) {
 	q := max(0, p.Quota)
 	pol := name + ";q=" + strconv.Itoa(q)
 	if w := p.window(); w > 0 {
-		pol += ";w=" + strconv.Itoa(w)
+		pol += ";w=" + strconv.FormatInt(w, 10)
 	}
 	left := min(max(0, d.Left), q) // never more than the policy says there is
 	rl := name + ";r=" + strconv.Itoa(left)
 	t, hasT := p.reset(d)
 	if hasT {
-		rl += ";t=" + strconv.Itoa(t)
+		rl += ";t=" + strconv.FormatInt(t, 10)
 	}
 	h["Ratelimit-Policy"] = []string{pol}
 	h["Ratelimit"] = []string{rl}
@@ -136,7 +159,7 @@ func (p Policy) setFields(h http.Header, d client.Decision, legacy bool) {
 		h["X-Ratelimit-Limit"] = []string{strconv.Itoa(q)}
 		h["X-Ratelimit-Remaining"] = []string{strconv.Itoa(left)}
 		if hasT {
-			h["X-Ratelimit-Reset"] = []string{strconv.Itoa(t)}
+			h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(t, 10)}
 		}
 	}
 }
@@ -164,8 +187,22 @@ func quote(s string) string {
 	return b.String()
 }
 
+// neverSeconds is policy.Never in whole seconds, rounded up: the most w or
+// t says. Its ten digits fit well inside the fifteen of a structured-field
+// Integer.
+const neverSeconds = int64(policy.Never/time.Second) + 1
+
+// wholeSeconds is d in whole seconds rounded up, at least one.
+func wholeSeconds(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return max(s, 1)
+}
+
 // ceilSeconds is d in whole seconds rounded up, between 1 and
-// client.MaxRetryAfter.
+// client.MaxRetryAfter: a Retry-After.
 func ceilSeconds(d time.Duration) int {
 	if d > (client.MaxRetryAfter-1)*time.Second {
 		return client.MaxRetryAfter

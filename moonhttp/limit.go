@@ -2,9 +2,11 @@ package moonhttp
 
 import (
 	"net/http"
+	"reflect"
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/policy"
 )
 
 // Limiter is what Limit asks about each request: client.KeyedBucket and
@@ -100,9 +102,9 @@ func WithLegacyHeaders() Option {
 // A refused request gets 429 Too Many Requests with Retry-After, in whole
 // seconds rounded up (client.Decision.RetryAfter: at least 1, at most a
 // day), and a small problem+json body (WriteProblem, or WithReject's), and
-// next does not run. Every response, allowed or refused, carries the
-// RateLimit-Policy and RateLimit fields (see Policy), so a client can pace
-// itself before it is refused:
+// next does not run. Every response the quota answers, allowed or refused,
+// carries the RateLimit-Policy and RateLimit fields (see Policy), so a
+// client can pace itself before it is refused:
 //
 //	RateLimit-Policy: "default";q=20;w=2
 //	RateLimit: "default";r=0;t=1
@@ -117,14 +119,27 @@ func WithLegacyHeaders() Option {
 // made with. When l says its numbers now (a Quoter; for a bucket, Limit
 // and Burst), as the client limiters do, Limit reads them for every
 // request and p gives only the name and the kind, so the fields follow a
-// retune while the server runs. Limit never blocks
-// on other requests beyond one round trip to the limiter's actor. Once l is
-// closed every request is refused, with Retry-After a day. A nil l refuses
-// nothing and sets no fields.
+// retune while the server runs. Limit never blocks on other requests beyond
+// one round trip to the limiter's actor.
+//
+// Once l is closed, or its engine shut down, every request gets 503 Service
+// Unavailable with Retry-After: 1 and no RateLimit fields. That is what a
+// pool closed with the server answers (see Unavailable). The server is
+// going away; the client's quota is not what refused it. Limit tells a
+// closed l by its answer: a refusal that never ends, from a quota that
+// comes back. A quota that never comes back (a bucket that does not refill,
+// a window of nothing) refuses for ever while open too. It answers 429
+// either way.
+//
+// A nil l refuses nothing and sets no fields. So does a nil pointer in l,
+// such as a *client.KeyedBucket whose constructor failed.
 func Limit(l Limiter, p Policy, opts ...Option) func(http.Handler) http.Handler {
 	s := newSettings(opts)
 	if s.key == nil {
 		s.key = ClientIP()
+	}
+	if isNil(l) {
+		l = nil
 	}
 	_, nums := l.(bucketNumbers)
 	_, quotes := l.(Quoter)
@@ -139,6 +154,10 @@ func Limit(l Limiter, p Policy, opts ...Option) func(http.Handler) http.Handler 
 			if s.live {
 				p = p.live(l)
 			}
+			if !d.OK && d.Wait >= policy.Never && p.comesBack() {
+				reject(w, r, s.reject, Rejection{Status: http.StatusServiceUnavailable, RetryAfter: 1})
+				return
+			}
 			p.setFields(w.Header(), d, s.legacy)
 			if !d.OK {
 				reject(w, r, s.reject, Rejection{
@@ -151,4 +170,11 @@ func Limit(l Limiter, p Policy, opts ...Option) func(http.Handler) http.Handler 
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// isNil says whether v is nil or a nil pointer in an interface, whose
+// methods would panic on the first request.
+func isNil(v any) bool {
+	r := reflect.ValueOf(v)
+	return !r.IsValid() || r.Kind() == reflect.Pointer && r.IsNil()
 }

@@ -1,10 +1,12 @@
 package moonhttp_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -216,18 +218,118 @@ func TestLimitHeaderKey(t *testing.T) {
 	}
 }
 
-// TestLimitClosed: once the limiter is closed every request is refused,
-// with the most Retry-After says, not a number no client can use.
+// TestLimitClosed: a limiter shut down with the server is the server's
+// state, not the client's quota. Every request gets 503 with the short
+// Retry-After a closed pool gets, and no RateLimit fields. A quota that
+// never comes back says 429 and a day, open or closed.
 func TestLimitClosed(t *testing.T) {
 	r := newRig(t)
 	kb, _ := client.NewKeyedBucket(r.eng, 1, 5)
-	srv, c := serve(t, moonhttp.Limit(kb, moonhttp.BucketPolicy(1, 5))(ok))
-	if err := kb.Close(t.Context()); err != nil {
+	kw, _ := client.NewKeyedWindow(r.eng, 2, time.Hour)
+	never, _ := client.NewKeyedBucket(r.eng, 0, 1)
+	tests := []struct {
+		name string
+		h    http.Handler
+		want fields
+	}{
+		{"bucket", moonhttp.Limit(kb, moonhttp.BucketPolicy(1, 5))(ok), fields{503, "", "", "1", "", "", ""}},
+		{"window", moonhttp.Limit(kw, moonhttp.WindowPolicy(2, time.Hour), moonhttp.WithLegacyHeaders())(ok),
+			fields{503, "", "", "1", "", "", ""}},
+		{"a quota that never comes back", moonhttp.Limit(never, moonhttp.BucketPolicy(0, 1))(ok),
+			fields{429, `"default";q=1`, `"default";r=0;t=86400`, "86400", "", "", ""}},
+	}
+	for _, l := range []interface{ Close(context.Context) error }{kb, kw, never} {
+		if err := l.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range tests {
+		srv, c := serve(t, tc.h)
+		if tc.name == "a quota that never comes back" {
+			get(t, c, srv.URL) // its one token
+		}
+		if got := get(t, c, srv.URL); got != tc.want {
+			t.Errorf("%s, closed: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+	srv, c := serve(t, tests[0].h)
+	res := do(c, newReq(t, "GET", srv.URL, ""))
+	if !strings.Contains(res.body, moonhttp.ProblemReducedCapacity) {
+		t.Errorf("closed: body %s, want the reduced-capacity problem", res.body)
+	}
+}
+
+// TestLimitEngineShutDown: a limiter whose engine has shut down answers as
+// a closed one does.
+func TestLimitEngineShutDown(t *testing.T) {
+	r := newRig(t)
+	kw, _ := client.NewKeyedWindow(r.eng, 5, time.Minute)
+	srv, c := serve(t, moonhttp.Limit(kw, moonhttp.WindowPolicy(5, time.Minute))(ok))
+	if f := get(t, c, srv.URL); f.status != 200 {
+		t.Fatalf("open: %+v, want 200", f)
+	}
+	if err := r.eng.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	f := get(t, c, srv.URL)
-	if f.status != 429 || f.retry != "86400" || !strings.HasSuffix(f.limit, ";r=0;t=86400") {
-		t.Fatalf("after Close: %+v, want 429 with Retry-After 86400", f)
+	if f := get(t, c, srv.URL); f != (fields{503, "", "", "1", "", "", ""}) {
+		t.Fatalf("after Shutdown: %+v, want 503 with Retry-After 1 and no RateLimit fields", f)
+	}
+}
+
+// TestLimitNilPointer: a limiter whose constructor failed, a nil pointer in
+// the interface, refuses nothing and sets no fields, as a nil one does.
+func TestLimitNilPointer(t *testing.T) {
+	var kb *client.KeyedBucket
+	var kw *client.KeyedWindow
+	for _, tc := range []struct {
+		name string
+		l    moonhttp.Limiter
+		p    moonhttp.Policy
+	}{
+		{"nil", nil, moonhttp.BucketPolicy(1, 1)},
+		{"nil *KeyedBucket", kb, moonhttp.BucketPolicy(1, 1)},
+		{"nil *KeyedWindow", kw, moonhttp.WindowPolicy(1, time.Minute)},
+	} {
+		w := newRecorder()
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%s: panicked: %v", tc.name, p)
+				}
+			}()
+			moonhttp.Limit(tc.l, tc.p)(ok).ServeHTTP(w, w.req)
+		}()
+		if w.Code != 200 || w.Body.String() != "ok" || w.Header().Get("RateLimit") != "" {
+			t.Errorf("%s: %d %q, RateLimit %q; want 200 \"ok\" and no fields", tc.name, w.Code, w.Body, w.Header().Get("RateLimit"))
+		}
+	}
+}
+
+// TestLimitLongWindow: a window longer than a day is advertised as it is.
+// A client that spends q and then waits w, as the fields tell it, is
+// never refused.
+func TestLimitLongWindow(t *testing.T) {
+	r := newRig(t)
+	kw, _ := client.NewKeyedWindow(r.eng, 3, 48*time.Hour)
+	srv, c := serve(t, moonhttp.Limit(kw, moonhttp.WindowPolicy(3, 48*time.Hour))(ok))
+	var w time.Duration
+	for round := range 3 {
+		for i := range 3 {
+			f := get(t, c, srv.URL)
+			if f.status != 200 {
+				t.Fatalf("round %d, request %d: %+v; want 200 for a client within the advertised quota", round, i, f)
+			}
+			if f.policy != `"default";q=3;w=172800` {
+				t.Errorf("round %d: RateLimit-Policy %s, want w=172800", round, f.policy)
+			}
+			_, ws, _ := strings.Cut(f.policy, ";w=")
+			secs, err := strconv.Atoi(ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w = time.Duration(secs) * time.Second
+		}
+		r.clock.Advance(w)
 	}
 }
 
