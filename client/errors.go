@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"time"
 
 	"github.com/moonpool-go/moonpool/actors"
 	"github.com/moonpool-go/moonpool/policy"
@@ -122,4 +123,25 @@ func errText(err error) string {
 		return "<nil>"
 	}
 	return err.Error()
+}
+
+// waitText is a *WaitError's message for a wait of d held by by.
+func waitText(d time.Duration, by string) string {
+	if by != "" {
+		by = " for " + by
+	}
+	if d >= policy.Never {
+		return "moonpool: a wait" + by + " would never end"
+	}
+	return fmt.Sprintf("moonpool: a wait of %v%s would pass the deadline", rounded(d), by)
+}
+
+// rounded is d to three significant digits, for a message a person reads:
+// 1.999913886s reads 2s. The exact figure stays in the error's field.
+func rounded(d time.Duration) time.Duration {
+	unit := time.Duration(1)
+	for rest := d / 1000; rest > 0; rest /= 10 {
+		unit *= 10
+	}
+	return d.Round(unit)
 }

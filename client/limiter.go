@@ -20,21 +20,19 @@ import (
 // *WaitError that carries it says how long the wait would have been.
 var ErrExceedsDeadline = actors.ErrDeadline
 
-// WaitError is returned by a limiter's Wait that refused at once: the wait
-// it faced would end after ctx's deadline, or would never end (a bucket
-// that earns nothing and holds too little, a quota of nothing). It unwraps
-// to ErrExceedsDeadline. Wait is what a Retry-After header should say.
+// WaitError is returned at once by a call whose wait would end after ctx's
+// deadline, or never: a limiter's Wait, a pool's Get held by its ward, a
+// Retry's next sleep. A bucket that earns nothing and holds too little
+// never ends a wait, nor does a quota of nothing. It unwraps to
+// ErrExceedsDeadline. Wait is what a Retry-After header should say.
 type WaitError struct {
 	Wait time.Duration // the wait the caller faced; policy.Never if none would end
+	By   string        // what holds the caller back, as "the bucket"; may be ""
 }
 
-// Error reports the wait with the package prefix.
-func (e *WaitError) Error() string {
-	if e.Wait >= policy.Never {
-		return "moonpool: wait would never end"
-	}
-	return fmt.Sprintf("moonpool: wait of %v would pass the deadline", e.Wait)
-}
+// Error says what holds the caller back and for how long, to three
+// significant digits: "a wait of 2s for the bucket would pass the deadline".
+func (e *WaitError) Error() string { return waitText(e.Wait, e.By) }
 
 // Unwrap returns ErrExceedsDeadline.
 func (e *WaitError) Unwrap() error { return ErrExceedsDeadline }

@@ -449,6 +449,19 @@ func (p *Pool[T]) TryGet(ctx context.Context) (T, error) {
 	return p.get(ctx, false)
 }
 
+// holder names what a ward's hold of reason why is, for a *WaitError.
+func holder(why policy.Reason) string {
+	switch why {
+	case policy.ReasonBackoff:
+		return "the ward's backoff"
+	case policy.ReasonProbe:
+		return "the ward's probe"
+	case policy.ReasonBucket:
+		return "the ward's bucket"
+	}
+	return "the ward"
+}
+
 // watched is what a Get returns, its loan watched when LeakAfter is set.
 func (p *Pool[T]) watched(item T, err error) (T, error) {
 	if p.leakAfter > 0 && err == nil {
@@ -556,7 +569,7 @@ func (p *Pool[T]) get(ctx context.Context, wait bool) (T, error) {
 	}
 	switch {
 	case errors.Is(a.Err, actors.ErrHeld):
-		return zero, &WaitError{Wait: a.After}
+		return zero, &WaitError{Wait: a.After, By: holder(a.Why)}
 	case a.Err != nil:
 		return zero, refusal(a.Err)
 	case a.Verdict == policy.Ready && a.Check:
