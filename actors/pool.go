@@ -48,6 +48,10 @@ type PoolConfig struct {
 	// collect (a Shutdown whose ctx ended first) loses nothing. Any other
 	// type is ignored.
 	Leftovers any
+	// Last, if not nil, must have room for one: when the actor stops, its
+	// Stats as it stopped go there, once. An owner whose requests the
+	// stopped actor refuses reads there what was still lent.
+	Last chan<- Stats
 }
 
 // SpawnPool starts a pool actor on e under name (a fresh name when empty).
@@ -113,6 +117,7 @@ type books[T comparable] struct {
 	nextCheck int64           // when the keep-alive next signals checks
 	checks    chan<- struct{} // signalled each keep-alive period
 	leftovers chan []T        // what stop hands over, if the owner asked
+	last      chan<- Stats    // the books as the actor stopped, if the owner asked
 	rng       *rand.Rand
 
 	q queue[*Take[T]] // parked Takes, in one line
@@ -143,6 +148,7 @@ func newBooks[T comparable](e *engine.Engine, cfg PoolConfig) *books[T] {
 	b := &books[T]{engine: e, max: cfg.MaxWaiting, retired: cfg.Retired, fills: cfg.Fills,
 		check: cfg.Check, checkIdle: cfg.CheckIdle, keepAlive: cfg.KeepAlive, checks: cfg.Checks}
 	b.leftovers, _ = cfg.Leftovers.(chan []T)
+	b.last = cfg.Last
 	b.q.init()
 	b.q.newLine(-1)
 	seed := cfg.Seed
@@ -795,10 +801,17 @@ func (b *books[T]) stop() {
 		}
 	}
 	b.q.drain((*Take[T]).Refuse)
+	s := b.snapshot()
 	for _, r := range b.drained {
-		r <- b.snapshot()
+		r <- s
 	}
 	b.drained = nil
+	if b.last != nil {
+		select {
+		case b.last <- s:
+		default:
+		}
+	}
 }
 
 // setLimits applies new limits: the surplus idle go now, the parked are
