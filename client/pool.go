@@ -98,8 +98,8 @@ type PoolConfig[T comparable] struct {
 	// lent again; false closes it instead, as Discard does, and counts it in
 	// Stats.Unreused (a connection left mid-transaction, say). It runs on
 	// the caller's goroutine, outside the pool, and must not block; a panic
-	// in it is recovered and read as false. nil keeps every resource Put
-	// hands back, as before.
+	// in it is recovered and read as false. nil asks nothing: every
+	// resource may be lent again.
 	Reuse func(T) bool
 	// Name is the pool's name on the engine; "" picks a fresh one. Names
 	// beginning with engine.ReservedPrefix ("$") are the engine's own and
@@ -151,14 +151,15 @@ type Pool[T comparable] struct {
 	opens  atomic.Int64
 	opened chan struct{}
 
-	checks    chan struct{} // the actor signals idle resources due a keep-alive check
-	fills     chan struct{} // the actor signals that MinIdle wants a background open
-	filled    chan struct{} // closed when the filler goroutine has returned
-	retired   chan struct{} // the actor signals retired resources to collect
-	leftovers chan []T      // what the actor held when it stopped, if it stopped before Close collected
-	quit      chan struct{} // stops the closer goroutine
-	quitted   chan struct{} // closed when the closer goroutine has returned
-	unwatch   func()        // stops the heat readings, if a shedder wants them
+	checks    chan struct{}     // the actor signals idle resources due a keep-alive check
+	fills     chan struct{}     // the actor signals that MinIdle wants a background open
+	filled    chan struct{}     // closed when the filler goroutine has returned
+	retired   chan struct{}     // the actor signals retired resources to collect
+	leftovers chan []T          // what the actor held when it stopped, if it stopped before Close collected
+	lastBooks chan actors.Stats // the actor's books as it stopped
+	quit      chan struct{}     // stops the closer goroutine
+	quitted   chan struct{}     // closed when the closer goroutine has returned
+	unwatch   func()            // stops the heat readings, if a shedder wants them
 
 	ready chan struct{} // closed once NewPool has finished building the Pool
 	once  sync.Once     // runs the shutdown once, from Close or the engine
@@ -205,6 +206,7 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 		filled:    make(chan struct{}),
 		retired:   make(chan struct{}, 1),
 		leftovers: make(chan []T, 1),
+		lastBooks: make(chan actors.Stats, 1),
 		quit:      make(chan struct{}),
 		quitted:   make(chan struct{}),
 		ready:     make(chan struct{}),
@@ -232,6 +234,7 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 		Checks:     p.checks,
 		Fills:      p.fills,
 		Leftovers:  p.leftovers,
+		Last:       p.lastBooks,
 	}, p.shutdown, p.unrack)
 	if err != nil {
 		p.stop()
@@ -334,7 +337,7 @@ func (p *Pool[T]) checkOut(ctx context.Context, item T, wait bool) (T, error) {
 	err := p.vet(ctx, item)
 	p.timed(start)
 	if err == nil {
-		return p.watched(item, nil)
+		return p.lend(item)
 	}
 	var zero T
 	if ctx.Err() != nil { // the caller gave up, not the resource
@@ -449,6 +452,22 @@ func (p *Pool[T]) TryGet(ctx context.Context) (T, error) {
 	return p.get(ctx, false)
 }
 
+// lend is what a Get returns for item, its loan watched when LeakAfter is
+// set. A pool that began closing since the Get did lends nothing: item
+// goes home, to be closed with the rest, and the Get gets ErrClosed. So no
+// Get gets a resource once another has been told ErrClosed.
+func (p *Pool[T]) lend(item T) (T, error) {
+	if p.closing.Load() {
+		var zero T
+		_ = p.give(item) // its Close, if it fails, is counted: it was never the caller's
+		return zero, ErrClosed
+	}
+	if p.leakAfter > 0 {
+		p.watch(item)
+	}
+	return item, nil
+}
+
 // holder names what a ward's hold of reason why is, for a *WaitError.
 func holder(why policy.Reason) string {
 	switch why {
@@ -460,14 +479,6 @@ func holder(why policy.Reason) string {
 		return "the ward's bucket"
 	}
 	return "the ward"
-}
-
-// watched is what a Get returns, its loan watched when LeakAfter is set.
-func (p *Pool[T]) watched(item T, err error) (T, error) {
-	if p.leakAfter > 0 && err == nil {
-		p.watch(item)
-	}
-	return item, err
 }
 
 // watch remembers where item was taken, and reports it if it is not back
@@ -547,7 +558,7 @@ func (p *Pool[T]) get(ctx context.Context, wait bool) (T, error) {
 		return zero, ctxError(ctx, "get")
 	}
 	if item, ok := p.rack.Take(); ok {
-		return p.watched(item, nil)
+		return p.lend(item)
 	}
 	t := p.tickets.Get().(*ticket[T])
 	tk := &t.take
@@ -575,16 +586,16 @@ func (p *Pool[T]) get(ctx context.Context, wait bool) (T, error) {
 	case a.Verdict == policy.Ready && a.Check:
 		return p.checkOut(ctx, a.Item, wait)
 	case a.Verdict == policy.Ready:
-		if p.leakAfter > 0 {
-			p.watch(a.Item)
-		}
-		return a.Item, nil
+		return p.lend(a.Item)
 	case a.Verdict == policy.Make:
 		item, err := p.make(ctx, a.Gen)
 		if err == errOutdated { // opened for a generation a Reset ended: closed, take again
 			return p.get(ctx, wait)
 		}
-		return p.watched(item, err)
+		if err != nil {
+			return zero, err
+		}
+		return p.lend(item)
 	case a.Verdict == policy.Shed:
 		return zero, shedError(a.Why)
 	case !wait: // Wait or Later: nothing to be had now
@@ -701,7 +712,7 @@ type made[T comparable] struct {
 func (p *Pool[T]) make(ctx context.Context, gen uint32) (T, error) {
 	var zero T
 	defer p.timed(p.eng.Now())
-	if !p.startOpen() {
+	if p.closing.Load() || !p.startOpen() {
 		p.ref.Send(&actors.Release{Now: p.eng.Now()})
 		return zero, ErrClosed
 	}
@@ -769,10 +780,10 @@ func (p *Pool[T]) opener(ctx context.Context, gen uint32, o *opening[T]) {
 			// On the books already: it leaves them once, not here.
 			r.err = &OpenError{Err: ErrDuplicate}
 		} else if errors.Is(a.Err, actors.ErrOutdated) {
+			// Never the caller's: a failed Close is counted, and the Get
+			// takes again all the same.
+			_ = p.closeItem(item)
 			r.err = errOutdated
-			if cerr := p.closeItem(item); cerr != nil {
-				r.err = cerr // a Close that failed is the Get's to hear
-			}
 		} else if a.Err != nil || !a.Kept {
 			r.err = ErrClosed
 			if cerr := p.closeItem(item); cerr != nil {
@@ -1060,6 +1071,11 @@ func (p *Pool[T]) drain(ctx context.Context) error {
 	case <-ctx.Done():
 		out = p.inspect() // a drain that finished in the same instant is no failure
 	}
+	if !out.Closed {
+		// Refused: the actor was stopped under us, by a Shutdown or a Close
+		// whose ctx ended. Its books as it stopped say what was still out.
+		out = p.stoppedBooks()
+	}
 	if out.Closed {
 		last = out
 	}
@@ -1084,12 +1100,27 @@ func (p *Pool[T]) drain(ctx context.Context) error {
 	}
 	s := p.inspect()
 	if !s.Closed { // refused by a stopped actor: keep the last real snapshot
+		if b := p.stoppedBooks(); b.Closed {
+			last = b
+		}
 		s = last
 		s.Live, s.Idle, s.Busy, s.Opening, s.Waiting = 0, 0, 0, 0, 0
 	}
 	p.final.Store(&s)
 	p.forgetLoans()
 	return errors.Join(errs...)
+}
+
+// stoppedBooks is the pool's books as its actor stopped, once it has; the
+// zero Stats before. It may be read more than once.
+func (p *Pool[T]) stoppedBooks() actors.Stats {
+	select {
+	case s := <-p.lastBooks:
+		p.lastBooks <- s // room for one, and nobody else sends: it goes back at once
+		return s
+	default:
+		return actors.Stats{}
+	}
 }
 
 func (p *Pool[T]) inspect() actors.Stats {
