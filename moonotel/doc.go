@@ -15,15 +15,17 @@
 //	}
 //	defer reg.Unregister()
 //
-// What it leaves out, and why:
-//   - db.client.connection.create_time, .wait_time and .use_time are
-//     histograms, which need each Open, Get and loan timed as it happens:
-//     a cost on the hot path that a snapshot cannot give. In their place
-//     moonpool.pool.waits and moonpool.pool.wait_time count the Gets that
-//     waited in line and the time they spent there, from which a mean wait
-//     follows.
-//   - db.client.connection.idle.min: a moonpool pool keeps no minimum of
-//     idle resources (it opens on demand only).
+// It leaves out db.client.connection.create_time, .wait_time and
+// .use_time. They are histograms, which need each Open, Get and loan timed
+// as it happens: a cost on the hot path that a snapshot cannot give. In
+// their place moonpool.pool.waits and moonpool.pool.wait_time count the
+// Gets that waited in line and their time there, from which a mean wait
+// follows. Counts the conventions do not name (Gets, closes by reason,
+// resets, leaks) are reported under moonpool.pool.*.
+//
+// db.client.connection.max follows SetLimits. The idle limits,
+// db.client.connection.idle.max and .idle.min, are those given at
+// registration: Stats does not carry them.
 //
 // ObserveLimiter reports a limiter's counts (allowed, refused, waited and
 // the time spent waiting) and its quota now under moonpool.limiter.*, with

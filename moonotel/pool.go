@@ -14,10 +14,11 @@ import (
 // ScopeName is the instrumentation scope the instruments are made under.
 const ScopeName = "github.com/moonpool-go/moonpool/moonotel"
 
-// Attribute keys of the semantic conventions.
+// Attribute keys of the semantic conventions, and moonpool's own.
 const (
-	poolNameKey = attribute.Key("db.client.connection.pool.name")
-	stateKey    = attribute.Key("db.client.connection.state")
+	poolNameKey    = attribute.Key("db.client.connection.pool.name")
+	stateKey       = attribute.Key("db.client.connection.state")
+	closeReasonKey = attribute.Key("moonpool.pool.close.reason")
 )
 
 // Pool is what the instruments read: any *client.Pool, whatever it holds.
@@ -32,22 +33,35 @@ type Pool interface {
 // Stats snapshot, a round trip to its actor. After the pool is closed the
 // instruments report it as Close left it: unregister then.
 //
-// limits are the pool's PoolConfig.Limits, which its Stats do not carry:
-// a Size above zero is reported as db.client.connection.max and an Idle
-// above zero as db.client.connection.idle.max; a zero (no limit) is left
-// out, since no number would be true.
+// db.client.connection.max is Stats.Max, read at each collection, so it
+// follows SetLimits; it is left out while the pool has no Size limit.
+// limits are the pool's PoolConfig.Limits. Stats does not carry their Idle
+// and MinIdle, so db.client.connection.idle.max and .idle.min report them
+// as they were at registration: after a SetLimits that changes them,
+// register again. An idle.max of zero (no limit) is left out, since no
+// number would be true.
 //
 // The instruments:
 //   - db.client.connection.count {connection}: state idle is Idle, state
 //     used is Busy (lent, or being opened: room the pool has given away).
-//   - db.client.connection.max, db.client.connection.idle.max {connection}:
-//     from limits, as above.
+//   - db.client.connection.max, db.client.connection.idle.max and
+//     db.client.connection.idle.min {connection}: as above.
 //   - db.client.connection.pending_requests {request}: Gets waiting in line.
 //   - db.client.connection.timeouts {timeout}: Gets whose ctx ended while
 //     in line (cancelled or past its deadline), and Gets refused at once
 //     because the ward's hold would outlast their deadline.
+//   - moonpool.pool.gets and moonpool.pool.empty_gets {request}, and
+//     moonpool.pool.get_time (s): Gets, those that found nothing idle, and
+//     the time Gets spent waiting in line, opening and checking.
 //   - moonpool.pool.waits {request} and moonpool.pool.wait_time (s): Gets
 //     that waited in line and were answered, and their total time in line.
+//   - moonpool.pool.closes {connection}: resources the pool let go, by
+//     moonpool.pool.close.reason: stale, evicted, surplus, broken,
+//     unreused, check_failed, outdated or shutdown. The reasons add up to
+//     Stats.Closes.
+//   - moonpool.pool.resets {reset}: calls of Reset on the open pool.
+//   - moonpool.pool.leaked {connection}: loans reported past
+//     PoolConfig.LeakAfter.
 //
 // It returns an error for a nil provider or pool, or if the meter refuses
 // an instrument or the callback; nothing is registered then.
@@ -70,18 +84,26 @@ func ObservePool(provider metric.MeterProvider, pool Pool, name string, limits p
 		errs = append(errs, err)
 		return c
 	}
+	seconds := func(name, desc string) metric.Float64ObservableCounter {
+		c, err := meter.Float64ObservableCounter(name, metric.WithUnit("s"), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
 	count := upDown("db.client.connection.count", "{connection}", "The number of connections that are currently in state described by the state attribute.")
+	maxLive := upDown("db.client.connection.max", "{connection}", "The maximum number of open connections allowed.")
+	minIdle := upDown("db.client.connection.idle.min", "{connection}", "The minimum number of idle open connections allowed.")
 	pending := upDown("db.client.connection.pending_requests", "{request}", "The number of current pending requests for an open connection.")
 	timeouts := counter("db.client.connection.timeouts", "{timeout}", "The number of connection timeouts that have occurred trying to obtain a connection from the pool.")
+	gets := counter("moonpool.pool.gets", "{request}", "The number of Gets that asked the pool for a resource.")
+	emptyGets := counter("moonpool.pool.empty_gets", "{request}", "The number of Gets that found nothing idle and waited in line or opened a resource.")
+	getTime := seconds("moonpool.pool.get_time", "The total time Gets spent waiting in line, opening and checking.")
 	waits := counter("moonpool.pool.waits", "{request}", "The number of Gets that waited in line for a resource and were answered.")
-	waitTime, err := meter.Float64ObservableCounter("moonpool.pool.wait_time", metric.WithUnit("s"), metric.WithDescription("The total time Gets spent waiting in line for a resource."))
-	errs = append(errs, err)
-	instruments := []metric.Observable{count, pending, timeouts, waits, waitTime}
-	var maxLive, maxIdle metric.Int64ObservableUpDownCounter
-	if limits.Size > 0 {
-		maxLive = upDown("db.client.connection.max", "{connection}", "The maximum number of open connections allowed.")
-		instruments = append(instruments, maxLive)
-	}
+	waitTime := seconds("moonpool.pool.wait_time", "The total time Gets spent waiting in line for a resource.")
+	closes := counter("moonpool.pool.closes", "{connection}", "The number of resources the pool let go, by the reason in moonpool.pool.close.reason.")
+	resets := counter("moonpool.pool.resets", "{reset}", "The number of calls of Reset on the open pool.")
+	leaked := counter("moonpool.pool.leaked", "{connection}", "The number of resources reported lent for longer than LeakAfter.")
+	instruments := []metric.Observable{count, maxLive, minIdle, pending, timeouts, gets, emptyGets, getTime, waits, waitTime, closes, resets, leaked}
+	var maxIdle metric.Int64ObservableUpDownCounter
 	if limits.Idle > 0 {
 		maxIdle = upDown("db.client.connection.idle.max", "{connection}", "The maximum number of idle open connections allowed.")
 		instruments = append(instruments, maxIdle)
@@ -94,22 +116,52 @@ func ObservePool(provider metric.MeterProvider, pool Pool, name string, limits p
 	named := metric.WithAttributeSet(attribute.NewSet(poolNameKey.String(name)))
 	idle := metric.WithAttributeSet(attribute.NewSet(poolNameKey.String(name), stateKey.String("idle")))
 	used := metric.WithAttributeSet(attribute.NewSet(poolNameKey.String(name), stateKey.String("used")))
+	reason := func(why string) metric.ObserveOption {
+		return metric.WithAttributeSet(attribute.NewSet(poolNameKey.String(name), closeReasonKey.String(why)))
+	}
+	stale, evicted, surplus, broken := reason("stale"), reason("evicted"), reason("surplus"), reason("broken")
+	unreused, checkFailed, outdated, shutdown := reason("unreused"), reason("check_failed"), reason("outdated"), reason("shutdown")
+	least := int64(minIdleOf(limits))
 	return meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		s := pool.Stats()
 		o.ObserveInt64(count, int64(s.Idle()), idle)
 		o.ObserveInt64(count, int64(s.Busy()), used)
-		o.ObserveInt64(pending, int64(s.Waiting()), named)
-		o.ObserveInt64(timeouts, s.Cancelled()+s.HeldPastDeadline(), named)
-		o.ObserveInt64(waits, s.Waited(), named)
-		o.ObserveFloat64(waitTime, s.WaitTime().Seconds(), named)
-		if maxLive != nil {
-			o.ObserveInt64(maxLive, int64(limits.Size), named)
+		if s.Max() > 0 {
+			o.ObserveInt64(maxLive, int64(s.Max()), named)
 		}
 		if maxIdle != nil {
 			o.ObserveInt64(maxIdle, int64(limits.Idle), named)
 		}
+		o.ObserveInt64(minIdle, least, named)
+		o.ObserveInt64(pending, int64(s.Waiting()), named)
+		o.ObserveInt64(timeouts, s.Cancelled()+s.HeldPastDeadline(), named)
+		o.ObserveInt64(gets, s.Gets(), named)
+		o.ObserveInt64(emptyGets, s.EmptyGets(), named)
+		o.ObserveFloat64(getTime, s.GetTime().Seconds(), named)
+		o.ObserveInt64(waits, s.Waited(), named)
+		o.ObserveFloat64(waitTime, s.WaitTime().Seconds(), named)
+		o.ObserveInt64(closes, s.Stale(), stale)
+		o.ObserveInt64(closes, s.Evicted(), evicted)
+		o.ObserveInt64(closes, s.Surplus(), surplus)
+		o.ObserveInt64(closes, s.Broken(), broken)
+		o.ObserveInt64(closes, s.Unreused(), unreused)
+		o.ObserveInt64(closes, s.CheckFailures(), checkFailed)
+		o.ObserveInt64(closes, s.Outdated(), outdated)
+		o.ObserveInt64(closes, s.Shutdown(), shutdown)
+		o.ObserveInt64(resets, s.Resets(), named)
+		o.ObserveInt64(leaked, s.Leaked(), named)
 		return nil
 	}, instruments...)
+}
+
+// minIdleOf is MinIdle as the pool reads it: none below zero, and no more
+// than an Idle limit lets sit idle.
+func minIdleOf(l policy.Limits) int {
+	n := max(l.MinIdle, 0)
+	if l.Idle > 0 {
+		n = min(n, l.Idle)
+	}
+	return n
 }
 
 // isNil says whether v is nil or a nil pointer in an interface, which would

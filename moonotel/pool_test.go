@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -81,11 +81,17 @@ func collect(t testing.TB, r sdkmetric.Reader) map[string]float64 {
 	return got
 }
 
-// waitFor spins until cond holds: the pool's actor answers on its own
-// goroutine, and nothing else signals that a caller has joined the line.
-func waitFor(cond func() bool) {
+// waitFor waits until cond holds, and fails the test if it does not within
+// ten seconds: the pool's actor answers on its own goroutine, and nothing
+// else signals that a caller has joined the line or a timer's work is done.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
-		runtime.Gosched()
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up after 10s waiting for %s", what)
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 }
 
@@ -111,6 +117,8 @@ func TestObservePool(t *testing.T) {
 		maxIdle  = "db.client.connection.idle.max{db.client.connection.pool.name=db}"
 		waits    = "moonpool.pool.waits{db.client.connection.pool.name=db}"
 		waitTime = "moonpool.pool.wait_time{db.client.connection.pool.name=db}"
+		getTime  = "moonpool.pool.get_time{db.client.connection.pool.name=db}"
+		gets     = "moonpool.pool.gets{db.client.connection.pool.name=db}"
 	)
 	ctx := t.Context()
 	var a, b *int
@@ -126,18 +134,18 @@ func TestObservePool(t *testing.T) {
 		{"two lent", func() { a, _ = pool.Get(ctx); b, _ = pool.Get(ctx) }, map[string]float64{idle: 0, used: 2, pending: 0}},
 		{"a third in line", func() {
 			go func() { c, _ := pool.Get(ctx); waiter <- c }()
-			waitFor(func() bool { return pool.Stats().Waiting() == 1 })
+			waitFor(t, "the third Get to wait in line", func() bool { return pool.Stats().Waiting() == 1 })
 		}, map[string]float64{used: 2, pending: 1, waits: 0}},
 		{"served after 2s", func() {
 			clock.Advance(2 * time.Second)
 			pool.Put(a)
 			a = <-waiter
-		}, map[string]float64{used: 2, pending: 0, waits: 1, waitTime: 2}},
+		}, map[string]float64{used: 2, pending: 0, waits: 1, waitTime: 2, getTime: 2, gets: 3}},
 		{"a fourth gives up", func() {
 			qctx, cancel := context.WithCancel(ctx)
 			cancelQuitter = cancel
 			go func() { _, err := pool.Get(qctx); quitter <- err }()
-			waitFor(func() bool { return pool.Stats().Waiting() == 1 })
+			waitFor(t, "the fourth Get to wait in line", func() bool { return pool.Stats().Waiting() == 1 })
 			cancelQuitter()
 			if err := <-quitter; !errors.Is(err, context.Canceled) {
 				t.Errorf("the Get that gave up: %v", err)
@@ -153,8 +161,8 @@ func TestObservePool(t *testing.T) {
 				t.Errorf("step %d (%s): %s = %v (reported %v), want %v", i, s.what, k, v, ok, want)
 			}
 		}
-		if len(got) != 8 {
-			t.Errorf("step %d (%s): %d points, want 8: %v", i, s.what, len(got), got)
+		if len(got) != 22 {
+			t.Errorf("step %d (%s): %d points, want 22: %v", i, s.what, len(got), got)
 		}
 	}
 	cancelQuitter()
@@ -173,18 +181,175 @@ func TestObservePoolWithoutLimitsAndUnregistered(t *testing.T) {
 	}
 	got := collect(t, reader)
 	for k := range got {
-		if strings.Contains(k, ".max") {
+		if strings.Contains(k, ".max{") {
 			t.Errorf("%s reported for a pool without limits", k)
 		}
 	}
-	if len(got) != 6 {
-		t.Errorf("%d points, want 6: %v", len(got), got)
+	if len(got) != 20 {
+		t.Errorf("%d points, want 20: %v", len(got), got)
 	}
 	if err := reg.Unregister(); err != nil {
 		t.Fatal(err)
 	}
 	if got := collect(t, reader); len(got) != 0 {
 		t.Errorf("after Unregister: %v", got)
+	}
+}
+
+// db.client.connection.max is the pool's Size as SetLimits left it, and
+// is left out while the pool has no Size limit. idle.min is MinIdle as
+// the pool reads it: no more than Idle.
+func TestObservePoolFollowsSetLimits(t *testing.T) {
+	limits := policy.Limits{Size: 2, Idle: 1, MinIdle: 3}
+	_, pool := newPool(t, limits)
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer provider.Shutdown(context.Background())
+	reg, err := moonotel.ObservePool(provider, pool, "db", limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Unregister()
+	const (
+		maxLive = "db.client.connection.max{db.client.connection.pool.name=db}"
+		minIdle = "db.client.connection.idle.min{db.client.connection.pool.name=db}"
+	)
+	for i, step := range []struct {
+		size int
+		want float64 // 0: left out
+	}{
+		{2, 2},
+		{5, 5},
+		{0, 0},
+		{3, 3},
+	} {
+		limits.Size = step.size
+		if err := pool.SetLimits(limits); err != nil {
+			t.Fatal(err)
+		}
+		got := collect(t, reader)
+		if v, ok := got[maxLive]; step.want == 0 && ok || step.want != 0 && v != step.want {
+			t.Errorf("step %d: after SetLimits(Size %d): max %v (reported %v), want %v", i, step.size, v, ok, step.want)
+		}
+		if v, ok := got[minIdle]; !ok || v != 1 {
+			t.Errorf("step %d: idle.min %v (reported %v), want 1", i, v, ok)
+		}
+	}
+}
+
+// Each way a pool lets a resource go is counted under its own reason, and
+// the reasons add up to Stats.Closes at every step. So are Gets, Resets
+// and leaks.
+func TestObservePoolClosesByReason(t *testing.T) {
+	const (
+		bad   = 1 // fails Check
+		spent = 2 // Reuse refuses it
+	)
+	// Every timer is an hour late, so a Get finds a resource past Keep
+	// before the eviction timer does.
+	clock := vclock.NewVirtual(vclock.WithLateness(time.Hour))
+	eng := engine.New(engine.WithClock(clock), engine.WithLogger(slog.New(slog.DiscardHandler)))
+	t.Cleanup(func() { eng.Shutdown(context.Background()) })
+	limits := policy.Limits{Size: 3, Idle: 1, Keep: time.Minute}
+	pool, err := client.NewPool(eng, client.PoolConfig[*int]{
+		Open:      func(context.Context) (*int, error) { return new(int), nil },
+		Limits:    limits,
+		Ward:      policy.Ward{Backoff: policy.DefaultBackoff}, // a ward makes every Get read the clock
+		Check:     func(_ context.Context, c *int) error { return map[bool]error{true: errors.New("gone")}[*c == bad] },
+		Reuse:     func(c *int) bool { return *c != spent },
+		LeakAfter: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer provider.Shutdown(context.Background())
+	reg, err := moonotel.ObservePool(provider, pool, "db", limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Unregister()
+	get := func() *int {
+		t.Helper()
+		c, err := pool.Get(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	reasons := []string{"stale", "evicted", "surplus", "broken", "unreused", "check_failed", "outdated", "shutdown"}
+	steps := []struct {
+		what string
+		do   func()
+		want map[string]float64 // by reason, and other instruments by name
+	}{
+		{"stale: idle past Keep when a Get comes", func() {
+			pool.Put(get())
+			clock.Advance(2 * time.Minute)
+			pool.Put(get())
+		}, map[string]float64{"stale": 1, "gets": 2, "empty_gets": 2}},
+		{"evicted: idle past Keep when the timer fires", func() {
+			clock.Advance(2 * time.Hour)
+			waitFor(t, "the eviction", func() bool { return pool.Stats().Evicted() == 1 })
+		}, map[string]float64{"stale": 1, "evicted": 1}},
+		{"broken", func() { pool.Discard(get()) }, map[string]float64{"broken": 1, "gets": 3}},
+		{"unreused", func() {
+			c := get()
+			*c = spent
+			pool.Put(c)
+		}, map[string]float64{"unreused": 1}},
+		{"surplus: past the idle limit", func() {
+			a, b := get(), get()
+			pool.Put(a)
+			pool.Put(b)
+		}, map[string]float64{"surplus": 1, "gets": 6}},
+		{"check_failed", func() {
+			c := get()
+			*c = bad
+			pool.Put(c)
+			pool.Put(get()) // the idle one fails its check, and the Get asks again
+		}, map[string]float64{"check_failed": 1, "gets": 9}},
+		{"outdated", func() {
+			if err := pool.Reset(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the reset's close", func() bool { return pool.Stats().Outdated() == 1 })
+		}, map[string]float64{"outdated": 1, "resets": 1}},
+		{"leaked", func() {
+			c := get()
+			clock.Advance(2 * time.Hour)
+			waitFor(t, "the leak report", func() bool { return pool.Stats().Leaked() == 1 })
+			pool.Put(c)
+		}, map[string]float64{"leaked": 1}},
+		{"shutdown", func() {
+			if err := pool.Close(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}, map[string]float64{"shutdown": 1, "stale": 1, "evicted": 1, "broken": 1, "unreused": 1, "surplus": 1, "check_failed": 1, "outdated": 1}},
+	}
+	const named = "{db.client.connection.pool.name=db}"
+	for i, s := range steps {
+		s.do()
+		got := collect(t, reader)
+		var sum float64
+		for _, r := range reasons {
+			v := got["moonpool.pool.closes{db.client.connection.pool.name=db,moonpool.pool.close.reason="+r+"}"]
+			sum += v
+			if want, ok := s.want[r]; ok && v != want {
+				t.Errorf("step %d (%s): closes %s %v, want %v", i, s.what, r, v, want)
+			}
+		}
+		if closes := float64(pool.Stats().Closes()); sum != closes {
+			t.Errorf("step %d (%s): the reasons add up to %v, Stats.Closes is %v", i, s.what, sum, closes)
+		}
+		for _, name := range []string{"gets", "empty_gets", "resets", "leaked"} {
+			if want, ok := s.want[name]; ok {
+				if v := got["moonpool.pool."+name+named]; v != want {
+					t.Errorf("step %d (%s): %s %v, want %v", i, s.what, name, v, want)
+				}
+			}
+		}
 	}
 }
 

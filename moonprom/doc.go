@@ -1,13 +1,18 @@
-// Package moonprom reports moonpool's pools to Prometheus through
-// client_golang: NewPoolCollector is a prometheus.Collector for one pool,
-// in the manner of client_golang's collectors.NewDBStatsCollector for a
-// *sql.DB. Each scrape takes one Stats snapshot, so a collector costs the
+// Package moonprom reports moonpool's pools and limiters to Prometheus
+// through client_golang. NewPoolCollector is a prometheus.Collector for one
+// pool, in the manner of client_golang's collectors.NewDBStatsCollector for
+// a *sql.DB. Each scrape takes one Stats snapshot, so a collector costs the
 // pool's Get and Put nothing.
 //
 //	reg.MustRegister(moonprom.NewPoolCollector(pool, "users-db", cfg.Limits))
 //
 // Every metric is named moonpool_pool_… and carries the pool's name as the
 // const label pool, so the collectors of several pools share one
-// registry. Limiters are not reported yet: they keep no counts of what
-// they allowed and refused.
+// registry.
+//
+// NewLimiterCollector does the same for a limiter: what it allowed and
+// refused, its waits and its quota now, named moonpool_limiter_… under the
+// const label limiter.
+//
+//	reg.MustRegister(moonprom.NewLimiterCollector(perClient, "api"))
 package moonprom

@@ -16,23 +16,28 @@ type Pool interface {
 // poolCollector reports one pool; its descriptions are made once.
 type poolCollector struct {
 	pool   Pool
-	limits policy.Limits
+	limits policy.Limits // for Idle and MinIdle, which Stats does not carry
 
-	maxLive, maxIdle              *prometheus.Desc // nil when the limit is zero (none)
+	maxLive, maxIdle, minIdle     *prometheus.Desc
 	live, idle, busy, waiting     *prometheus.Desc
+	gets, emptyGets, getTime      *prometheus.Desc
 	made, makeFailures            *prometheus.Desc
 	closed, closeFailures, panics *prometheus.Desc
-	duplicates                    *prometheus.Desc
+	duplicates, resets, leaked    *prometheus.Desc
 	shed, held, heldPastDeadline  *prometheus.Desc
 	cancelled, waited, waitTime   *prometheus.Desc
 	refusal, holding              *prometheus.Desc
 }
 
 // NewPoolCollector returns a collector for pool under the const label
-// pool=name. limits are the pool's PoolConfig.Limits, which its Stats do
-// not carry: a Size or Idle above zero is reported as
-// moonpool_pool_max_live or moonpool_pool_max_idle, and a zero (no limit)
-// is left out.
+// pool=name.
+//
+// moonpool_pool_max_live is Stats.Max, read at each scrape, so it follows
+// SetLimits; it is left out while the pool has no Size limit. limits are
+// the pool's PoolConfig.Limits. Stats does not carry their Idle and MinIdle,
+// so moonpool_pool_max_idle and moonpool_pool_min_idle report them as they
+// were at registration: after a SetLimits that changes them, register a new
+// collector. A max_idle of zero (no limit) is left out.
 //
 // A nil pool (or a nil *client.Pool) gives a collector that describes the
 // metrics and collects none. After the pool is closed the collector
@@ -40,10 +45,16 @@ type poolCollector struct {
 //
 // The metrics, all read from one Stats (see client.Stats for each figure):
 //   - gauges moonpool_pool_live, _idle, _busy (lent or being opened) and
-//     _waiting (Gets in line);
+//     _waiting (Gets in line); moonpool_pool_max_live, _max_idle and
+//     _min_idle, as above;
+//   - counters moonpool_pool_gets_total, _empty_gets_total (Gets that found
+//     nothing idle) and _get_seconds_total (their time waiting, opening and
+//     checking);
 //   - counters moonpool_pool_made_total, _make_failures_total,
-//     _closed_total{reason=stale|evicted|surplus|broken|shutdown},
-//     _close_failures_total, _panics_total, _duplicates_total;
+//     _closed_total{reason=stale|evicted|surplus|broken|unreused|check_failed|outdated|shutdown},
+//     whose reasons add up to Stats.Closes, _close_failures_total,
+//     _panics_total, _duplicates_total, _resets_total and _leaked_total
+//     (loans reported past PoolConfig.LeakAfter);
 //   - counters moonpool_pool_shed_total{reason=closed|shedder|breaker|too_many_waiting}
 //     (Gets refused), _held_total{reason=backoff|probe|bucket} (opens the
 //     ward held back), _held_past_deadline_total, _cancelled_total (Gets
@@ -59,19 +70,27 @@ func NewPoolCollector(pool Pool, name string, limits policy.Limits) prometheus.C
 	desc := func(metric, help string, variable ...string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName("moonpool", "pool", metric), help, variable, labels)
 	}
-	c := &poolCollector{
+	return &poolCollector{
 		pool:             pool,
 		limits:           limits,
+		maxLive:          desc("max_live", "Most resources the pool may hold at once."),
+		maxIdle:          desc("max_idle", "Most resources the pool keeps idle."),
+		minIdle:          desc("min_idle", "Fewest resources the pool keeps idle, opening more in the background."),
 		live:             desc("live", "Resources that exist: idle, lent and being opened."),
 		idle:             desc("idle", "Resources idle in the pool, ready to lend."),
 		busy:             desc("busy", "Resources lent out or being opened."),
 		waiting:          desc("waiting", "Gets waiting in line for a resource."),
+		gets:             desc("gets_total", "Gets and TryGets that asked the pool for a resource."),
+		emptyGets:        desc("empty_gets_total", "Gets that found nothing idle and waited in line or opened a resource."),
+		getTime:          desc("get_seconds_total", "Time Gets spent waiting in line, opening and checking."),
 		made:             desc("made_total", "Resources opened and taken on by the pool."),
 		makeFailures:     desc("make_failures_total", "Opens that failed."),
 		closed:           desc("closed_total", "Resources the pool let go, by reason.", "reason"),
 		closeFailures:    desc("close_failures_total", "Closes that failed or panicked."),
 		panics:           desc("panics_total", "Opens and Closes that panicked."),
 		duplicates:       desc("duplicates_total", "Resources an Open made that the pool already held."),
+		resets:           desc("resets_total", "Calls of Reset on the open pool."),
+		leaked:           desc("leaked_total", "Resources reported lent for longer than LeakAfter."),
 		shed:             desc("shed_total", "Gets refused, by reason.", "reason"),
 		held:             desc("held_total", "Opens the ward held back, by reason.", "reason"),
 		heldPastDeadline: desc("held_past_deadline_total", "Gets refused at once because the ward's hold would outlast their deadline."),
@@ -81,33 +100,17 @@ func NewPoolCollector(pool Pool, name string, limits policy.Limits) prometheus.C
 		refusal:          desc("breaker_refusal_ratio", "Share of opens the ward's breaker refuses now."),
 		holding:          desc("backoff_hold_seconds", "How much longer the ward's backoff holds opens back."),
 	}
-	if limits.Size > 0 {
-		c.maxLive = desc("max_live", "Most resources the pool may hold at once.")
-	}
-	if limits.Idle > 0 {
-		c.maxIdle = desc("max_idle", "Most resources the pool keeps idle.")
-	}
-	return c
-}
-
-func (c *poolCollector) descs() []*prometheus.Desc {
-	ds := []*prometheus.Desc{
-		c.live, c.idle, c.busy, c.waiting, c.made, c.makeFailures, c.closed,
-		c.closeFailures, c.panics, c.duplicates, c.shed, c.held,
-		c.heldPastDeadline, c.cancelled, c.waited, c.waitTime, c.refusal, c.holding,
-	}
-	if c.maxLive != nil {
-		ds = append(ds, c.maxLive)
-	}
-	if c.maxIdle != nil {
-		ds = append(ds, c.maxIdle)
-	}
-	return ds
 }
 
 // Describe sends the description of every metric the collector reports.
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range c.descs() {
+	for _, d := range []*prometheus.Desc{
+		c.maxLive, c.maxIdle, c.minIdle, c.live, c.idle, c.busy, c.waiting,
+		c.gets, c.emptyGets, c.getTime, c.made, c.makeFailures, c.closed,
+		c.closeFailures, c.panics, c.duplicates, c.resets, c.leaked, c.shed,
+		c.held, c.heldPastDeadline, c.cancelled, c.waited, c.waitTime,
+		c.refusal, c.holding,
+	} {
 		ch <- d
 	}
 }
@@ -125,26 +128,35 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v int64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
-	if c.maxLive != nil {
-		gauge(c.maxLive, float64(c.limits.Size))
+	if s.Max() > 0 {
+		gauge(c.maxLive, float64(s.Max()))
 	}
-	if c.maxIdle != nil {
+	if c.limits.Idle > 0 {
 		gauge(c.maxIdle, float64(c.limits.Idle))
 	}
+	gauge(c.minIdle, float64(minIdle(c.limits)))
 	gauge(c.live, float64(s.Live()))
 	gauge(c.idle, float64(s.Idle()))
 	gauge(c.busy, float64(s.Busy()))
 	gauge(c.waiting, float64(s.Waiting()))
+	counter(c.gets, s.Gets())
+	counter(c.emptyGets, s.EmptyGets())
+	ch <- prometheus.MustNewConstMetric(c.getTime, prometheus.CounterValue, s.GetTime().Seconds())
 	counter(c.made, s.Made())
 	counter(c.makeFailures, s.MakeFailures())
 	counter(c.closed, s.Stale(), "stale")
 	counter(c.closed, s.Evicted(), "evicted")
 	counter(c.closed, s.Surplus(), "surplus")
 	counter(c.closed, s.Broken(), "broken")
+	counter(c.closed, s.Unreused(), "unreused")
+	counter(c.closed, s.CheckFailures(), "check_failed")
+	counter(c.closed, s.Outdated(), "outdated")
 	counter(c.closed, s.Shutdown(), "shutdown")
 	counter(c.closeFailures, s.CloseFailures())
 	counter(c.panics, s.Panics())
 	counter(c.duplicates, s.Duplicates())
+	counter(c.resets, s.Resets())
+	counter(c.leaked, s.Leaked())
 	for _, r := range []policy.Reason{policy.ReasonClosed, policy.ReasonShedder, policy.ReasonBreaker} {
 		counter(c.shed, s.ShedBy(r), r.String())
 	}
@@ -158,4 +170,14 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.waitTime, prometheus.CounterValue, s.WaitTime().Seconds())
 	gauge(c.refusal, s.Refusal())
 	gauge(c.holding, s.Holding().Seconds())
+}
+
+// minIdle is MinIdle as the pool reads it: none below zero, and no more
+// than an Idle limit lets sit idle.
+func minIdle(l policy.Limits) int {
+	n := max(l.MinIdle, 0)
+	if l.Idle > 0 {
+		n = min(n, l.Idle)
+	}
+	return n
 }
