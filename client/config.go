@@ -10,7 +10,11 @@ import (
 // not a copy: the documentation of the original explains it, and a value
 // built with either name is the same value.
 type (
-	// Limits are the four numbers a pool holds itself to (policy.Limits).
+	// Limits bound a pool (policy.Limits): Size, Idle, Keep, Life,
+	// LifeJitter and MinIdle. A Pool keeps MinIdle idle by opening in the
+	// background, through its Ward (see PoolConfig.Limits). It draws each
+	// resource's share of LifeJitter from its own source, seeded by
+	// PoolConfig.Seed: the Ward's Draw is ignored.
 	Limits = policy.Limits
 	// Ward stands between a pool and its backend (policy.Ward).
 	Ward = policy.Ward
