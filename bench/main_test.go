@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -46,14 +45,8 @@ func modulesOf(t *testing.T, pkgs ...string) map[string]bool {
 // returns what it printed.
 func goList(t *testing.T, format string, pkgs ...string) string {
 	t.Helper()
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		if goBin, err = exec.LookPath("go"); err != nil {
-			t.Fatalf("no go command to list with: %v", err)
-		}
-	}
 	args := append([]string{"list", "-deps", "-f", format}, pkgs...)
-	cmd := exec.Command(goBin, args...)
+	cmd := exec.Command(goCommand(t), args...)
 	cmd.Dir = ".."
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -62,6 +55,19 @@ func goList(t *testing.T, format string, pkgs ...string) string {
 		t.Fatalf("go list: %v\n%s", err, stderr.String())
 	}
 	return string(out)
+}
+
+// goCommand is the go command on PATH, else the one in GOROOT.
+func goCommand(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	if root := os.Getenv("GOROOT"); root != "" {
+		return filepath.Join(root, "bin", "go")
+	}
+	t.Fatal("no go command on PATH or in GOROOT")
+	return ""
 }
 
 // integrations are the libraries moonpool's integration packages (moongrpc,
