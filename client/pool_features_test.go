@@ -781,9 +781,9 @@ func TestReuseNotAskedForAbandonedOpen(t *testing.T) {
 
 // TestCloseDuringKeepAliveCheck: Close with context.Background() while a
 // keep-alive check hangs returns: the check's ctx ends with the pool, the
-// resource goes back unjudged, and Close closes it with the rest. (The
-// tick that comes after the checker stopped, which used to leave a
-// resource lent to no one, is TestCloseAfterKeepAliveTick in actors.)
+// resource goes back unjudged, and Close closes it with the rest. A tick
+// that comes after the checker stopped leaves nothing lent to no one:
+// TestCloseAfterKeepAliveTick in actors.
 func TestCloseDuringKeepAliveCheck(t *testing.T) {
 	r, g := keepAliveRig(t, 2)
 	a, b := r.get(), r.get()

@@ -15,12 +15,12 @@ import (
 	"github.com/moonpool-go/moonpool/policy"
 )
 
-// Regression tests for the defects of issue 9 that live in the pool, each
-// named after what went wrong.
+// Tests of the pool's answers to misuse and failure, each named after what
+// it guards against.
 
 // TestOpenReturnsLentResource: an Open that hands back a resource the pool
-// has lent already is refused. Before, the one resource was lent to two
-// holders and the reservation leaked, so Close with no deadline hung.
+// has lent already is refused: one resource is never lent to two holders,
+// and no room stays reserved, so Close with no deadline returns.
 func TestOpenReturnsLentResource(t *testing.T) {
 	shared := &conn{id: 1}
 	r := newRig(t, PoolConfig[*conn]{
@@ -51,9 +51,8 @@ func TestOpenReturnsLentResource(t *testing.T) {
 }
 
 // TestOpenReturnsIdleResource: an Open that hands back a resource sitting
-// idle in the pool is refused, and the idle one is neither closed nor lost.
-// Before, the pool closed its own idle resource, answered ErrClosed on an
-// open pool, then lent the closed resource.
+// idle in the pool is refused, and the idle one is neither closed nor lost:
+// the pool lends it later, open.
 func TestOpenReturnsIdleResource(t *testing.T) {
 	release := make(chan struct{})
 	var calls atomic.Int64
@@ -112,8 +111,8 @@ func (b *backend) live1() *conn {
 func (s Stats) Closed() bool { return s.s.Closed }
 
 // TestCloseTwiceAfterNameReused: a second Close of a pool whose name has
-// passed to a new pool leaves the new pool alone. Before, Close stopped the
-// actor by name and closed the newcomer.
+// passed to a new pool leaves the new pool alone: Close stops its own
+// actor, never one found by name.
 func TestCloseTwiceAfterNameReused(t *testing.T) {
 	clock := vclock.NewVirtual()
 	be := newBackend(t, clock)
@@ -147,8 +146,8 @@ func TestCloseTwiceAfterNameReused(t *testing.T) {
 }
 
 // TestOpenPanics: a panic in Open reaches the Get as an error, counts as a
-// failed make for the ward, and the process goes on. Before, it ended the
-// process from the pool's opener goroutine.
+// failed make for the ward, and the process goes on, though the Open ran on
+// a goroutine of the pool's.
 func TestOpenPanics(t *testing.T) {
 	boom := errors.New("dial bug")
 	var r *rig
@@ -211,7 +210,7 @@ func TestClosePanics(t *testing.T) {
 
 // TestOpenFinishingAfterClose: an Open that completes after Close began
 // does not hand its Get a resource of a closed pool: the Get is answered
-// ErrClosed and the resource closed. Before, the Get got it.
+// ErrClosed and the resource closed.
 func TestOpenFinishingAfterClose(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{})
@@ -251,8 +250,8 @@ func TestOpenFinishingAfterClose(t *testing.T) {
 
 // TestCloseErrorCountsWhatWasOutstanding: Close's error says what was
 // still lent when its ctx ended, and a pool with nothing out reports no
-// error even when ctx has ended too. Before, a drain that finished in the
-// same instant was reported as "0 still lent".
+// error even when ctx has ended too: a drain that finishes in the same
+// instant is no "0 still lent".
 func TestCloseErrorCountsWhatWasOutstanding(t *testing.T) {
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -287,8 +286,8 @@ func TestGetNilContext(t *testing.T) {
 
 // TestGetHeldPastDeadline: while the ward's backoff holds makes back for
 // longer than ctx allows and nothing is lent, Get answers at once with the
-// rest of the hold instead of sitting out ctx (issue 14). With a resource
-// lent, which may come back in time, it waits as before.
+// rest of the hold instead of sitting out ctx. With a resource lent, which
+// may come back in time, it waits.
 func TestGetHeldPastDeadline(t *testing.T) {
 	backoff := policy.Backoff{Base: 2 * time.Second, Factor: 2, Cap: time.Minute, Attempts: 1 << 20, Jitter: policy.Rigid}
 	r := newRig(t, PoolConfig[*conn]{Limits: policy.Limits{Size: 1}, Ward: policy.Ward{Backoff: backoff}})
@@ -343,7 +342,7 @@ func TestGetHeldPastDeadline(t *testing.T) {
 
 // TestWardReasons: every refusal and hold is counted by its cause, the
 // error says which cause it met, and Stats shows the ward's state: the
-// breaker's refusal share, the backoff's hold and its probe (issue 14).
+// breaker's refusal share, the backoff's hold and its probe.
 func TestWardReasons(t *testing.T) {
 	r := newRig(t, PoolConfig[*conn]{
 		Limits: policy.Limits{Size: 1},
@@ -429,8 +428,8 @@ func TestShedErrors(t *testing.T) {
 // TestDialScheduleDeadBackend: against a dead backend with only a backoff
 // in the ward, once the first failures are in, each hold ends in exactly
 // one dial, the probe, however many callers wait; the others dial only
-// once one works. Before, every waiting caller dialled when a hold ended:
-// 16 callers made 80 dials in 3 s, in bursts of the pool's size (issue 14).
+// once one works. No hold ends in a burst of dials, one per waiting
+// caller up to the pool's size.
 func TestDialScheduleDeadBackend(t *testing.T) {
 	for _, callers := range []int{1, 16} {
 		t.Run(fmt.Sprintf("%d callers", callers), func(t *testing.T) {
@@ -501,8 +500,7 @@ func TestDialScheduleDeadBackend(t *testing.T) {
 // TestStoppedUnderCloseLosesNothing: a pool whose actor is stopped while a
 // Close is still getting ready (a second Close, or a Shutdown, whose ctx
 // had ended) still closes every idle resource, and that Close says the
-// actor was stopped. Before, the idle ones were never closed and the first
-// Close returned nil.
+// actor was stopped.
 func TestStoppedUnderCloseLosesNothing(t *testing.T) {
 	unblock := make(chan struct{})
 	entered := make(chan struct{})

@@ -16,7 +16,7 @@ import (
 // for a lent resource, a Shutdown whose ctx has ended stops the pool's
 // actor anyway and returns ctx's error; the waiting Close then returns
 // too, since the actor answers its Drained as it stops; and the resource
-// still lent is closed when it comes home, once. (Issue 9, defect 6.)
+// still lent is closed when it comes home, once.
 func TestShutdownBoundsAPoolClose(t *testing.T) {
 	clock := vclock.NewVirtual()
 	eng := engine.New(engine.WithClock(clock), engine.WithHeatEvery(0))
@@ -85,9 +85,10 @@ func TestShutdownBoundsAPoolClose(t *testing.T) {
 
 // TestNewRacingShutdown: pools, limiters and gates made on other goroutines
 // while Shutdown runs either fail (the engine is shut down) or are closed
-// by it; nothing crashes and nothing is left running. (Issue 9, defect 1,
-// as a user meets it.)
+// by it; nothing crashes and nothing is left running.
 func TestNewRacingShutdown(t *testing.T) {
+	net, cancelNet := context.WithTimeout(context.Background(), safety)
+	defer cancelNet()
 	for round := range 10 {
 		eng := engine.New(engine.WithHeatEvery(0))
 		type made struct {
@@ -144,13 +145,23 @@ func TestNewRacingShutdown(t *testing.T) {
 			}()
 		}
 		for count.Load() < 8 {
+			if net.Err() != nil {
+				_ = eng.Shutdown(context.Background()) // the makers end on ErrShutdown
+				t.Fatalf("round %d: gave up waiting for eight limiters, gates and pools (made %d)", round, count.Load())
+			}
 			runtime.Gosched()
 		}
 		if err := eng.Shutdown(context.Background()); err != nil {
 			t.Fatalf("round %d: Shutdown: %v", round, err)
 		}
 		for range makers {
-			for _, m := range <-results {
+			var out []made
+			select {
+			case out = <-results:
+			case <-net.Done():
+				t.Fatalf("round %d: a maker never saw ErrShutdown", round)
+			}
+			for _, m := range out {
 				if m.allow != nil && m.allow() {
 					t.Fatalf("round %d: a limiter made during Shutdown still allows", round)
 				}
