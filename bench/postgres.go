@@ -316,7 +316,7 @@ func restartRow(srv *pgtest.Server, sides []dbSide, p restartPlan, say progress)
 			say(fmt.Sprintf("Postgres restart %s round %d/%d", sides[i].name, round+1, p.rounds))
 			r, err := restartOnce(srv, sides[i], p)
 			if err != nil {
-				return result{}, fmt.Errorf("Postgres restart %s: %w", sides[i].name, err)
+				return result{}, fmt.Errorf("postgres restart, %s: %w", sides[i].name, err)
 			}
 			out[i].rounds = append(out[i].rounds, r)
 		}

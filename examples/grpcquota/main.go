@@ -140,7 +140,7 @@ func newServer(eng *engine.Engine, rate, burst float64, concurrent int) (*grpc.S
 // call says hello n times as key, each call within timeout, retrying
 // refusals as the server asks, and prints each outcome.
 func call(ctx context.Context, eng *engine.Engine, addr, key string, n int, timeout time.Duration, out io.Writer) error {
-	conn, err := grpc.Dial(addr,
+	conn, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithUnaryInterceptor(moongrpc.UnaryClientInterceptor(eng, policy.DefaultBackoff)),
 	)

@@ -45,7 +45,7 @@ func TestServeAndCall(t *testing.T) {
 		t.Fatalf("the program said %q", first)
 	}
 
-	conn, err := grpc.Dial(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
