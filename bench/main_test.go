@@ -336,19 +336,19 @@ func TestPostgresSuite(t *testing.T) {
 	}
 	table := stdout.String()
 	for _, want := range []string{"POSTGRES", "SELECT 1 size=4", "pg_sleep(0.001) size=4", "pgxpool", "database/sql", "p999", "opened",
-		"restart, SELECT 1 at 200/s", "dials during restart", "TARGETS (from issue 13)", "Postgres restart: no more failed requests than pgxpool"} {
+		"restart, SELECT 1 at 200/s", "dials during restart", "TARGETS: PostgreSQL", "Postgres restart: no more failed requests than pgxpool"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table has no %q:\n%s", want, table)
 		}
 	}
-	if strings.Contains(table, "issue 5") {
-		t.Errorf("a run of Postgres alone lists issue 5's targets, none of them measured:\n%s", table)
+	if strings.Contains(table, "TARGETS: pure core") {
+		t.Errorf("a run of Postgres alone lists the pure core's targets, none of them measured:\n%s", table)
 	}
 	md, err := os.ReadFile(filepath.Join(dir, "results.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Targets (issue 13)", "## Postgres", "### Postgres restart", "| side | requests | failed |"} {
+	for _, want := range []string{"## Targets: PostgreSQL", "## Postgres", "### Postgres restart", "| side | requests | failed |"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("results.md has no %q:\n%s", want, md)
 		}

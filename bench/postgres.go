@@ -515,7 +515,7 @@ func ownTable(r result) (head []string, body [][]string, ok bool) {
 	return nil, nil, false
 }
 
-// pgTargets checks the Postgres rows of this run against issue 13's
+// pgTargets checks the Postgres rows of this run against the PostgreSQL
 // targets; none when the suite did not run.
 func pgTargets(results []result) []check {
 	var cs []check
@@ -532,11 +532,11 @@ func pgTargets(results []result) []check {
 		tail := func(o, t *measured) float64 { return o.p99 / t.p99 }
 		label := "Postgres " + r.row.name
 		text, xs := pgRatios(r, func(c int) bool { return c >= 64 }, rate)
-		cs = append(cs, check{issue: 13, target: label + ": req/s at or above pgxpool's at 64 and 512 callers", measured: text, met: allOf(xs, func(x float64) bool { return x >= 1 }), known: len(xs) > 0})
+		cs = append(cs, check{group: "PostgreSQL", target: label + ": req/s at or above pgxpool's at 64 and 512 callers", measured: text, met: allOf(xs, func(x float64) bool { return x >= 1 }), known: len(xs) > 0})
 		text, xs = pgRatios(r, func(c int) bool { return c >= 64 }, tail)
-		cs = append(cs, check{issue: 13, target: label + ": p99 at or below pgxpool's at 64 and 512 callers", measured: text, met: allOf(xs, func(x float64) bool { return x <= 1 }), known: len(xs) > 0})
+		cs = append(cs, check{group: "PostgreSQL", target: label + ": p99 at or below pgxpool's at 64 and 512 callers", measured: text, met: allOf(xs, func(x float64) bool { return x <= 1 }), known: len(xs) > 0})
 		text, xs = pgRatios(r, func(c int) bool { return c == 8 }, rate)
-		cs = append(cs, check{issue: 13, target: label + ": req/s within 5% of pgxpool's at 8 callers", measured: text, met: allOf(xs, func(x float64) bool { return x >= 0.95 }), known: len(xs) > 0})
+		cs = append(cs, check{group: "PostgreSQL", target: label + ": req/s within 5% of pgxpool's at 8 callers", measured: text, met: allOf(xs, func(x float64) bool { return x >= 0.95 }), known: len(xs) > 0})
 	}
 	return cs
 }
@@ -587,11 +587,11 @@ func restartTargets(sides []restartSide) []check {
 	failed, down, last := ours.failed(), ours.dialsDown(), ours.sinceBack()
 	tFailed, tDown, tLast := theirs.failed(), theirs.dialsDown(), theirs.sinceBack()
 	return []check{
-		{issue: 13, target: "Postgres restart: no more failed requests than pgxpool", known: true, met: failed <= tFailed,
+		{group: "PostgreSQL", target: "Postgres restart: no more failed requests than pgxpool", known: true, met: failed <= tFailed,
 			measured: fmt.Sprintf("%.0f against %.0f", failed, tFailed)},
-		{issue: 13, target: "Postgres restart: at most half pgxpool's connection attempts during the restart", known: true, met: down <= tDown/2,
+		{group: "PostgreSQL", target: "Postgres restart: at most half pgxpool's connection attempts during the restart", known: true, met: down <= tDown/2,
 			measured: fmt.Sprintf("%.0f against %.0f (%s)", down, tDown, times(down/tDown))},
-		{issue: 13, target: "Postgres restart: errors over as soon as pgxpool's (last failure, from when the server was back)", known: true, met: last <= tLast,
+		{group: "PostgreSQL", target: "Postgres restart: errors over as soon as pgxpool's (last failure, from when the server was back)", known: true, met: last <= tLast,
 			measured: fmt.Sprintf("%.0f ms against %.0f ms", last/1e6, tLast/1e6)},
 	}
 }

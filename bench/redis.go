@@ -203,7 +203,7 @@ func theirRedis(addr string, callers int, prefix string, keys []string, limit re
 	}
 }
 
-// redisTargets are issue 12's, on the rows where every call goes to Redis
+// redisTargets are the Redis suite's, on the rows where every call goes to Redis
 // on both sides: ns per Allow against redis_rate's at 1 caller, where
 // nothing can be batched (the worse of one key and many), and on one hot
 // key at 64 and 512 callers, where batching should pay. The row over its
@@ -225,8 +225,8 @@ func redisTargets(results []result) []check {
 			}
 		}
 	}
-	cs = append(cs, check{issue: 12, target: "Redis: Allow at most 1.0× redis_rate at 1 caller, every call to Redis", measured: s, met: worst <= 1, known: ok})
+	cs = append(cs, check{group: "Redis", target: "Redis: Allow at most 1.0× redis_rate at 1 caller, every call to Redis", measured: s, met: worst <= 1, known: ok})
 	s, worst, ok = vsAt(hot, "redis_rate", func(c int) bool { return c == 64 || c == 512 }, ns)
-	cs = append(cs, check{issue: 12, target: "Redis: Allow at most 0.5× redis_rate at 64 and 512 callers on one hot key", measured: s, met: worst <= 0.5, known: ok})
+	cs = append(cs, check{group: "Redis", target: "Redis: Allow at most 0.5× redis_rate at 64 and 512 callers on one hot key", measured: s, met: worst <= 0.5, known: ok})
 	return cs
 }
