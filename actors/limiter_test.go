@@ -633,8 +633,7 @@ func ExampleSpawnKeyedWindow() {
 // TestAllowNothing: a bucket's Allow of N <= 0 asks for nothing and is
 // granted, with or without Wait, even while callers are parked (they lose
 // nothing to it), and changes nothing. A window counts one event whatever
-// N, so for a window N = 0 is an event like any other. (Issue 9, defect
-// 10: with a caller parked, an Allow of 0 was refused.)
+// N, so for a window N = 0 is an event like any other.
 func TestAllowNothing(t *testing.T) {
 	r := newHarness(t)
 	b, err := SpawnBucket(r.e, "", 1, 2)

@@ -45,9 +45,8 @@ func TestDecisionRetryAfter(t *testing.T) {
 
 // TestTrySteps walks Try on each limiter through fixed instants: the
 // decision, the wait and what is left come from one turn, and after Close
-// the answer is a refusal that never ends, whose header is a day.
-// (Issue 14, item 6: the documented recipe put 9223372037 in Retry-After
-// after Close, and 0 when Delay's second round trip came after a grant.)
+// the answer is a refusal that never ends, whose header is a day. The
+// header is never 0, and never past a day.
 func TestTrySteps(t *testing.T) {
 	r := newLimitRig(t)
 	b, _ := NewBucket(r.eng, 2, 3)
@@ -111,7 +110,7 @@ func TestTrySteps(t *testing.T) {
 
 // TestAllowNNothingWithWaiters: AllowN of nothing is allowed even while a
 // caller waits in Wait, since it takes nothing from it; Allow of one is
-// not. (Issue 9, defect 10.)
+// not.
 func TestAllowNNothingWithWaiters(t *testing.T) {
 	r := newLimitRig(t)
 	b, err := NewBucket(r.eng, 1, 1)

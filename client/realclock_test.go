@@ -105,8 +105,6 @@ const (
 // four run side by side. A loaded machine can starve a process in ways a
 // ticker does not see, so a kind that falls short runs again, up to
 // realTries times in all: a limiter that loses time falls short every time.
-// (Issue 9, defect 2: a bucket granted 830 to 890 a second, 42% to 45% of
-// its rate, run after run.)
 func TestRealClockWait(t *testing.T) {
 	kinds := []struct {
 		name   string

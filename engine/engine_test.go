@@ -230,8 +230,8 @@ func TestHeatMeterReadsRuntime(t *testing.T) {
 // TestSpawnRacingShutdown: Spawn on many goroutines while Shutdown runs
 // never crashes, each Spawn either succeeds or answers ErrShutdown, every
 // actor a Spawn handed out is stopped when Shutdown returns, and no Spawn
-// succeeds once Shutdown has begun. (Issue 9, defect 1: Shutdown picked up
-// a Ref whose PID was not set yet and stopped nil.)
+// succeeds once Shutdown has begun: Shutdown never picks up a Ref whose
+// PID is not set yet.
 func TestSpawnRacingShutdown(t *testing.T) {
 	for round := range 20 {
 		e := New()
@@ -304,8 +304,7 @@ func blocker(t *testing.T, e *Engine, name string) (*Ref, chan struct{}) {
 // TestShutdownBoundsAWaitingClose: while a Stop with no deadline is still
 // in its actor's shutdown hook, a Shutdown whose ctx ends stops the actor
 // anyway, and the first Stop's hook sees its ctx end because the actor is
-// gone, so it returns too. (Issue 9, defect 6: the actor was left running
-// until the other Close finished, which was never.)
+// gone, so it returns too.
 func TestShutdownBoundsAWaitingClose(t *testing.T) {
 	e := New()
 	ref, started := blocker(t, e, "draining")
@@ -351,8 +350,8 @@ func TestStopBoundsAWaitingClose(t *testing.T) {
 }
 
 // TestSecondShutdownWaits: a second Shutdown waits for the first to end,
-// within its own ctx, and then returns the first's result. (Issue 9: it
-// returned nil at once while the first was still waiting.)
+// within its own ctx, and then returns the first's result, not nil at
+// once while the first still waits.
 func TestSecondShutdownWaits(t *testing.T) {
 	e := New()
 	release := make(chan struct{})
@@ -394,7 +393,7 @@ func TestSecondShutdownWaits(t *testing.T) {
 
 // TestFreshNamesNeverCollide: a user may name an actor like the fresh
 // names of an earlier version, and the fresh names go on working; names
-// with the engine's prefix are refused. (Issue 9, defect 9.)
+// with the engine's prefix are refused.
 func TestFreshNamesNeverCollide(t *testing.T) {
 	e := New()
 	defer e.Shutdown(context.Background())
@@ -423,8 +422,8 @@ func TestFreshNamesNeverCollide(t *testing.T) {
 }
 
 // TestRefStopActsOnItsOwnActor: stopping a Ref twice after its name went
-// to a new actor leaves the new one alone. (Issue 9, defect 4, at the
-// engine: Stop by name would have stopped the newcomer.)
+// to a new actor leaves the new one alone, where a Stop by name would
+// stop the newcomer.
 func TestRefStopActsOnItsOwnActor(t *testing.T) {
 	e := New()
 	defer e.Shutdown(context.Background())

@@ -337,7 +337,7 @@ func FuzzPool(f *testing.F) {
 	f.Add([]byte{4, 3, 3, 0}, []byte{0, 0, 0, 0, 4, 3, 3, 3, 1, 3, 1, 3, 4, 0x80, 7, 0, 3, 0x80, 0, 0, 1, 6, 2, 0})
 	f.Add([]byte{1, 2, 4, 5}, []byte{0, 0, 1, 2, 3, 2, 3, 2, 0, 0, 0, 0, 6, 5, 0, 0, 6, 130, 0, 0, 5, 0, 8, 0, 5, 0})
 	f.Add([]byte{5, 0, 2, 6}, []byte{0, 0, 0, 0, 0, 0, 2, 0, 2, 0, 0, 0, 1, 1, 1, 2, 3, 0x81, 4, 0x80, 6, 3, 0, 0, 6, 3, 0, 0})
-	// Issue 16: an Unmade, or a heat report, at the far future is a time
+	// An Unmade, or a heat report, at the far future is a time
 	// given like any other, so an Evict back at the far past reads as
 	// standing still there and retires what sat since time 0.
 	f.Add([]byte("A020"), []byte{0, 0, 3, 1, 8, 2, 2, 0, 8, 0, 5, 0})

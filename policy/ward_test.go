@@ -147,11 +147,10 @@ type dialStep struct {
 	why   Reason // the Later the others got; NoReason when there were none
 }
 
-// TestWardProbeSchedule is issue 14's second point: with a dead backend,
-// when the backoff's hold ends only one make goes ahead, however many
-// callers wait, and the rest wait for its outcome. Each dial fails 10 ms
-// after its Make. Before the probe rule, every waiting caller was told Make
-// the moment a hold ended (16 at once at 1010 ms below).
+// TestWardProbeSchedule: with a dead backend, when the backoff's hold
+// ends only one make goes ahead, however many callers wait, and the rest
+// wait for its outcome. Each dial fails 10 ms after its Make. Without the
+// probe rule, all 16 callers would be told Make at 1010 ms below.
 func TestWardProbeSchedule(t *testing.T) {
 	const dial = 10 * milli
 	tests := []struct {
@@ -357,7 +356,7 @@ func TestWardHeld(t *testing.T) {
 	}
 }
 
-// TestWardShared is issue 14's fifth point: one Ward value given to two
+// TestWardShared: one Ward value given to two
 // pools, driven from two goroutines, shares no state between them (run it
 // under -race), and each pool answers as if it were alone.
 func TestWardShared(t *testing.T) {
@@ -451,10 +450,10 @@ func TestWardPartsOff(t *testing.T) {
 	}
 }
 
-// TestWardBreakerFloor is issue 9's third claim: with the book's formula
-// alone, one failed make on a cold pool refused half the makes after it
-// (3 of 10 callers were let through). With the floor, nothing is refused
-// until the period holds ten requests.
+// TestWardBreakerFloor: with the book's formula alone, one failed make on
+// a cold pool would refuse half the makes after it (3 of 10 callers let
+// through). With the floor, nothing is refused until the period holds ten
+// requests.
 func TestWardBreakerFloor(t *testing.T) {
 	p := NewPool[int](Limits{}, Ward{Breaker: DefaultBreaker})
 	p.Take(t0)
