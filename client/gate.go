@@ -23,6 +23,11 @@ type Gate struct {
 	ref    *engine.Ref
 	room   *actors.Room // room the actor lent ahead of time; nil for a small limit
 	closed atomic.Bool
+	// reqs holds Enter requests with their reply channels (room for one)
+	// for reuse, so Enter allocates nothing; one goes back once its answer
+	// is read. Each gate keeps its own, not the process: a gate made in a
+	// testing/synctest bubble then only ever uses channels made there.
+	reqs sync.Pool
 }
 
 // NewGate starts a gate on eng letting at most limit callers in at once.
@@ -38,12 +43,6 @@ func NewGate(eng *engine.Engine, limit int) (*Gate, error) {
 	}
 	return &Gate{ref: ref, room: room}, nil
 }
-
-// enterReqs holds Enter requests with their reply channels for reuse, so
-// Enter allocates nothing; one goes back once its answer is read.
-var enterReqs = sync.Pool{New: func() any {
-	return &actors.Enter{Reply: make(chan actors.Permit, 1)}
-}}
 
 // Enter is whether there is room, taking it if so. It never blocks on
 // other callers: a full gate says no at once. Each true must be matched by
@@ -61,11 +60,20 @@ func (g *Gate) Enter() bool {
 	if g.room.Enter() {
 		return true
 	}
-	req := enterReqs.Get().(*actors.Enter)
+	req := g.request()
 	g.ref.Send(req)
 	p := <-req.Reply
-	enterReqs.Put(req)
+	g.reqs.Put(req)
 	return p.OK
+}
+
+// request is an Enter from g.reqs, or a new one.
+func (g *Gate) request() *actors.Enter {
+	req, _ := g.reqs.Get().(*actors.Enter)
+	if req == nil {
+		req = &actors.Enter{Reply: make(chan actors.Permit, 1)}
+	}
+	return req
 }
 
 // Leave gives back the room an Enter took. A Leave with nobody inside
@@ -83,10 +91,10 @@ func (g *Gate) Held() int {
 	if g.closed.Load() {
 		return 0
 	}
-	reply := permitChans.Get().(chan actors.Permit)
-	g.ref.Send(&actors.Left{Reply: reply})
-	p := <-reply
-	permitChans.Put(reply)
+	req := g.request() // for its reply channel
+	g.ref.Send(&actors.Left{Reply: req.Reply})
+	p := <-req.Reply
+	g.reqs.Put(req)
 	if p.Err != nil {
 		return 0
 	}

@@ -322,6 +322,16 @@ type limiter struct {
 	seed   maphash.Seed
 	closed atomic.Bool
 	counts counts
+	// Requests and reply channels are kept for reuse, so Allow and Wait
+	// allocate nothing. Each limiter keeps its own, not the process: a
+	// limiter made in a testing/synctest bubble then only uses channels
+	// made in that bubble, as the runtime demands. The pad keeps the
+	// pools, read on every call, off the cache line of counts, written on
+	// every call.
+	_     [64]byte
+	reqs  sync.Pool // *actors.Allow with a reply channel, for Wait
+	slots sync.Pool // *allowSlot, for an Allow that does not wait
+	chans sync.Pool // chan actors.Permit, for the other requests
 }
 
 // to is the actor that owns key.
@@ -345,31 +355,24 @@ func (l *limiter) actors() []*engine.Ref {
 	return l.shards
 }
 
-// allowReqs holds Allow requests with their reply channels (room for one)
-// for reuse, so a Wait allocates nothing. One goes back only once its
-// answer has been read — the protocol hands a request back to its caller
-// with the answer — and never after a Withdraw, which may still be queued
-// behind the answer and names the request.
-var allowReqs = sync.Pool{New: func() any {
-	return &actors.Allow{Reply: make(chan actors.Permit, 1)}
-}}
-
-// allowSlots holds Allow requests with a Reply slot, for an Allow that does
+// allowSlot is an Allow request with a Reply slot, for an Allow that does
 // not wait: cheaper than a channel, and never withdrawn, so one always
-// goes back once its answer is read.
-var allowSlots = sync.Pool{New: func() any { return new(allowSlot) }}
-
+// goes back to l.slots once its answer is read.
 type allowSlot struct {
 	req  actors.Allow
 	slot engine.Reply[actors.Permit]
 }
 
-// permitChans holds reply channels alone, for Left requests.
-var permitChans = sync.Pool{New: func() any { return make(chan actors.Permit, 1) }}
-
-// request is a ready Allow for key and n at now.
+// request is a ready Allow for key and n at now, with a reply channel
+// (room for one). It goes back to l.reqs only once its answer has been
+// read, since the protocol hands a request back to its caller with the
+// answer; never after a Withdraw, which may still be queued behind the
+// answer and names the request.
 func (l *limiter) request(now int64, key string, n float64, wait bool, deadline int64) *actors.Allow {
-	req := allowReqs.Get().(*actors.Allow)
+	req, _ := l.reqs.Get().(*actors.Allow)
+	if req == nil {
+		req = &actors.Allow{Reply: make(chan actors.Permit, 1)}
+	}
 	*req = actors.Allow{Now: now, Key: key, N: n, Wait: wait, Deadline: deadline, Reply: req.Reply}
 	return req
 }
@@ -377,8 +380,21 @@ func (l *limiter) request(now int64, key string, n float64, wait bool, deadline 
 // done hands an answered request back for reuse.
 func (l *limiter) done(req *actors.Allow) {
 	req.Key = "" // let the string go
-	allowReqs.Put(req)
+	l.reqs.Put(req)
 }
+
+// reply is an empty reply channel with room for one. Hand it back with
+// replied once its one answer is read.
+func (l *limiter) reply() chan actors.Permit {
+	ch, _ := l.chans.Get().(chan actors.Permit)
+	if ch == nil {
+		ch = make(chan actors.Permit, 1)
+	}
+	return ch
+}
+
+// replied hands back a reply channel whose answer has been read.
+func (l *limiter) replied(ch chan actors.Permit) { l.chans.Put(ch) }
 
 func (l *limiter) allow(key string, n float64) bool {
 	p, _ := l.ask(key, n)
@@ -415,13 +431,16 @@ func (l *limiter) askRef(ref *engine.Ref, now int64, key string, n float64) (act
 	if l.closed.Load() {
 		return actors.Permit{}, false
 	}
-	a := allowSlots.Get().(*allowSlot)
+	a, _ := l.slots.Get().(*allowSlot)
+	if a == nil {
+		a = new(allowSlot)
+	}
 	a.req = actors.Allow{Now: now, Key: key, N: n, Slot: &a.slot}
 	a.slot.Ask(ref, &a.req)
 	a.slot.Await(ref, nil)
 	p := a.slot.Take()
 	a.req.Key = "" // let the string go
-	allowSlots.Put(a)
+	l.slots.Put(a)
 	l.counts.count(p)
 	return p, p.Err == nil
 }
@@ -479,10 +498,10 @@ func (l *limiter) left(key string) (actors.Permit, bool) {
 	if l.closed.Load() {
 		return actors.Permit{}, false
 	}
-	reply := permitChans.Get().(chan actors.Permit)
+	reply := l.reply()
 	l.to(key).Send(&actors.Left{Now: l.eng.Now(), Key: key, Reply: reply})
 	p := <-reply
-	permitChans.Put(reply)
+	l.replied(reply)
 	if p.Err != nil {
 		return actors.Permit{}, false
 	}

@@ -105,3 +105,71 @@ func BenchmarkWindowAllow(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBucketAllowExact: Allow on a bucket too small to lend tokens
+// ahead of time, so every call asks the actor.
+func BenchmarkBucketAllowExact(b *testing.B) {
+	for _, g := range benchGoroutines {
+		b.Run(fmt.Sprint("goroutines=", g), func(b *testing.B) {
+			eng := engine.New()
+			defer eng.Shutdown(context.Background())
+			bk, err := client.NewBucket(eng, 1e9, 8)
+			if err != nil {
+				b.Fatal(err)
+			}
+			spread(b, g, func() { bk.Allow() })
+		})
+	}
+}
+
+// BenchmarkBucketWait: Wait on a bucket that refills every nanosecond, so
+// most calls are granted at once and a few park.
+func BenchmarkBucketWait(b *testing.B) {
+	for _, g := range benchGoroutines {
+		b.Run(fmt.Sprint("goroutines=", g), func(b *testing.B) {
+			eng := engine.New()
+			defer eng.Shutdown(context.Background())
+			bk, err := client.NewBucket(eng, 1e9, 8)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			spread(b, g, func() {
+				if err := bk.Wait(ctx); err != nil {
+					b.Error(err)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkBucketTokens: Tokens, which asks the actor every call.
+func BenchmarkBucketTokens(b *testing.B) {
+	eng := engine.New()
+	defer eng.Shutdown(context.Background())
+	bk, err := client.NewBucket(eng, 1e9, 8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	spread(b, 1, func() { bk.Tokens() })
+}
+
+// BenchmarkGateEnterExact: Enter, then Leave when let in, on a gate too
+// small to lend room ahead of time, so every Enter asks the actor.
+func BenchmarkGateEnterExact(b *testing.B) {
+	for _, g := range []int{1, 8} {
+		b.Run(fmt.Sprint("goroutines=", g), func(b *testing.B) {
+			eng := engine.New()
+			defer eng.Shutdown(context.Background())
+			gate, err := client.NewGate(eng, 8)
+			if err != nil {
+				b.Fatal(err)
+			}
+			spread(b, g, func() {
+				if gate.Enter() {
+					gate.Leave()
+				}
+			})
+		})
+	}
+}

@@ -566,6 +566,18 @@ func TestLimiterAllocs(t *testing.T) {
 	if a := testing.AllocsPerRun(1000, func() { kb.Allow("k") }); a != 0 {
 		t.Errorf("KeyedBucket.Allow of a known key: %v allocs, want 0", a)
 	}
+	// Requests that ask the actor every time reuse the limiter's own.
+	small, _ := NewBucket(r.eng, 1e9, 8)
+	if a := testing.AllocsPerRun(1000, func() { small.Allow() }); a != 0 {
+		t.Errorf("Bucket.Allow asking the actor: %v allocs, want 0", a)
+	}
+	if a := testing.AllocsPerRun(1000, func() { _ = b.Wait(r.ctx) }); a != 0 {
+		t.Errorf("Bucket.Wait: %v allocs, want 0", a)
+	}
+	g, _ := NewGate(r.eng, 8)
+	if a := testing.AllocsPerRun(1000, func() { g.Enter(); g.Leave() }); a != 0 {
+		t.Errorf("Gate.Enter and Leave asking the actor: %v allocs, want 0", a)
+	}
 }
 
 // TestBucketDelayBehindWaiters: Delay counts the callers already parked in

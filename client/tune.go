@@ -205,10 +205,10 @@ func (b *Bucket) Reserve(n float64) *Reservation {
 		r.d = Decision{Wait: policy.Never}
 		return r
 	}
-	reply := permitChans.Get().(chan actors.Permit)
+	reply := b.l.reply()
 	b.l.ref.Send(&actors.Reserve{Now: b.l.eng.Now(), N: n, Reply: reply})
 	p := <-reply
-	permitChans.Put(reply)
+	b.l.replied(reply)
 	b.l.counts.count(p)
 	switch {
 	case p.Err != nil:
@@ -249,10 +249,10 @@ func (r *Reservation) Cancel() float64 {
 		return 0
 	}
 	l := &r.b.l
-	reply := permitChans.Get().(chan actors.Permit)
+	reply := l.reply()
 	l.ref.Send(&actors.Unreserve{Now: l.eng.Now(), Ticket: r.ticket, Reply: reply})
 	p := <-reply
-	permitChans.Put(reply)
+	l.replied(reply)
 	if p.Err != nil {
 		return 0
 	}
