@@ -35,7 +35,8 @@ func (a *ask) Refuse() { a.answer(verdict{closed: true}) }
 // answer sends a's one answer. Every ask gets exactly one: from the
 // flight that carried it (its outcome, or its timer's), from the breaker,
 // or from the actor stopping; a pooled ask is reused once it is read, so a
-// second would reach another caller. Before it, an ask from l.now may be
+// second would reach another caller. A probe's ask has no channel: nobody
+// waits for it. Before it, an ask from l.now may be
 // handed its call (a verdict with call set, which is not an answer), so its
 // channel holds two. The send never blocks the actor.
 func (a *ask) answer(v verdict) {
@@ -69,6 +70,7 @@ type flight struct {
 	one      [1]part         // parts' array when it holds one key, the usual case
 	ctx      context.Context // Config.Timeout on the real clock, with no parent: Close cuts it short through the actor
 	cancel   context.CancelFunc
+	probe    bool // a look the breaker sent to see whether Redis is back
 	// The actor's: answered already, so an outcome after the timer is
 	// dropped; and the flights sent before and after it still out.
 	landed     bool
@@ -124,6 +126,12 @@ type limiter struct {
 	asked  atomic.Int64 // asks the actor has taken in: a test hook
 	flying atomic.Int64 // calls in flight, as the actor counts them: a test hook
 	armed  atomic.Bool  // the late timer is set and has not fired; written by the actor alone, read by tests
+	asks   sync.Pool    // of *ask, for now: a limiter's own, so a channel never leaves the synctest bubble it was made in
+	// held is when, on the engine's clock, FailLocal stops holding what
+	// Redis lets through to the local share as well: math.MaxInt64 while
+	// the breaker is tripped, a recovery span after it closes, 0 once
+	// that has passed (see heldLocal).
+	held atomic.Int64
 
 	closed atomic.Bool
 	calls  sync.WaitGroup
@@ -141,16 +149,20 @@ type counts struct {
 
 // Stats are a limiter's counts since it started, in this process.
 type Stats struct {
-	Calls    int64 // calls sent to Redis (each one round trip, of one script run per key)
-	Sent     int64 // requests those calls carried, looks included
-	Admitted int64 // requests let through by Redis
-	Refused  int64 // requests refused: by Redis, from a refusal it gave (Remembered), or asking more than a bucket's burst
+	Calls    int64 // calls sent to Redis (each one round trip, of one script run per key), the breaker's probes included
+	Sent     int64 // requests those calls carried, looks and probes included
+	Admitted int64 // requests let through by Redis (and, while FailLocal recovers, by the local share too)
+	// Refused counts requests refused: by Redis, from a refusal it gave
+	// (Remembered), asking more than a bucket's burst, or, under
+	// FailLocal while Redis comes back, by the local share after Redis
+	// let them through.
+	Refused int64
 	// Remembered counts the refusals of Refused answered in this process
 	// without a call: an Allow, AllowN, Try or TryN of one or more for a
 	// key Redis has just refused one, before the wait it gave has passed.
 	Remembered int64
 	Fallbacks  int64 // requests answered by the FailMode
-	Failures   int64 // calls that failed or timed out
+	Failures   int64 // calls that failed or timed out, probes included
 }
 
 func (c *counts) read() Stats {
@@ -171,7 +183,9 @@ func (l *limiter) start(eng *engine.Engine) error {
 	l.self = boundsCalls(l.cfg.Client)
 	l.id = strconv.FormatUint(rand.Uint64(), 36)
 	l.idArg = l.id
-	o := &owner{l: l, lines: make(map[string]*line), over: make(map[string]int64), breaker: policy.NewBreaker(2, l.cfg.BreakerPeriod)}
+	l.asks.New = func() any { return &ask{reply: make(chan verdict, 2)} }
+	o := &owner{l: l, lines: make(map[string]*line), over: make(map[string]int64),
+		breaker: newBreaker(l.cfg.BreakerFailures, int64(l.cfg.Timeout))}
 	ref, err := eng.Spawn("", o, l.shutdown)
 	if err != nil {
 		return err
@@ -201,19 +215,16 @@ func (l *limiter) shutdown(ctx context.Context) error {
 	}
 }
 
-// asks holds asks that cannot be given up on, with their channels, for
-// reuse: each gets exactly one answer, after, maybe, its call to make
-// (see launch); both are read before it goes back.
-var asks = sync.Pool{New: func() any { return &ask{reply: make(chan verdict, 2)} }}
-
 // now sends a request that cannot be given up on to the actor and returns
 // its answer. When the actor hands it the call that carries its request
-// (l.self), it makes the call first, here.
+// (l.self), it makes the call first, here. Its ask comes from l.asks, with
+// its channel, and goes back once both reads are done: each ask gets
+// exactly one answer, after, maybe, its call to make (see launch).
 func (l *limiter) now(key string, n float64, look bool) verdict {
 	if l.closed.Load() {
 		return verdict{closed: true}
 	}
-	a := asks.Get().(*ask)
+	a := l.asks.Get().(*ask)
 	a.key, a.n, a.look, a.wait, a.deadline = key, n, look, false, 0
 	l.ref.Send(a)
 	v := <-a.reply
@@ -222,7 +233,7 @@ func (l *limiter) now(key string, n float64, look bool) verdict {
 		v = <-a.reply
 	}
 	a.key = "" // let the string go
-	asks.Put(a)
+	l.asks.Put(a)
 	return v
 }
 
@@ -271,10 +282,11 @@ type owner struct {
 	over        map[string]int64
 	sweep       int // refusals to remember before over may be swept again
 	ready       []string
-	breaker     *policy.Breaker
+	breaker     breaker
 	flying      int          // calls in flight
 	first, last *flight      // the flights out, first sent first
 	timer       engine.Timer // the late timer, while l.armed says it is set and has not fired
+	late        bool         // landing the late calls: pump waits until all have
 	stopped     bool
 }
 
@@ -303,13 +315,13 @@ func (o *owner) Handle(msg any) {
 		if len(o.over) > 0 && !m.wait && !m.look && m.n >= 1 && o.refuse(m) {
 			return
 		}
-		if o.flying > 0 && o.breaker.Reject(o.l.eng.Now()) > 0 {
-			// Redis has been failing and a call is in flight, the one
-			// that may go while the breaker refuses: an ask that came
-			// now would wait for it, up to the timeout, to be answered
-			// by the FailMode as likely as not. Answer so at once; the
-			// breaker's count is the calls', so this takes nothing
-			// from the next one it lets through.
+		if o.breaker.tripped {
+			// Redis has failed every call of late: the FailMode answers
+			// at once. The ask may send the breaker's probe, which takes
+			// nothing and which nobody waits for.
+			if o.breaker.probe(o.l.eng.Now()) {
+				o.sendProbe(m.key)
+			}
 			m.answer(verdict{fallback: true, cause: ErrBreaker})
 			return
 		}
@@ -337,15 +349,17 @@ func (o *owner) Handle(msg any) {
 		}
 	case late:
 		now := o.l.eng.Now()
+		o.late = true // every late call lands before any waiting batch goes
 		for o.first != nil && o.first.deadline <= now && !o.stopped {
 			// The call goes on, cut short through its ctx; what it
-			// brings back is dropped. (Calls this landing sends set no
-			// timer: armed still stands for the one that fired.)
+			// brings back is dropped.
 			f := o.first
 			f.cancel()
 			o.land(f, errLate)
 		}
+		o.late = false
 		o.l.armed.Store(false)
+		o.pump() // once the breaker has counted every late call
 		o.arm()
 	case cut:
 		o.cutAll()
@@ -446,16 +460,10 @@ func (o *owner) remember(a *ask, v verdict, sent int64) {
 	o.over[a.key] = until
 }
 
-// pump sends the ready batches, as many calls as may be in flight. While
-// the breaker refuses anything, only one call at a time goes to Redis, so
-// a Redis that hangs costs one caller the timeout, not every caller.
+// pump sends the ready batches, as many calls as may be in flight.
 func (o *owner) pump() {
 	for len(o.ready) > 0 {
-		most := o.l.cfg.MaxCalls
-		if o.flying > 0 && o.breaker.Reject(o.l.eng.Now()) > 0 {
-			most = 1
-		}
-		if o.flying >= most {
+		if o.flying >= o.l.cfg.MaxCalls {
 			return
 		}
 		n := min(len(o.ready), o.l.cfg.MaxKeys)
@@ -475,9 +483,10 @@ func (o *owner) pump() {
 	}
 }
 
-// launch sends f to Redis off the actor, unless the breaker refuses: then
-// its batches are answered by the FailMode at once. A timer on the
-// engine's clock lands f as failed once Config.Timeout has passed.
+// launch sends f to Redis off the actor, unless the breaker is tripped and
+// f is not its probe: then its batches are answered by the FailMode at
+// once. A timer on the engine's clock lands f as failed once
+// Config.Timeout has passed.
 //
 // Who makes the call: when f carries one request alone and its caller is
 // waiting in l.now, and the client ends a call at its ctx's deadline
@@ -493,7 +502,7 @@ func (o *owner) pump() {
 func (o *owner) launch(f *flight) {
 	f.now = o.l.eng.Now()
 	o.flying++
-	if !o.breaker.Allow(f.now) {
+	if o.breaker.tripped && !f.probe {
 		o.land(f, ErrBreaker)
 		return
 	}
@@ -518,7 +527,7 @@ func (o *owner) launch(f *flight) {
 	o.out(f)
 	o.arm()
 	o.l.flying.Store(int64(o.flying)) // once the timer is set: a test seeing the call out may move the clock
-	if p := &f.parts[0]; o.l.self && len(f.parts) == 1 && len(p.batch) == 1 && !p.batch[0].wait {
+	if p := &f.parts[0]; o.l.self && !f.probe && len(f.parts) == 1 && len(p.batch) == 1 && !p.batch[0].wait {
 		p.batch[0].answer(verdict{call: f})
 		return
 	}
@@ -560,13 +569,28 @@ func (o *owner) land(f *flight, failed error) {
 	for i := 0; failed == nil && i < len(f.parts); i++ {
 		failed = f.parts[i].err
 	}
-	switch {
-	case failed == ErrBreaker || failed == errStopping:
-	case failed != nil:
-		o.breaker.Failure(now)
+	sent := failed != ErrBreaker && failed != errStopping
+	if sent && failed != nil {
 		o.l.stats.failures.Add(1)
+	}
+	switch {
+	case f.probe:
+		if o.breaker.probed(sent && failed == nil) {
+			o.closedBreaker(now)
+		}
+		if !o.late {
+			o.pump()
+		}
+		return // its one ask is a look nobody waits for, and has no line
+	case !sent:
+	case failed != nil:
+		if o.breaker.failure(now) {
+			o.tripped()
+		}
 	default:
-		o.breaker.Success(now)
+		if o.breaker.success() {
+			o.closedBreaker(now)
+		}
 	}
 	for i := range f.parts {
 		p := &f.parts[i]
@@ -595,7 +619,52 @@ func (o *owner) land(f *flight, failed error) {
 			o.ready = append(o.ready, p.key)
 		}
 	}
-	o.pump()
+	if !o.late {
+		o.pump()
+	}
+}
+
+// sendProbe sends the breaker's probe: a look at what one request of key
+// would face, which takes nothing. If it works, Redis is back.
+func (o *owner) sendProbe(key string) {
+	f := &flight{probe: true}
+	p := &f.one[0]
+	p.key, p.one[0] = key, &ask{key: key, n: 1, look: true}
+	p.batch = p.one[:]
+	f.parts = f.one[:]
+	o.launch(f)
+}
+
+// tripped answers by the FailMode, at once, every ask waiting for a call:
+// the breaker has just tripped. Under FailLocal, what Redis lets through
+// from now on is held to the local share too (see heldLocal), until a
+// recovery span after the breaker closes.
+func (o *owner) tripped() {
+	if o.l.cfg.FailMode == FailLocal {
+		o.l.held.Store(math.MaxInt64)
+	}
+	for _, ln := range o.lines {
+		for _, a := range ln.next {
+			a.answer(verdict{fallback: true, cause: ErrBreaker})
+		}
+		ln.next = nil
+	}
+	for _, key := range o.ready {
+		if ln := o.lines[key]; ln != nil && len(ln.flying) == 0 {
+			delete(o.lines, key)
+		}
+	}
+	o.ready = o.ready[:0]
+}
+
+// closedBreaker notes that a call worked while the breaker was tripped:
+// Redis is back. Under FailLocal, what Redis lets through stays held to
+// the local share as well for the recovery span, while the other
+// processes find Redis back too.
+func (o *owner) closedBreaker(now int64) {
+	if o.l.cfg.FailMode == FailLocal {
+		o.l.held.Store(now + int64(o.l.cfg.recovery()))
+	}
 }
 
 // stop answers every ask it holds: the limiter is closed.

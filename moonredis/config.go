@@ -87,10 +87,12 @@ type Config struct {
 	// ExpectedProcesses is how many processes share the limit, for
 	// FailLocal; <= 0 is 1.
 	ExpectedProcesses int
-	// BreakerPeriod is how far back the breaker in front of Redis counts
-	// calls and failures (a policy.Breaker with the SRE book's K of 2, its
-	// floor of 10 and its cap of 0.9); <= 0 is 10 seconds.
-	BreakerPeriod time.Duration
+	// BreakerFailures is how many calls in a row must fail to trip the
+	// breaker in front of Redis; <= 0 is 3. While it is tripped, requests
+	// are answered by the FailMode at once, and one probe at a time, at
+	// most one each Timeout, looks whether Redis is back (see the package
+	// documentation).
+	BreakerFailures int
 	// MaxBatch is the most requests of one key sent in one call; <= 0 is
 	// 512.
 	MaxBatch int
@@ -120,8 +122,8 @@ func (c Config) normal(kind string) (Config, error) {
 	if c.ExpectedProcesses <= 0 {
 		c.ExpectedProcesses = 1
 	}
-	if c.BreakerPeriod <= 0 {
-		c.BreakerPeriod = 10 * time.Second
+	if c.BreakerFailures <= 0 {
+		c.BreakerFailures = 3
 	}
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = 512
@@ -134,6 +136,14 @@ func (c Config) normal(kind string) (Config, error) {
 	}
 	return c, nil
 }
+
+// recovery is how long after Redis answers again FailLocal holds what
+// Redis lets through to the local share as well: time for every process
+// to find Redis back. Each probes at most one Timeout apart, a probe takes
+// at most a Timeout, and go-redis, once it gives up dialling a server,
+// tries it again once a second. So the span is the larger of 2 s and four
+// Timeouts.
+func (c Config) recovery() time.Duration { return max(2*time.Second, 4*c.Timeout) }
 
 // The largest numbers a limiter takes. A script answers with whole numbers
 // of microseconds and of thousandths of a token, which Go reads as int64s

@@ -49,12 +49,12 @@
 // measured from when its answer came back: late by the answer's way back,
 // never early, and a key's waiters in the order they asked. When Redis
 // does not answer within Config.Timeout, or the breaker in front of it
-// refuses the call, the FailMode decides: FailClosed lets nothing more
+// is tripped, the FailMode decides: FailClosed lets nothing more
 // through, FailOpen lets everything through (but a key refused a moment
 // before: see below), and FailLocal lets each
 // process through up to its share of the limit, counted apart from Redis,
 // so the fleet admits about the limit while the processes number
-// ExpectedProcesses (more if more, and each local limit starts full). An
+// ExpectedProcesses (more if more; see below for the bound). An
 // exact Window is exact; an approximate one errs as NewApproxWindow
 // states.
 //
@@ -76,9 +76,39 @@
 // than one, Wait, Delay and Tokens always ask Redis. At most 65,536 keys
 // are remembered at once.
 //
-// When Redis fails, the first calls each wait out the timeout; once the
-// breaker (the project's policy.Breaker, the SRE book's adaptive throttle)
-// refuses, only one call at a time still tries Redis, so the limiter
-// notices when it is back, and every request that comes while that call
-// is out is answered by the FailMode at once, in microseconds.
+// # When Redis fails
+//
+// When Redis fails, the first calls each wait out Config.Timeout. Once
+// Config.BreakerFailures calls in a row have failed (3 by default), the
+// breaker in front of Redis trips, however many calls worked before. From
+// then on the FailMode answers every request at once, in microseconds,
+// and no request goes to Redis. So a dead Redis costs each process a few
+// timeouts, whatever the client's retries. While the breaker is tripped,
+// one probe at a time looks whether Redis is back, at most one each
+// Timeout: a look at one key, which takes nothing and which no caller
+// waits for. Stats counts probes as calls. The first call that works
+// closes the breaker. A process that sent no request meanwhile finds Redis
+// back with its next one: that request is answered by the FailMode, and
+// sends the probe.
+//
+// Under FailLocal, what Redis lets through must pass the local share too
+// while the breaker is tripped, and for a recovery span after it closes:
+// the larger of 2 s and four Timeouts. A request that Redis lets through
+// and the local share refuses is refused, and its place in Redis goes
+// unused. The span is the time every process needs to find Redis back:
+// each probes once a Timeout, and go-redis, once it gives up dialling a
+// server, dials it again once a second. Until all are back, some answer
+// from their shares while others call Redis, which counts nothing the
+// shares let through. Held to its share, each process lets through no more
+// than its share meanwhile.
+//
+// So from the moment Redis fails, across the outage and after it returns,
+// the fleet lets through at most the limit plus one burst (for a Window,
+// one allow more). The shares start full, and Redis may come back full,
+// having lost its state or refilled meanwhile. That holds while the
+// processes number Config.ExpectedProcesses and each finds Redis back
+// within the span. A process idle through the span finds Redis back with
+// its next request: until its probe comes back, it may let its share
+// through on top of the limit. So may a process that cannot reach Redis
+// while others can, all the while.
 package moonredis

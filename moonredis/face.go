@@ -3,6 +3,7 @@ package moonredis
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
@@ -33,12 +34,42 @@ func (l *limiter) try(key string, n float64, fb local) client.Decision {
 			return fb.tryN(key, n)
 		}
 		return client.Decision{Wait: UnavailableWait}
+	case v.ok && l.heldLocal(fb):
+		if d := fb.tryN(key, n); !d.OK {
+			l.stats.refused.Add(1)
+			return d
+		}
+		fallthrough
 	case v.ok:
 		l.stats.admitted.Add(1)
 		return client.Decision{OK: true, Left: whole(v.left)}
 	}
 	l.stats.refused.Add(1)
 	return client.Decision{Wait: max(v.wait, time.Microsecond), Left: whole(v.left)}
+}
+
+// heldLocal reports whether what Redis lets through must pass the local
+// share too: under FailLocal, while the breaker is tripped and for a
+// recovery span after it closes. In that span some processes may still
+// answer from their local shares while others have found Redis back, and
+// Redis counts none of what the local shares let through. Holding every
+// process to its share until all are back keeps the fleet within the
+// limit plus the one burst a share or Redis may start with (see the
+// package documentation). The limiter's actor sets the span; a caller
+// that finds it past clears it, so the usual case is one atomic load.
+func (l *limiter) heldLocal(fb local) bool {
+	if fb == nil {
+		return false
+	}
+	until := l.held.Load()
+	if until == 0 {
+		return false
+	}
+	if until == math.MaxInt64 || l.eng.Now() < until {
+		return true
+	}
+	l.held.CompareAndSwap(until, 0) // unless the actor set it again meanwhile
+	return false
 }
 
 // wait asks Redis for a slot for n of key no later than ctx's deadline,
@@ -75,6 +106,13 @@ func (l *limiter) wait(ctx context.Context, key string, n float64, fb local) err
 	case !v.ok:
 		l.stats.refused.Add(1)
 		return &client.WaitError{Wait: v.wait}
+	case l.heldLocal(fb):
+		// Redis gave a slot; the local share must give one too. The
+		// Redis slot goes unused if it does not: fewer, never more.
+		if err := fb.waitN(ctx, key, n); err != nil {
+			l.stats.refused.Add(1)
+			return err
+		}
 	}
 	l.stats.admitted.Add(1)
 	// The slot is v.wait after Redis read its clock, which was before the

@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,31 +31,55 @@ func spent(t *testing.T, f *fake, cfg Config, rate float64) *Bucket {
 	return b
 }
 
-// waitABit lets other goroutines run while a test waits for them to reach
-// a point it can see.
-func waitABit() { runtime.Gosched() }
+// bound is how long a test waits for anything before it fails: a guard
+// that turns a hang into a failure, not a measure of speed.
+const bound = 10 * time.Second
 
-// within fails t unless done is closed within a generous real-time bound:
-// a guard that turns a hang into a failure, not a measure of speed.
+// within fails t unless done is closed within bound.
 func within(t *testing.T, done <-chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: still blocked after 10s", what)
+	case <-time.After(bound):
+		t.Fatalf("%s: still blocked after %v", what, bound)
 	}
 }
 
-// waitFor polls cond, letting other goroutines run, and fails t if it is
-// still false after a generous real-time bound.
+// recv is the next value on ch; it fails t if none comes within bound.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(bound):
+		t.Fatalf("%s: nothing came within %v", what, bound)
+		panic("unreachable")
+	}
+}
+
+// waitGroup waits for wg; it fails t if wg is still waiting after bound.
+func waitGroup(t *testing.T, wg *sync.WaitGroup, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	within(t, done, what)
+}
+
+// waitFor polls cond and fails t if it is still false after bound. It
+// yields the processor at first, then sleeps a little between polls, so
+// a long wait does not hold a core others need.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	end := time.Now().Add(10 * time.Second)
-	for !cond() {
+	end := time.Now().Add(bound)
+	for i := 0; !cond(); i++ {
 		if time.Now().After(end) {
-			t.Fatalf("gave up waiting for %s", what)
+			t.Fatalf("gave up waiting for %s after %v", what, bound)
 		}
-		waitABit()
+		if i < 100 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(50 * time.Microsecond)
+		}
 	}
 }
 

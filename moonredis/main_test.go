@@ -14,7 +14,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
+	switch os.Getenv(childEnv) {
+	case "":
+	case "outage":
+		os.Exit(outageChild())
+	default:
 		os.Exit(child())
 	}
 	redis.SetLogger(quiet{}) // a dead Redis is what some tests are about

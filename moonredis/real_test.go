@@ -45,10 +45,12 @@ func TestProcessesShareOneQuota(t *testing.T) {
 	const procs, quota = 4, 500
 	prefix := fmt.Sprintf("test:%d:", time.Now().UnixNano())
 	outs := make([]bytes.Buffer, procs)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // ends a process that hangs
+	defer cancel()
 	var wg sync.WaitGroup
 	errs := make([]error, procs)
 	for i := range procs {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), childEnv+"=1", "MOONREDIS_ADDR="+srv.Addr(), "MOONREDIS_PREFIX="+prefix,
 			fmt.Sprintf("MOONREDIS_QUOTA=%d", quota), fmt.Sprintf("MOONREDIS_SEED=%d", i+1))
 		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
@@ -86,7 +88,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			srv := redistest.New(t)
 			eng := realEngine(t)
-			cfg := Config{Client: realClient(t, srv.Addr()), Timeout: 100 * time.Millisecond, FailMode: mode, BreakerPeriod: time.Second, ExpectedProcesses: 2}
+			cfg := Config{Client: realClient(t, srv.Addr()), Timeout: 100 * time.Millisecond, FailMode: mode, ExpectedProcesses: 2}
 			b, err := NewBucket(eng, cfg, 1e6, 1e6)
 			if err != nil {
 				t.Fatal(err)
@@ -155,7 +157,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 			}
 			progress("Redis back")
 			close(stop)
-			wg.Wait()
+			waitGroup(t, &wg, "callers after stop")
 			if st := b.Stats(); st.Fallbacks == 0 || st.Failures == 0 {
 				t.Errorf("Stats = %+v: no call failed while Redis was gone", st)
 			}
