@@ -79,14 +79,14 @@ func TestBucketBatches(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); results[0] = b.Allow("hot") }()
-	<-entered
+	recv(t, entered, "the first call held")
 	for i := 1; i < callers; i++ {
 		wg.Add(1)
 		go func() { defer wg.Done(); results[i] = b.Allow("hot") }()
 	}
 	waitFor(t, "callers to reach the actor", func() bool { return b.l.asked.Load() >= callers })
 	close(release)
-	wg.Wait()
+	waitGroup(t, &wg, "callers of a hot key")
 	admitted := 0
 	for _, ok := range results {
 		if ok {
@@ -129,10 +129,10 @@ func TestBucketWaitFIFO(t *testing.T) {
 	}
 	for i := range waiters {
 		f.advance(100 * time.Millisecond)
-		if err := <-errs; err != nil {
+		if err := recv(t, errs, "a waiter at its slot"); err != nil {
 			t.Fatalf("waiter %d: %v", i, err)
 		}
-		if got := <-order; got != i {
+		if got := recv(t, order, "a waiter at its slot"); got != i {
 			t.Fatalf("woke waiter %d at slot %d", got, i)
 		}
 	}
@@ -205,7 +205,7 @@ func TestKeysShareACall(t *testing.T) {
 			allowed[0].Add(1)
 		}
 	}()
-	<-entered
+	recv(t, entered, "the first call held")
 	for i := 1; i < keys; i++ {
 		for range each {
 			wg.Add(1)
@@ -219,7 +219,7 @@ func TestKeysShareACall(t *testing.T) {
 	}
 	waitFor(t, "callers to reach the actor", func() bool { return b.l.asked.Load() >= 1+(keys-1)*each })
 	close(release)
-	wg.Wait()
+	waitGroup(t, &wg, "callers of many keys")
 	for i := 1; i < keys; i++ {
 		if got := allowed[i].Load(); got != 2 {
 			t.Errorf("key k%d let %d of %d through, want its burst 2", i, got, each)
@@ -243,17 +243,17 @@ func TestCloseAnswersEveryone(t *testing.T) {
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- b.Wait(context.Background(), "k") }()
-	<-entered
+	recv(t, entered, "the first call held")
 	allowed := make(chan bool, 1)
 	go func() { allowed <- b.Allow("k") }()
 	waitFor(t, "callers to reach the actor", func() bool { return b.l.asked.Load() >= 2 })
 	if err := b.Close(context.Background()); err != nil {
 		t.Fatalf("Close = %v", err)
 	}
-	if err := <-waited; !errors.Is(err, client.ErrClosed) {
+	if err := recv(t, waited, "the waiter in flight after Close"); !errors.Is(err, client.ErrClosed) {
 		t.Errorf("the waiter in flight got %v, want ErrClosed", err)
 	}
-	if <-allowed {
+	if recv(t, allowed, "the caller behind it after Close") {
 		t.Error("the caller behind it was allowed by a closed bucket")
 	}
 }
@@ -272,9 +272,9 @@ func TestWaitGivesUp(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	waited := make(chan error, 1)
 	go func() { waited <- b.Wait(ctx, "k") }()
-	<-entered
+	recv(t, entered, "the first call held")
 	cancel()
-	if err := <-waited; !errors.Is(err, context.Canceled) {
+	if err := recv(t, waited, "Wait after cancel"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Wait after cancel = %v, want context.Canceled", err)
 	}
 	close(release)
@@ -342,10 +342,9 @@ func TestBucketExpiryGrid(t *testing.T) {
 // Timeouts keep its state for all of them. A bucket with a short Timeout
 // writes the key first, one with a long Timeout queues waiters far past
 // that key's expiry, and the key must outlive them: each write reads the
-// expiry there is, whoever set it (review of session 8: with a grid of its
-// own, the second bucket left the first one's short expiry, the key
-// vanished, and the first bucket let a request through ahead of the
-// waiters).
+// expiry there is, whoever set it. A bucket that kept a grid of its own
+// would leave the first one's short expiry: the key would vanish, and the
+// first bucket would let a request through ahead of the waiters.
 func TestBucketKeptForEveryTimeout(t *testing.T) {
 	f := newFake(t)
 	short, long := f.cfg(), f.cfg()
@@ -379,5 +378,94 @@ func TestBucketKeptForEveryTimeout(t *testing.T) {
 		t.Error("let through ahead of waiters holding the bucket for 3 s more: the key's state was lost")
 	}
 	f.advance(10 * time.Second)
-	wg.Wait()
+	waitGroup(t, &wg, "waiters past their slots")
+}
+
+// TestWaitWakesAfterItsSlot: a waiter wakes at its slot measured from when
+// its answer came back, never before the slot: measured from the sending,
+// it would wake early by the call's way there.
+func TestWaitWakesAfterItsSlot(t *testing.T) {
+	f := newFake(t)
+	b := spent(t, f, f.cfg(), 10) // a token every 100 ms
+	release := make(chan struct{})
+	h, entered := holdFirst(release)
+	f.rdb.AddHook(h)
+	waited := make(chan error, 1)
+	go func() { waited <- b.Wait(context.Background(), "k") }()
+	recv(t, entered, "the first call held")
+	f.advance(50 * time.Millisecond) // the script runs 50 ms after the sending
+	close(release)
+	asleep(t, f, &b.l, 1)
+	if d, _ := f.clock.Next(); d != 50*time.Millisecond {
+		t.Errorf("the waiter sleeps %v more, want the 50ms to its slot", d)
+	}
+	f.advance(50 * time.Millisecond)
+	if err := recv(t, waited, "Wait at its slot"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWaitSlotBackTooLate: a slot the script kept within the deadline, as
+// seen from the sending, that falls past it as seen from when the answer
+// came back is the deadline's error at once, not a wake before the slot.
+func TestWaitSlotBackTooLate(t *testing.T) {
+	f := newFake(t)
+	cfg := f.cfg()
+	cfg.Timeout = 2 * time.Hour
+	b := spent(t, f, cfg, 1.0/600) // a token every 10 minutes
+	release := make(chan struct{})
+	h, entered := holdFirst(release)
+	f.rdb.AddHook(h)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	waited := make(chan error, 1)
+	go func() { waited <- b.Wait(ctx, "k") }()
+	recv(t, entered, "the first call held")
+	f.clock.Advance(55 * time.Minute) // Redis answers at once; the answer takes 55 minutes back
+	close(release)
+	got := recv(t, waited, "Wait whose slot came back too late")
+	if !errors.Is(got, context.DeadlineExceeded) {
+		t.Errorf("Wait = %v, want an error matching context.DeadlineExceeded", got)
+	}
+}
+
+// TestBucketTatRoundsUp: a bucket whose token interval is not a whole
+// number of microseconds keeps its state rounded up, never down, so a
+// request a fraction of a microsecond early is refused.
+func TestBucketTatRoundsUp(t *testing.T) {
+	f := newFake(t)
+	b := spent(t, f, f.cfg(), 3) // a token every 333,333.33 µs
+	f.advance(333333 * time.Microsecond)
+	if d := b.Try("k"); d.OK || d.Wait != time.Microsecond {
+		t.Errorf("Try a third of a microsecond early = %+v, want a refusal of 1µs", d)
+	}
+	f.advance(time.Microsecond)
+	if !b.Allow("k") {
+		t.Error("Allow refused once the token is whole")
+	}
+}
+
+// TestKeptAnswerOutlivesRetries: a key whose state would expire within a
+// millisecond (a bucket full again that soon) is kept at least twice
+// Config.Timeout, so a batch go-redis sends again within the call's
+// Timeout still finds its answer rather than being counted again; and,
+// idle, it is gone within two of its expiry grid's cells (twice the
+// Timeout, here 3 s) past that.
+func TestKeptAnswerOutlivesRetries(t *testing.T) {
+	f := newFake(t)
+	cfg := f.cfg()
+	cfg.Timeout = 1500 * time.Millisecond
+	b, err := NewBucket(f.eng, cfg, 1000, 5) // a token a millisecond
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Allow("k")
+	f.advance(2900 * time.Millisecond) // past the Timeout, within twice it
+	if !f.mr.Exists("moonredis:bucket:k") {
+		t.Error("the key and its kept answer expired within twice the call's Timeout")
+	}
+	f.advance(6200 * time.Millisecond) // twice the Timeout and two cells on
+	if f.mr.Exists("moonredis:bucket:k") {
+		t.Error("an idle, full key is still in Redis two of its grid's cells after its kept answer stopped mattering")
+	}
 }

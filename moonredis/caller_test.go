@@ -179,3 +179,42 @@ func TestCloseWhileCallerCalls(t *testing.T) {
 		t.Errorf("%d callers let through by a limiter closed under them", n)
 	}
 }
+
+// TestCloseInFlightAnswersAll: a Close whose ctx has ended while calls are
+// in flight leaves no caller without an answer, not even one handed its
+// batch's call to make just as the actor stopped. Every other round the
+// callers make their own calls, through a client with
+// ContextTimeoutEnabled.
+func TestCloseInFlightAnswersAll(t *testing.T) {
+	for round := range 150 {
+		f := newFake(t)
+		cfg := f.cfg()
+		if round%2 == 1 {
+			rdb := redis.NewClient(&redis.Options{Addr: f.mr.Addr(), ContextTimeoutEnabled: true})
+			t.Cleanup(func() { rdb.Close() })
+			cfg.Client = rdb
+		}
+		b, err := NewBucket(f.eng, cfg, 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const callers = 2 // few, so most calls start with none in flight
+		var wg sync.WaitGroup
+		for i := range callers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := 0; !b.l.closed.Load(); j++ {
+					b.Allow(fmt.Sprint("k", i, ".", j))
+				}
+			}()
+		}
+		waitFor(t, "callers to reach the actor", func() bool { return b.l.asked.Load() >= callers })
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		b.Close(ctx)
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		within(t, done, fmt.Sprintf("round %d: Allow after Close", round))
+	}
+}

@@ -185,8 +185,7 @@ return res
 // current window, and told to wait until the estimate has room for it; so
 // it is granted only a slot in the current window, where it is counted
 // (one past it would be counted in a window that has passed by then, and
-// let waiters through beyond the bound: 90 of 100 in one second at allow
-// 10 in the review of issue 12).
+// let waiters through far beyond the bound).
 const counterBody = `
 local W = tonumber(ARGV[3])
 local allow = tonumber(ARGV[4])

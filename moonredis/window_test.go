@@ -81,11 +81,11 @@ func TestWindowWaitFIFO(t *testing.T) {
 		t.Fatalf("Try behind two waiters = %+v, want a refusal of 1.5s", d)
 	}
 	f.advance(500 * time.Millisecond) // the first event leaves
-	if got := <-order; got != 0 {
+	if got := recv(t, order, "the first waiter"); got != 0 {
 		t.Fatalf("waiter %d woke first", got)
 	}
 	f.advance(500 * time.Millisecond) // the second leaves
-	if got := <-order; got != 1 {
+	if got := recv(t, order, "the second waiter"); got != 1 {
 		t.Fatalf("waiter %d woke second", got)
 	}
 }
@@ -199,7 +199,7 @@ func TestApproxWindowWait(t *testing.T) {
 			t.Errorf("waiter %d sleeps %v more, want 250ms: a quarter of the weight fades for each", i, d)
 		}
 		f.advance(d)
-		if got := <-order; got != i {
+		if got := recv(t, order, "a waiter at its slot"); got != i {
 			t.Fatalf("waiter %d woke in place %d", got, i)
 		}
 	}
@@ -207,9 +207,9 @@ func TestApproxWindowWait(t *testing.T) {
 
 // TestApproxWindowBound: Allows and Waits on the approximate window, many
 // more than it lets through, never put more than twice allow events in
-// any stretch of one window, the bound NewApproxWindow states (review 4:
-// waiters booked in the current fixed window with slots in later ones let
-// 100 through in one second at allow 10).
+// any stretch of one window, the bound NewApproxWindow states. Waiters
+// counted in the current fixed window with slots in later ones would break
+// it many times over.
 func TestApproxWindowBound(t *testing.T) {
 	f := newFake(t)
 	edge := (f.clock.Now()/int64(time.Second) + 1) * int64(time.Second)
