@@ -28,7 +28,8 @@ type Policy struct {
 	// sent as a quoted string, so it may hold any printable ASCII.
 	Name string
 	// Quota is the q parameter: how many requests a client may make in
-	// Window. Below zero is read as zero.
+	// Window. Below zero is read as zero. Above 999,999,999,999,999, the
+	// most a structured-field Integer holds, it is read as that.
 	Quota int
 	// Window is the w parameter, rounded up to whole seconds (the field has
 	// no fractions) and at least one. It is sent as it is, however long:
@@ -142,7 +143,7 @@ func (p Policy) comesBack() bool {
 // the X-RateLimit ones if legacy.
 func (p Policy) setFields(h http.Header, d client.Decision, legacy bool) {
 	name := quote(p.name())
-	q := max(0, p.Quota)
+	q := min(max(0, p.Quota), maxInteger)
 	pol := name + ";q=" + strconv.Itoa(q)
 	if w := p.window(); w > 0 {
 		pol += ";w=" + strconv.FormatInt(w, 10)
@@ -186,6 +187,11 @@ func quote(s string) string {
 	b.WriteByte('"')
 	return b.String()
 }
+
+// maxInteger is the largest Integer a structured field may carry
+// (RFC 8941, section 3.3.1): fifteen digits. A larger q or r says this
+// many, which no client will spend before the quota is whole again.
+const maxInteger = 999_999_999_999_999
 
 // neverSeconds is policy.Never in whole seconds, rounded up: the most w or
 // t says. Its ten digits fit well inside the fifteen of a structured-field

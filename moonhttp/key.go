@@ -57,7 +57,10 @@ func ClientIP(trusted ...netip.Prefix) KeyFunc {
 // (RFC 7239) instead of X-Forwarded-For: the "for" parameter of each
 // element, walked from the last element leftwards under the same rule. A
 // "for" that names no address ("unknown", an obfuscated name such as
-// "_hidden") ends the walk like an entry that does not parse.
+// "_hidden") ends the walk like an entry that does not parse. So does a
+// header line with a quoted string that never closes. A client's stray
+// quote would otherwise swallow what a proxy appends to that line, and let
+// the client's own "for" stand in for the proxy's.
 func ForwardedClientIP(trusted ...netip.Prefix) KeyFunc {
 	tr := masked(trusted)
 	return func(r *http.Request) string { return clientKey(r, tr, forwardedHops) }
@@ -154,13 +157,20 @@ func forwardedForHops(h http.Header) []string {
 }
 
 // forwardedHops is the "for" node of every Forwarded element, in order; an
-// element without one gives "", which no address parses from.
+// element without one gives "", which no address parses from. A line whose
+// quotes do not close gives one "": where its elements end is unknown.
 func forwardedHops(h http.Header) []string {
 	var out []string
 	for _, line := range h.Values("Forwarded") {
-		for _, elem := range splitQuoted(line, ',') {
+		elems, closed := splitQuoted(line, ',')
+		if !closed {
+			out = append(out, "")
+			continue
+		}
+		for _, elem := range elems {
 			node := ""
-			for _, pair := range splitQuoted(elem, ';') {
+			pairs, _ := splitQuoted(elem, ';') // an element of a closed line closes
+			for _, pair := range pairs {
 				k, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
 				if ok && strings.EqualFold(k, "for") {
 					node = unquote(v)
@@ -172,9 +182,9 @@ func forwardedHops(h http.Header) []string {
 	return out
 }
 
-// splitQuoted splits s at sep outside double-quoted strings.
-func splitQuoted(s string, sep byte) []string {
-	var out []string
+// splitQuoted splits s at sep outside double-quoted strings. closed is
+// false when s ends inside one.
+func splitQuoted(s string, sep byte) (parts []string, closed bool) {
 	quoted, escaped, start := false, false, 0
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
@@ -185,11 +195,11 @@ func splitQuoted(s string, sep byte) []string {
 		case c == '"':
 			quoted = !quoted
 		case !quoted && c == sep:
-			out = append(out, s[start:i])
+			parts = append(parts, s[start:i])
 			start = i + 1
 		}
 	}
-	return append(out, s[start:])
+	return append(parts, s[start:]), !quoted
 }
 
 // unquote strips a quoted-string's quotes and escapes; a token is returned
