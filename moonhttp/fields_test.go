@@ -45,6 +45,8 @@ func TestPolicyFields(t *testing.T) {
 		{"bucket that never refills", moonhttp.BucketPolicy(0, 5), allowed, `"default";q=5`, `"default";r=1`},
 		{"bucket that never refills, refused", moonhttp.BucketPolicy(0, 5), client.Decision{Wait: 1 << 62}, `"default";q=5`, `"default";r=0;t=86400`},
 		{"window", moonhttp.WindowPolicy(100, time.Minute), allowed, `"default";q=100;w=60`, `"default";r=1;t=60`},
+		{"quota past a structured-field Integer", moonhttp.WindowPolicy(math.MaxInt, time.Second), client.Decision{OK: true, Left: math.MaxInt},
+			`"default";q=999999999999999;w=1`, `"default";r=999999999999999;t=1`},
 		{"window of two days", moonhttp.WindowPolicy(3, 48*time.Hour), allowed, `"default";q=3;w=172800`, `"default";r=1;t=172800`},
 		{"window in sub-seconds", moonhttp.WindowPolicy(3, 1500*time.Millisecond), allowed, `"default";q=3;w=2`, `"default";r=1;t=2`},
 		{"window of nothing", moonhttp.WindowPolicy(3, 0), allowed, `"default";q=3`, `"default";r=1`},

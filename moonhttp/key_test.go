@@ -78,6 +78,8 @@ func TestForwardedClientIP(t *testing.T) {
 		{"unknown ends the walk", []string{"for=198.51.100.1, for=unknown"}, "", "10.0.0.1"},
 		{"obfuscated ends the walk", []string{`for=198.51.100.1, for="_hidden"`}, "", "10.0.0.1"},
 		{"element without for ends the walk", []string{"for=198.51.100.1, proto=http"}, "", "10.0.0.1"},
+		{"a quote left open swallows the proxy's element", []string{`for=6.6.6.6;x=", for=198.51.100.1`}, "", "10.0.0.1"},
+		{"a line left open ends the walk there", []string{"for=198.51.100.1", `for=6.6.6.6;x="`, "for=10.3.3.3"}, "", "10.3.3.3"},
 		{"X-Forwarded-For is not read", nil, "198.51.100.1", "10.0.0.1"},
 	}
 	for _, tc := range tests {
