@@ -38,8 +38,9 @@ type Config struct {
 	// server. See MetadataKey and PeerKey.
 	Key func(ctx context.Context, fullMethod string) string
 	// Quota holds each key to a rate or a quota; a refused call fails with
-	// codes.ResourceExhausted and the wait (see UnaryServerInterceptor).
-	// nil, or a nil *client.KeyedBucket or *client.KeyedWindow, is none.
+	// codes.ResourceExhausted and the wait, or with codes.Unavailable once
+	// the quota is closed (see UnaryServerInterceptor). nil, or a nil
+	// *client.KeyedBucket or *client.KeyedWindow, is none.
 	Quota Quota
 	// Gate caps the calls running at once; a call it turns away fails with
 	// codes.Unavailable. nil, or a nil *client.Gate, is none.

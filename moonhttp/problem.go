@@ -12,7 +12,8 @@ import (
 // a RejectFunc sees it; the status and body are the RejectFunc's to write.
 type Rejection struct {
 	// Status is 429 (http.StatusTooManyRequests) for a quota, 503
-	// (http.StatusServiceUnavailable) for a full gate or a pool's refusal.
+	// (http.StatusServiceUnavailable) for a full gate, a pool's refusal or
+	// a limiter closed with the server.
 	Status int
 	// RetryAfter is the Retry-After the response carries, in whole seconds:
 	// at least 1, at most client.MaxRetryAfter.
