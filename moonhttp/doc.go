@@ -9,9 +9,9 @@
 // client.KeyedWindow) under a key the server chooses: the client's address
 // (ClientIP, which reads X-Forwarded-For only from proxies you trust), an
 // API key (Header), or any KeyFunc. Over quota, a request gets 429 with
-// Retry-After in whole seconds, rounded up; every response carries the
-// IETF RateLimit-Policy and RateLimit fields, so clients can pace
-// themselves before they are refused:
+// Retry-After in whole seconds, rounded up; every response the quota
+// answers carries the IETF RateLimit-Policy and RateLimit fields, so
+// clients can pace themselves before they are refused:
 //
 //	eng := engine.New()
 //	defer eng.Shutdown(ctx)
