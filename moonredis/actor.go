@@ -36,9 +36,9 @@ func (a *ask) Refuse() { a.answer(verdict{closed: true}) }
 // flight that carried it (its outcome, or its timer's), from the breaker,
 // or from the actor stopping; a pooled ask is reused once it is read, so a
 // second would reach another caller. A probe's ask has no channel: nobody
-// waits for it. Before it, an ask from l.now may be
-// handed its call (a verdict with call set, which is not an answer), so its
-// channel holds two. The send never blocks the actor.
+// waits for it. Before its answer, an ask from l.now may be handed its
+// call (a verdict with call set, which is not an answer), so its channel
+// holds two. The send never blocks the actor.
 func (a *ask) answer(v verdict) {
 	select {
 	case a.reply <- v:
@@ -126,7 +126,7 @@ type limiter struct {
 	asked  atomic.Int64 // asks the actor has taken in: a test hook
 	flying atomic.Int64 // calls in flight, as the actor counts them: a test hook
 	armed  atomic.Bool  // the late timer is set and has not fired; written by the actor alone, read by tests
-	asks   sync.Pool    // of *ask, for now: a limiter's own, so a channel never leaves the synctest bubble it was made in
+	asks   sync.Pool    // of *ask, for l.now: each limiter's own, so a channel stays in the synctest bubble it was made in
 	// held is when, on the engine's clock, FailLocal stops holding what
 	// Redis lets through to the local share as well: math.MaxInt64 while
 	// the breaker is tripped, a recovery span after it closes, 0 once
@@ -319,7 +319,7 @@ func (o *owner) Handle(msg any) {
 			// Redis has failed every call of late: the FailMode answers
 			// at once. The ask may send the breaker's probe, which takes
 			// nothing and which nobody waits for.
-			if o.breaker.probe(o.l.eng.Now()) {
+			if o.flying < o.l.cfg.MaxCalls && o.breaker.probe(o.l.eng.Now()) {
 				o.sendProbe(m.key)
 			}
 			m.answer(verdict{fallback: true, cause: ErrBreaker})

@@ -41,12 +41,13 @@ const (
 
 // outageCall is one Allow a process made: when it began and ended, from
 // the run's start (the processes share the machine's wall clock), whether
-// it was let through, and how many requests Redis had let through in that
-// process by its end.
+// it was let through, and, by its end, how many requests Redis had let
+// through in that process and how many calls it had sent to Redis.
 type outageCall struct {
 	start, end time.Duration
 	ok         bool
 	byRedis    int64
+	calls      int64
 }
 
 // TestOutage: three processes share a limit on a real redis-server, which
@@ -113,6 +114,7 @@ func TestOutage(t *testing.T) {
 		// a goroutine a millisecond now and then, but never for as long as
 		// a call to Redis would take.
 		var first, took []time.Duration
+		lo, hi := int64(math.MaxInt64), int64(0) // the calls to Redis so far, over the outage once the breaker tripped
 		for _, c := range during {
 			d := c.end - c.start
 			if c.start-killed < outageSettle {
@@ -120,15 +122,21 @@ func TestOutage(t *testing.T) {
 				continue
 			}
 			took = append(took, d)
-			if d >= outageTimeout/5 {
+			lo, hi = min(lo, c.calls), max(hi, c.calls)
+			if d >= outageTimeout {
 				t.Errorf("process %d: a call %v after the kill took %v: it waited for Redis", i, (c.start - killed).Round(time.Millisecond), d)
 			}
+		}
+		// No request goes to Redis: only the probes, one a Timeout.
+		probes := int64((back-killed-outageSettle)/outageTimeout) + 1
+		if hi-lo > probes {
+			t.Errorf("process %d sent %d calls to Redis in the outage once its breaker tripped, want at most %d probes", i, hi-lo, probes)
 		}
 		slices.Sort(first)
 		slices.Sort(took)
 		slow := len(took) - countBelow(took, time.Millisecond)
-		t.Logf("process %d: %d calls in the outage's first %v, the slowest %v; %d after, median %v, 99th percentile %v, %d over 1ms, slowest %v; Redis let through %d before the kill, %d after it came back",
-			i, len(first), outageSettle, pct(first, 100), len(took), pct(took, 50), pct(took, 99), slow, pct(took, 100), redisBefore, redisAfter-redisBefore)
+		t.Logf("process %d: %d calls in the outage's first %v, %d over 1ms, the slowest %v; %d after, median %v, 99th percentile %v, %d over 1ms, slowest %v, %d probes; Redis let through %d before the kill, %d after it came back",
+			i, len(first), outageSettle, len(first)-countBelow(first, time.Millisecond), pct(first, 100), len(took), pct(took, 50), pct(took, 99), slow, pct(took, 100), hi-lo, redisBefore, redisAfter-redisBefore)
 		if len(took) < 200 {
 			t.Errorf("process %d made only %d calls in the outage after its first %v, want hundreds: they waited for Redis", i, len(took), outageSettle)
 		} else if slow > len(took)/100 {
@@ -185,7 +193,7 @@ func readOutageCalls(out *bytes.Buffer) ([]outageCall, error) {
 		var c outageCall
 		var start, end int64
 		var ok int
-		if _, err := fmt.Sscanf(s.Text(), "call %d %d %d %d", &start, &end, &ok, &c.byRedis); err != nil {
+		if _, err := fmt.Sscanf(s.Text(), "call %d %d %d %d %d", &start, &end, &ok, &c.byRedis, &c.calls); err != nil {
 			return nil, fmt.Errorf("said %q: %v", s.Text(), err)
 		}
 		c.start, c.end, c.ok = time.Duration(start), time.Duration(end), ok == 1
@@ -227,7 +235,9 @@ func outageChild() int {
 					return
 				}
 				ok := b.Allow("hot")
-				calls[g] = append(calls[g], outageCall{start: from, end: time.Since(start), ok: ok, byRedis: b.Stats().Admitted})
+				end := time.Since(start)
+				st := b.Stats()
+				calls[g] = append(calls[g], outageCall{start: from, end: end, ok: ok, byRedis: st.Admitted, calls: st.Calls})
 				time.Sleep(outagePace)
 			}
 		})
@@ -246,7 +256,7 @@ func outageChild() int {
 			if c.ok {
 				ok = 1
 			}
-			fmt.Fprintf(w, "call %d %d %d %d\n", c.start, c.end, ok, c.byRedis)
+			fmt.Fprintf(w, "call %d %d %d %d %d\n", c.start, c.end, ok, c.byRedis, c.calls)
 		}
 	}
 	w.Flush()
