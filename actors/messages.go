@@ -178,7 +178,24 @@ type (
 		Now   int64
 		Value float64
 	}
+	// Fleet hands the pool its fleet's view (see policy.Pool.SetFleet) at
+	// Now (0: the actor reads the engine's clock). Parked callers are
+	// served at once by the new view. No answer.
+	Fleet struct {
+		Now  int64
+		View policy.FleetView
+	}
 )
+
+// FleetReport is what a pool tells its fleet (see PoolConfig.Fleet): failed
+// makes and the outcome of a fleet probe, never an ordinary make that
+// worked. A healthy pool sends none.
+type FleetReport struct {
+	Now      int64 // when the report was sent, on the engine's clock
+	Failures int   // makes that failed since the last report, a failed probe among them
+	Probed   bool  // a fleet probe finished; ProbeOK says how
+	ProbeOK  bool  // the probe's make worked
+}
 
 // Cause says why a Drop takes a lent resource off the books, so that Stats
 // counts it under the right name.

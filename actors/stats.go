@@ -7,7 +7,7 @@ import (
 )
 
 // reasons is how many policy.Reason values there are, for counts by reason.
-const reasons = int(policy.ReasonBucket) + 1
+const reasons = int(policy.ReasonRamp) + 1
 
 // Stats is a snapshot of a pool's books and of what its actor has decided.
 // Counts of closes are by reason: the actor decides to retire a resource,

@@ -150,7 +150,8 @@ var DefaultShedder = Overload{Hot: shedHot, Window: shedWindow}
 // verdict carries.
 type Reason uint8
 
-// The reasons, in the order Take asks.
+// The reasons. The ward's come in the order Take asks. The fleet's come
+// last, so that the others keep their numbers.
 const (
 	NoReason      Reason = iota // not a Shed or a Later
 	ReasonClosed                // Shed: the pool is closed
@@ -159,11 +160,13 @@ const (
 	ReasonBackoff               // Later: the backoff holds makes back after a failure
 	ReasonProbe                 // Later: the hold is over and a make is in flight as a probe; its outcome decides
 	ReasonBucket                // Later: the bucket has no token for a make yet
+	ReasonFleet                 // Later: the fleet holds makes back (FleetHeld); asked before the breaker
+	ReasonRamp                  // Later: the fleet's ramp has no room for a make yet (FleetRamp); asked before the bucket
 )
 
-var reasonNames = [...]string{"none", "closed", "shedder", "breaker", "backoff", "probe", "bucket"}
+var reasonNames = [...]string{"none", "closed", "shedder", "breaker", "backoff", "probe", "bucket", "fleet", "ramp"}
 
-// String gives the reason's name in lower case, "none" to "bucket", or
+// String gives the reason's name in lower case, "none" to "ramp", or
 // "Reason(n)" for a number that is none of them.
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) {

@@ -747,7 +747,7 @@ func TestWardAllParts(t *testing.T) {
 }
 
 func TestReasonString(t *testing.T) {
-	want := []string{"none", "closed", "shedder", "breaker", "backoff", "probe", "bucket", "Reason(7)"}
+	want := []string{"none", "closed", "shedder", "breaker", "backoff", "probe", "bucket", "fleet", "ramp", "Reason(9)"}
 	for r, w := range want {
 		if got := Reason(r).String(); got != w {
 			t.Errorf("Reason(%d).String() = %q, want %q", r, got, w)
