@@ -41,8 +41,10 @@ func TestRemembersRefusal(t *testing.T) {
 				}
 				lim, stats, l = w, w.Stats, &w.l
 			}
-			if !lim.Allow("k") || !lim.Allow("k") {
-				t.Fatal("a fresh limit of 2 refused one of its first two")
+			for i := range 2 {
+				if !lim.Allow("k") {
+					t.Fatalf("a fresh limit of 2 refused its Allow %d", i)
+				}
 			}
 			first := lim.Try("k")
 			if first.OK {
