@@ -198,3 +198,119 @@ func (v FleetView) recheck() time.Duration {
 	}
 	return fleetRecheck
 }
+
+// SetFleet hands the pool its fleet's view at now. The view changes what
+// Take and Fill answer for a make, and nothing else: lending an idle
+// resource is never held back.
+//
+//   - FleetOpen and FleetAlone: the local ward alone decides, as without a
+//     fleet.
+//   - FleetHeld: every make is answered Later with ReasonFleet and After
+//     the view's ProbeEvery, before the breaker is asked. With Probe, one
+//     make goes ahead as the fleet's probe once nothing else is in flight.
+//     It skips the breaker's refusal, the backoff's hold and the bucket:
+//     the fleet has chosen this replica to ask the backend, once.
+//     Its outcome feeds the local ward as any make's does. Each SetFleet
+//     with Probe lets one probe go; a probe released untried (Release, or
+//     a Drop of the resource asked for) lets the next make go in its place.
+//   - FleetRamp: entering it ends the local backoff's run, since the
+//     fleet knows the backend is back. Makes then pass the local ward and
+//     the ramp: this replica's share of the fleet's curve (see Ramp), one
+//     make at once and the rest as the curve allows. A make the ramp has
+//     no room for is answered Later with ReasonRamp. Once the ramp has run
+//     its Span, the view acts as FleetOpen. Setting the same ramp again
+//     (same Since) does not restart it.
+//
+// A State that is none of the four is read as FleetAlone. Leaving
+// FleetHeld while the probe is in flight makes it an ordinary make: see
+// FleetProbe.
+//
+// The ramp reads the time, so an owner with a fleet gives Take and Fill a
+// fresh time whatever Stamps says.
+func (p *Pool[T]) SetFleet(v FleetView, now int64) {
+	now = p.clock(now)
+	if v.State > FleetAlone {
+		v.State = FleetAlone
+	}
+	was := p.fleet
+	p.fleet = v
+	p.fleetGrant = v.State == FleetHeld && v.Probe
+	if v.State != FleetHeld {
+		p.fleetProbe = false
+	}
+	if v.State == FleetRamp && (was.State != FleetRamp || was.Since != v.Since) {
+		p.rampEnd = after(v.Since, v.Ramp.Span())
+		p.rampNext = 0
+		p.failures, p.last, p.hold = 0, 0, 0
+	}
+}
+
+// Fleet is the view SetFleet last gave: the zero view, FleetOpen, if it
+// was never called.
+func (p *Pool[T]) Fleet() FleetView { return p.fleet }
+
+// FleetProbe says whether the fleet's probe is in flight: a make that
+// FleetHeld with Probe let go, not yet answered by Made, Unmade, Release,
+// or a Give or Drop of an unknown resource. An owner asks it before it
+// hands the pool a make's outcome, to tell the fleet how its probe went.
+// It is false once the view has left FleetHeld: the make is then an
+// ordinary one.
+func (p *Pool[T]) FleetProbe() bool { return p.fleetProbe }
+
+// heldMake answers a make while the fleet holds makes: the fleet's probe,
+// if the view grants one and nothing else is in flight, and Later
+// otherwise.
+func (p *Pool[T]) heldMake(now int64) Taken[T] {
+	if !p.fleetGrant || p.reserved > 0 {
+		return Taken[T]{Verdict: Later, After: p.fleet.recheck(), Why: ReasonFleet}
+	}
+	if b := p.ward.bucket; b != nil {
+		b.Take(now, 1) // spends a token if one is there; the probe goes either way
+	}
+	p.fleetGrant, p.fleetProbe = false, true
+	p.reserved++
+	return Taken[T]{Verdict: Make}
+}
+
+// untried notes that a make was given up without an outcome. A fleet probe
+// given up this way leaves the grant in place for the next make.
+func (p *Pool[T]) untried() {
+	if p.fleetProbe {
+		p.fleetProbe = false
+		p.fleetGrant = p.fleet.State == FleetHeld && p.fleet.Probe
+	}
+}
+
+// rampSlack absorbs rounding in the curve's arithmetic, so a make asked
+// for at the instant rampWait named is let through.
+const rampSlack = 1e-9
+
+// rampWait is how long until the ramp has room for a make at now, while
+// the ramp runs: 0 when it has room now.
+//
+// The ramp spaces makes along the curve's integral, as GCRA's virtual
+// scheduling spaces them along the time. rampNext is the point, in the
+// curve's makes per replica, that the curve must reach before the next
+// make. One make is there at once; a make the curve allowed and nobody
+// asked for is kept, one at most, so a late caller does not drop the
+// replica behind the curve.
+func (p *Pool[T]) rampWait(now int64) time.Duration {
+	v := &p.fleet
+	u := elapsed(now, v.Since)
+	if v.Ramp.Allows(u)/v.share() >= p.rampNext-rampSlack {
+		return 0
+	}
+	at := time.Duration(math.MaxInt64) // the ramp ends before the curve gets there
+	if d, ok := v.Ramp.until(p.rampNext * v.share()); ok && d < math.MaxInt64 {
+		at = time.Duration(math.Ceil(d))
+	}
+	end := elapsed(p.rampEnd, v.Since)
+	return max(min(at, end)-u, 1)
+}
+
+// rampTake spends the ramp's room for one make at now.
+func (p *Pool[T]) rampTake(now int64) {
+	v := &p.fleet
+	c := v.Ramp.Allows(elapsed(now, v.Since)) / v.share()
+	p.rampNext = max(p.rampNext, c-1) + 1
+}

@@ -140,6 +140,14 @@ type Pool[T comparable] struct {
 	failures int           // failed makes in a row, ended by a make that worked
 	last     time.Duration // the hold the last failure was given
 	hold     int64         // while failures > 0, no make before this instant
+
+	// The fleet's view, from SetFleet. With FleetOpen, the zero view, make
+	// asks nothing more of it.
+	fleet      FleetView
+	fleetGrant bool    // FleetHeld with Probe: one make may go as the fleet's probe
+	fleetProbe bool    // that make is in flight; it is the only one while held
+	rampEnd    int64   // FleetRamp: when the ramp has run its Span
+	rampNext   float64 // FleetRamp: the curve's makes per replica that must pass before the next make
 }
 
 // entry is what the pool remembers of a registered resource.
@@ -172,7 +180,8 @@ func NewPool[T comparable](limits Limits, ward Ward) *Pool[T] {
 // it back after a failure (Later), or, its hold over, while a probe is in
 // flight (Later), and the bucket space it out (Later, nothing reserved); and
 // only then is room reserved and the answer Make. Every Shed and Later
-// carries its Reason.
+// carries its Reason. A fleet's view (see SetFleet) holds makes back
+// before the breaker is asked, and its ramp spaces them before the bucket.
 //
 // While a probe is in flight, Later's After is the ceiling of the backoff's
 // current hold: the earliest a caller could usefully ask again is when the
@@ -218,6 +227,9 @@ func (p *Pool[T]) Take(now int64) Taken[T] {
 // make runs the ward's checks on a make the limits allow, reserving room
 // when they all pass.
 func (p *Pool[T]) make(now int64) Taken[T] {
+	if p.fleet.State == FleetHeld {
+		return p.heldMake(now)
+	}
 	w := &p.ward
 	if b := w.breaker; b != nil && !b.admits(now) {
 		b.Allow(now) // counts the refusal as a request, as the SRE book does
@@ -231,11 +243,20 @@ func (p *Pool[T]) make(now int64) Taken[T] {
 			return Taken[T]{Verdict: Later, After: w.backoff.Ceiling(p.failures), Why: ReasonProbe}
 		}
 	}
+	ramp := p.fleet.State == FleetRamp && now < p.rampEnd
+	if ramp {
+		if wait := p.rampWait(now); wait > 0 {
+			return Taken[T]{Verdict: Later, After: wait, Why: ReasonRamp}
+		}
+	}
 	if b := w.bucket; b != nil && !b.Take(now, 1) {
 		return Taken[T]{Verdict: Later, After: b.Next(now, 1), Why: ReasonBucket}
 	}
 	if b := w.breaker; b != nil {
 		b.Allow(now) // admits: admits said so, and nothing has changed since
+	}
+	if ramp {
+		p.rampTake(now)
 	}
 	p.reserved++
 	return Taken[T]{Verdict: Make}
@@ -277,6 +298,7 @@ func (p *Pool[T]) Unmade(now int64) {
 		return
 	}
 	p.reserved--
+	p.fleetProbe = false // while it is out, the fleet's probe is the one make in flight
 	if b := p.ward.breaker; b != nil {
 		b.Failure(now)
 	}
@@ -315,20 +337,24 @@ func (p *Pool[T]) Fill(now int64, filling int) Taken[T] {
 // caller that was told Make gave up (its context ended) before opening. The
 // ward hears nothing, because the backend was never asked; Unmade is for a
 // make that failed. A probe released this way leaves the backend as suspect
-// as before, and the next Take after the hold sends another. Release with
-// nothing reserved changes nothing.
+// as before, and the next Take after the hold sends another; a fleet's
+// probe released this way lets the next make go in its place. Release
+// with nothing reserved changes nothing.
 func (p *Pool[T]) Release() {
 	if p.reserved > 0 {
 		p.reserved--
+		p.untried()
 	}
 }
 
-// worked ends a backoff run and tells the breaker a make succeeded.
+// worked ends a backoff run and tells the breaker a make succeeded. A
+// fleet probe in flight was that make.
 func (p *Pool[T]) worked(now int64) {
 	if b := p.ward.breaker; b != nil {
 		b.Success(now)
 	}
 	p.failures, p.last = 0, 0
+	p.fleetProbe = false
 }
 
 // Give hands a resource back, keeping the birth it was lent with. true means
@@ -497,6 +523,7 @@ func (p *Pool[T]) Drop(item T) {
 	if !ok {
 		if p.reserved > 0 {
 			p.reserved--
+			p.untried()
 		}
 		return
 	}

@@ -26,7 +26,8 @@ import (
 // bucket, backoff and breaker hold back makes only, never the lending of an
 // idle resource; the shedder refuses lending as well, because it protects
 // the process rather than the backend. Each Shed and Later says why in
-// Taken.Why.
+// Taken.Why. A pool in a fleet adds the fleet's hold and ramp to these
+// (see Pool.SetFleet).
 //
 // The backoff reads Base, Factor, Cap and Jitter, and not Attempts: a pool
 // never gives up on its backend, since its callers keep asking, and the
