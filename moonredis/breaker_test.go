@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -303,6 +304,14 @@ func TestFailLocalHeldWhileRecovering(t *testing.T) {
 	}
 	if st := b.Stats(); st.Calls == calls {
 		t.Fatal("no request went to Redis once it was back")
+	}
+	// A Wait that Redis gives a slot at once waits for the local share
+	// too, whose next token is past the deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	var we *client.WaitError
+	if err := b.Wait(ctx, "k"); !errors.As(err, &we) {
+		t.Errorf("Wait with 500ms to go, the local share's next token 4s away = %v, want its *WaitError", err)
 	}
 	share := 250 + 0.25*time.Duration(f.clock.Now()-start).Seconds() // full at the start, and what it earned since
 	if float64(admitted) > share+1 {

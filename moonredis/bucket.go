@@ -122,6 +122,9 @@ func (b *Bucket) Wait(ctx context.Context, key string) error { return b.WaitN(ct
 //     through, never more);
 //   - Redis unavailable: the FailMode's answer (ErrUnavailable under
 //     FailClosed);
+//   - under FailLocal, while Redis comes back, a slot the local share
+//     cannot also give in time: the local share's error (see the package
+//     documentation);
 //   - closed: client.ErrClosed.
 func (b *Bucket) WaitN(ctx context.Context, key string, n float64) error {
 	if !(n <= b.burst) {
