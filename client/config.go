@@ -32,7 +32,7 @@ type (
 	// (policy.Jitter).
 	Jitter = policy.Jitter
 	// Reason says which part of a pool or its ward refused or held back a
-	// Get (policy.Reason), as Stats counts them.
+	// Get (policy.Reason). Stats counts each in a field of its own.
 	Reason = policy.Reason
 
 	// Engine runs the actors behind pools and limiters, with the one clock

@@ -217,8 +217,8 @@ func TestWindowCreditNeverOverAdmits(t *testing.T) {
 						}
 					}
 				}
-				if got := w.Stats().Allowed(); got != int64(ours) {
-					t.Fatalf("Stats().Allowed() = %d, let through %d", got, ours)
+				if got := w.Stats().Allowed; got != int64(ours) {
+					t.Fatalf("Stats().Allowed = %d, let through %d", got, ours)
 				}
 				if short := theirs - ours; float64(short) > 0.02*float64(theirs) {
 					t.Fatalf("let %d through against the exact window's %d: %d short, more than 2%%", ours, theirs, short)
@@ -270,8 +270,8 @@ func TestWindowCreditConcurrent(t *testing.T) {
 		total += int(got.Load())
 		clock.Advance(time.Duration(rng.Int64N(int64(window / 64))))
 	}
-	if got := w.Stats().Allowed(); got != int64(total) {
-		t.Fatalf("Stats().Allowed() = %d, let through %d", got, total)
+	if got := w.Stats().Allowed; got != int64(total) {
+		t.Fatalf("Stats().Allowed = %d, let through %d", got, total)
 	}
 }
 
@@ -301,8 +301,8 @@ func TestBucketCreditConcurrent(t *testing.T) {
 		if got.Load() != int64(burst) {
 			t.Errorf("burst %v: %d allowed between eight callers, want the burst", burst, got.Load())
 		}
-		if s := b.Stats().Allowed(); s != got.Load() {
-			t.Errorf("burst %v: Stats().Allowed() = %d, allowed %d", burst, s, got.Load())
+		if s := b.Stats().Allowed; s != got.Load() {
+			t.Errorf("burst %v: Stats().Allowed = %d, allowed %d", burst, s, got.Load())
 		}
 		eng.Shutdown(context.Background())
 	}
@@ -384,8 +384,8 @@ func TestKeyedCreditNeverOverAdmits(t *testing.T) {
 				for _, n := range ours {
 					all += n
 				}
-				if s := k.Stats().Allowed(); s != int64(all) {
-					t.Fatalf("Stats().Allowed() = %d, let through %d", s, all)
+				if s := k.Stats().Allowed; s != int64(all) {
+					t.Fatalf("Stats().Allowed = %d, let through %d", s, all)
 				}
 				if d := client.HotDrawn(k); d > int64(ours["hot"]) {
 					t.Fatalf("%d drawn from lent tokens, more than the hot key's %d: a cold key was lent to", d, ours["hot"])
@@ -434,8 +434,8 @@ func TestKeyedCreditConcurrent(t *testing.T) {
 		if burst > 32 && client.HotDrawn(k) == 0 {
 			t.Errorf("burst %v: the hot key never drew from lent tokens", burst)
 		}
-		if s := k.Stats().Allowed(); s != hot.Load()+cold.Load() {
-			t.Errorf("burst %v: Stats().Allowed() = %d, let through %d", burst, s, hot.Load()+cold.Load())
+		if s := k.Stats().Allowed; s != hot.Load()+cold.Load() {
+			t.Errorf("burst %v: Stats().Allowed = %d, let through %d", burst, s, hot.Load()+cold.Load())
 		}
 		eng.Shutdown(context.Background())
 	}

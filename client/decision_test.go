@@ -44,16 +44,19 @@ func TestDecisionRetryAfter(t *testing.T) {
 }
 
 // TestTrySteps walks Try on each limiter through fixed instants: the
-// decision, the wait and what is left come from one turn, and after Close
-// the answer is a refusal that never ends, whose header is a day. The
-// header is never 0, and never past a day.
+// decision, the wait and what is left come from one turn. After Close, or
+// on a shut engine, the answer is a refusal that never ends, marked Closed,
+// whose header is a day. A quota of nothing refuses for ever too, but is
+// not Closed. The header is never 0, and never past a day.
 func TestTrySteps(t *testing.T) {
 	r := newLimitRig(t)
 	b, _ := NewBucket(r.eng, 2, 3)
 	w, _ := NewWindow(r.eng, 2, time.Minute)
 	kb, _ := NewKeyedBucket(r.eng, 2, 3)
 	kw, _ := NewKeyedWindow(r.eng, 2, time.Minute)
+	tb, _ := NewTieredBucket(r.eng, nil, map[string]Rate{"": {PerSecond: 1, Burst: 1}})
 	never, _ := NewBucket(r.eng, 0, 1)
+	nothing, _ := NewBucket(r.eng, 1, 1)
 	ms := time.Millisecond
 	steps := []struct {
 		at   time.Duration
@@ -88,23 +91,33 @@ func TestTrySteps(t *testing.T) {
 			t.Fatalf("step %d at +%v: %+v, want %+v", i, s.at, got, s.want)
 		}
 	}
-	for _, c := range []interface{ Close(context.Context) error }{b, w, kb, kw} {
+	for _, c := range []interface{ Close(context.Context) error }{b, w, kb, kw, tb} {
 		if err := c.Close(r.ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for i, try := range []func() Decision{b.Try, w.Try, func() Decision { return kb.Try("a") }, func() Decision { return kw.Try("x") }} {
+	closed := Decision{Wait: policy.Never, Closed: true}
+	for i, try := range []func() Decision{
+		b.Try, w.Try,
+		func() Decision { return kb.Try("a") },
+		func() Decision { return kw.Try("x") },
+		func() Decision { return tb.Try("t") },
+		func() Decision { return b.Reserve(1).Decision() },
+	} {
 		d := try()
-		if d != (Decision{Wait: policy.Never}) || d.RetryAfter() != MaxRetryAfter {
-			t.Fatalf("closed %d: %+v, Retry-After %d; want a refusal that never ends, Retry-After %d", i, d, d.RetryAfter(), MaxRetryAfter)
+		if d != closed || d.RetryAfter() != MaxRetryAfter {
+			t.Fatalf("closed %d: %+v, Retry-After %d; want %+v, Retry-After %d", i, d, d.RetryAfter(), closed, MaxRetryAfter)
 		}
 	}
-	// Shut down under it, without Close: the same answer.
+	// Shut down under them, without Close: the same answer.
 	if err := r.eng.Shutdown(r.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if d := never.Try(); d != (Decision{Wait: policy.Never}) {
-		t.Fatalf("on a shut engine: %+v", d)
+	if d := never.Try(); d != closed {
+		t.Fatalf("on a shut engine: %+v, want %+v", d, closed)
+	}
+	if d := nothing.Reserve(1).Decision(); d != closed {
+		t.Fatalf("Reserve on a shut engine: %+v, want %+v", d, closed)
 	}
 }
 

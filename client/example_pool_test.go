@@ -49,7 +49,7 @@ func ExamplePool() {
 	}
 	pool.Close(ctx)
 	s := pool.Stats()
-	fmt.Println("made", s.Made(), "closed", s.Closes())
+	fmt.Println("made", s.Made, "closed", s.Closes)
 	// Output:
 	// using conn-1
 	// using conn-1
@@ -71,7 +71,7 @@ func ExamplePool_Discard() {
 	c, _ = pool.Get(ctx)
 	fmt.Println("using", c)
 	pool.Put(c)
-	fmt.Println("broken", pool.Stats().Broken())
+	fmt.Println("broken", pool.Stats().Broken)
 	pool.Close(ctx)
 	// Output:
 	// closed conn-1
@@ -93,7 +93,7 @@ func ExamplePool_Get_cancel() {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the client went away
 	_, err := pool.Get(ctx)
-	fmt.Println(errors.Is(err, context.Canceled), pool.Stats().Waiting())
+	fmt.Println(errors.Is(err, context.Canceled), pool.Stats().Waiting)
 
 	pool.Put(held)
 	pool.Close(context.Background())
@@ -117,7 +117,7 @@ func ExampleOpenError() {
 	var oe *client.OpenError
 	fmt.Println(errors.As(err, &oe), errors.Is(err, refused))
 	fmt.Println(err)
-	fmt.Println("make failures", pool.Stats().MakeFailures())
+	fmt.Println("make failures", pool.Stats().MakeFailures)
 	// Output:
 	// true true
 	// moonpool: open: connection refused
@@ -179,7 +179,7 @@ func ExamplePoolConfig_reuse() {
 	c, _ = pool.Get(ctx)
 	fmt.Println("using", c)
 	pool.Put(c)
-	fmt.Println("unreused", pool.Stats().Unreused())
+	fmt.Println("unreused", pool.Stats().Unreused)
 	pool.Close(ctx)
 	// Output:
 	// closed conn-1
@@ -202,7 +202,7 @@ func ExamplePool_Reset() {
 	c, _ = pool.Get(ctx)
 	fmt.Println("using", c)
 	pool.Put(c)
-	fmt.Println("outdated", pool.Stats().Outdated())
+	fmt.Println("outdated", pool.Stats().Outdated)
 	pool.Close(ctx)
 	// Output:
 	// closed conn-1
@@ -232,7 +232,7 @@ func ExamplePoolConfig_check() {
 	c, err := pool.Get(ctx) // conn-1 fails its check: closed, and conn-2 opened
 	fmt.Println("using", c, err)
 	pool.Put(c)
-	fmt.Println("check failures", pool.Stats().CheckFailures())
+	fmt.Println("check failures", pool.Stats().CheckFailures)
 	pool.Close(ctx)
 	// Output:
 	// closed conn-1
@@ -255,7 +255,7 @@ func ExamplePool_SetLimits() {
 	pool.Put(b)                                     // kept: one live now
 	pool.Close(ctx)
 	s := pool.Stats()
-	fmt.Println("max", s.Max(), "surplus", s.Surplus())
+	fmt.Println("max", s.Max, "surplus", s.Surplus)
 	// Output:
 	// closed conn-1
 	// closed conn-2
@@ -276,7 +276,7 @@ func ExamplePoolConfig_leakAfter() {
 
 	c, _ := pool.Get(ctx) // and forgotten
 	clock.Advance(time.Hour)
-	fmt.Println("leaked", pool.Stats().Leaked())
+	fmt.Println("leaked", pool.Stats().Leaked)
 	pool.Put(c)
 	pool.Close(ctx)
 	// Output:

@@ -39,7 +39,7 @@ func NewKeyedBucket(eng *engine.Engine, rate, burst float64) (*KeyedBucket, erro
 	if eng == nil {
 		return nil, errors.New("moonpool: NewKeyedBucket: nil engine")
 	}
-	k := &KeyedBucket{}
+	k := &KeyedBucket{l: limiter{by: "the key's bucket"}}
 	err := k.l.spawnShards(eng, func() (*engine.Ref, error) {
 		ref, hot, err := actors.SpawnKeyedBucketCredit(eng, "", rate, burst, k.l.seed)
 		k.hot = append(k.hot, hot)
@@ -141,7 +141,7 @@ func NewKeyedWindow(eng *engine.Engine, allow int, window time.Duration) (*Keyed
 	if eng == nil {
 		return nil, errors.New("moonpool: NewKeyedWindow: nil engine")
 	}
-	k := &KeyedWindow{}
+	k := &KeyedWindow{l: limiter{by: "the key's window"}}
 	err := k.l.spawnShards(eng, func() (*engine.Ref, error) { return actors.SpawnKeyedWindow(eng, "", allow, window) })
 	if err != nil {
 		return nil, fmt.Errorf("moonpool: NewKeyedWindow: %w", err)

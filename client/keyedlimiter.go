@@ -16,7 +16,8 @@ import (
 //     costs if it is there, and says whether it did. It says no while
 //     callers of the same key wait in line, and after Close.
 //   - Try is Allow with the whole answer (see Decision) from one decision,
-//     for a 429 and its Retry-After: a refusal's Wait is never 0.
+//     for a 429 and its Retry-After: a refusal's Wait is never 0. After
+//     Close its refusal has Closed set.
 //   - Wait blocks until a request for key is let through for the caller, in
 //     line behind the callers of the same key in this process, or ctx is
 //     done. It never sleeps towards a deadline it cannot meet: it returns a

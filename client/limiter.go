@@ -56,6 +56,10 @@ type Decision struct {
 	// could still have now, for a remaining-count header: 0 while callers
 	// wait in line, since they come first.
 	Left int
+	// Closed is whether the refusal came from a closed limiter, or one whose
+	// engine shut down, rather than from the caller's quota. Its Wait is
+	// policy.Never. A server going away answers 503, not 429.
+	Closed bool
 }
 
 // MaxRetryAfter is the most Decision.RetryAfter says, in seconds: a day. A
@@ -113,7 +117,7 @@ func NewBucket(eng *engine.Engine, rate, burst float64) (*Bucket, error) {
 	// A full bucket holds its burst: reading it back keeps the rules for
 	// odd bursts in policy alone.
 	burst = policy.NewBucket(rate, burst, 0).Tokens(0)
-	b := &Bucket{l: limiter{eng: eng, ref: ref}, credit: credit}
+	b := &Bucket{l: limiter{eng: eng, ref: ref, by: "the bucket"}, credit: credit}
 	b.nums.rate.Store(rate)
 	b.nums.burst.Store(burst)
 	return b, nil
@@ -152,8 +156,9 @@ func (b *Bucket) AllowN(n float64) bool {
 
 // Try is Allow with the whole answer (see Decision), from one turn of the
 // bucket's actor: for a refusal, the wait for a Retry-After header, never 0;
-// and the tokens left. It never blocks. After Close it is refused with a
-// Wait of policy.Never. It is TryN(1).
+// and the tokens left. It never blocks. After Close, or once the engine
+// shut down, it is refused with Closed set and a Wait of policy.Never. It
+// is TryN(1).
 func (b *Bucket) Try() Decision { return b.l.try("", 1) }
 
 // TryN is Try for n tokens, answering as AllowN does.
@@ -238,7 +243,7 @@ func NewWindow(eng *engine.Engine, allow int, window time.Duration) (*Window, er
 	if err != nil {
 		return nil, fmt.Errorf("moonpool: NewWindow: %w", err)
 	}
-	w := &Window{l: limiter{eng: eng, ref: ref}, credit: credit}
+	w := &Window{l: limiter{eng: eng, ref: ref, by: "the window"}, credit: credit}
 	w.nums.allow.Store(int64(allow))
 	w.nums.window = window
 	return w, nil
@@ -320,6 +325,7 @@ type limiter struct {
 	// them, picked by its hash under seed (see spawnShards).
 	shards []*engine.Ref
 	seed   maphash.Seed
+	by     string // what holds a caller in Wait, for a *WaitError: "the bucket"
 	closed atomic.Bool
 	counts counts
 	// Requests and reply channels are kept for reuse, so Allow and Wait
@@ -406,7 +412,7 @@ func (l *limiter) try(key string, n float64) Decision {
 	p, open := l.ask(key, n)
 	switch {
 	case !open:
-		return Decision{Wait: policy.Never}
+		return Decision{Wait: policy.Never, Closed: true}
 	case p.OK:
 		return Decision{OK: true, Left: whole(p.Left)}
 	}
@@ -477,7 +483,7 @@ func (l *limiter) wait(ctx context.Context, key string, n float64) error {
 	case p := <-req.Reply:
 		l.done(req)
 		l.counts.count(p)
-		return permitErr(p)
+		return l.permitErr(p)
 	case <-ctx.Done():
 		ref.Send(actors.Withdraw{Allow: req})
 		p := <-req.Reply // exactly one answer: the grant or the withdrawal
@@ -489,7 +495,7 @@ func (l *limiter) wait(ctx context.Context, key string, n float64) error {
 		if errors.Is(p.Err, actors.ErrCancelled) {
 			return ctxError(ctx, "wait")
 		}
-		return permitErr(p)
+		return l.permitErr(p)
 	}
 }
 
@@ -537,12 +543,12 @@ func stopActor(ctx context.Context, ref *engine.Ref, closed *atomic.Bool) error 
 }
 
 // permitErr turns a Wait's answer into the client's error.
-func permitErr(p actors.Permit) error {
+func (l *limiter) permitErr(p actors.Permit) error {
 	switch {
 	case p.OK:
 		return nil
 	case errors.Is(p.Err, actors.ErrDeadline):
-		return &WaitError{Wait: p.After}
+		return &WaitError{Wait: p.After, By: l.by}
 	case errors.Is(p.Err, actors.ErrStopped):
 		return ErrClosed
 	case p.Err != nil:

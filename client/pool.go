@@ -174,6 +174,9 @@ type Pool[T comparable] struct {
 	leaked    atomic.Int64
 
 	getTime atomic.Int64 // time Gets spent opening and checking, on the engine's clock
+
+	limitsMu sync.Mutex             // one SetLimits at a time
+	limits   atomic.Pointer[Limits] // the limits as the pool reads them, for Stats
 }
 
 // loan is a resource lent while LeakAfter is set: where it was taken, and
@@ -213,6 +216,7 @@ func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], err
 		opened:    make(chan struct{}),
 	}
 	p.tickets.New = func() any { return new(ticket[T]) }
+	p.holdLimits(cfg.Limits)
 	p.stampTake, p.stampGive = policy.Stamps(cfg.Limits, cfg.Ward)
 	if cfg.Check != nil {
 		p.stampTake = true // how long a resource sat is read from the Take's time
@@ -1146,12 +1150,25 @@ func (p *Pool[T]) SetLimits(limits Limits) error {
 	if p.closing.Load() {
 		return ErrClosed
 	}
+	// One SetLimits at a time, so the limits Stats reports are the ones
+	// the actor applied last.
+	p.limitsMu.Lock()
+	defer p.limitsMu.Unlock()
 	m := &actors.SetLimits{Now: p.eng.Now(), Limits: limits, Reply: make(chan error, 1)}
 	p.ref.Send(m)
 	if err := <-m.Reply; err != nil {
 		return ErrClosed // closed, or its actor stopped
 	}
+	p.holdLimits(limits)
 	return nil
+}
+
+// holdLimits keeps limits, as the pool reads them, for Stats.
+func (p *Pool[T]) holdLimits(limits Limits) {
+	// A policy.Pool clamps what it is given; asking one keeps Stats true
+	// to the pool's own reading.
+	l := policy.NewPool[int](limits, policy.Ward{}).Limits()
+	p.limits.Store(&l)
 }
 
 // Reset makes the pool start afresh, for a backend whose every connection
@@ -1179,178 +1196,193 @@ func (p *Pool[T]) Reset() error {
 	return nil
 }
 
-// Stats is a snapshot of a pool: what it holds now and what it has done
-// since it started. Read it through its methods; new ones may be added.
+// Stats is a snapshot of a pool, as sql.DBStats is of a database: what it
+// holds now, its limits now, and what it has done since NewPool. Counts
+// are totals since then. Times are on the engine's clock. Pool.Stats fills
+// every field.
 type Stats struct {
-	s             actors.Stats
-	closeFailures int64
-	panics        int64
-	leaked        int64
-	getTime       time.Duration
+	// Live is how many resources exist: idle, lent and being opened.
+	Live int
+	// Idle is how many sit in the pool, ready to lend.
+	Idle int
+	// Busy is how many are lent out or being opened.
+	Busy int
+	// Waiting is how many callers of Get are in line.
+	Waiting int
+
+	// Max is Limits.Size as the pool holds it now: the most live at once,
+	// 0 for no limit. It follows SetLimits.
+	Max int
+	// MaxIdle is Limits.Idle as the pool holds it now: the most idle at
+	// once, 0 for no limit. It follows SetLimits.
+	MaxIdle int
+	// MinIdle is Limits.MinIdle as the pool holds it now, never above a
+	// MaxIdle. It follows SetLimits.
+	MinIdle int
+
+	// Gets counts calls of Get and TryGet on the open pool. A Get that
+	// takes again, after a failed Check or a Reset, counts again.
+	Gets int64
+	// EmptyGets counts Gets that found nothing idle, and waited or opened.
+	EmptyGets int64
+	// GetTime is the total time Gets spent in line, opening and checking.
+	// A Get served from the idle at once is not timed.
+	GetTime time.Duration
+	// Waited counts Gets that waited in line and were then answered.
+	Waited int64
+	// WaitTime is the total time the Gets of Waited spent in line.
+	WaitTime time.Duration
+	// Cancelled counts Gets whose ctx ended while they waited in line.
+	Cancelled int64
+
+	// Shed counts Gets refused: ShedClosed, ShedOverloaded, ShedBreaker and
+	// TooManyWaiting added up.
+	Shed int64
+	// ShedClosed counts Gets refused with ErrClosed as the pool closed:
+	// those in line at Close, or reaching the pool as it closed.
+	ShedClosed int64
+	// ShedOverloaded counts Gets refused with ErrOverloaded by the ward's
+	// shedder.
+	ShedOverloaded int64
+	// ShedBreaker counts Gets refused with ErrBreaker by the ward's breaker.
+	ShedBreaker int64
+	// TooManyWaiting counts Gets refused with ErrTooManyWaiting: MaxWaiting
+	// callers were in line already.
+	TooManyWaiting int64
+	// HeldPastDeadline counts Gets answered at once with a *WaitError: the
+	// ward held Opens back past their ctx's deadline.
+	HeldPastDeadline int64
+
+	// The Held counts are the times the ward or the fleet held an Open
+	// back, by cause. A caller in line counts again each time it reaches
+	// the front and is held. A count that keeps growing while callers wait
+	// is a pool starved by its ward: a bucket too small for the rate at
+	// which resources break, say.
+	//
+	// HeldBackoff counts holds by the backoff after a failed Open.
+	HeldBackoff int64
+	// HeldProbe counts holds while the one Open let through after a hold
+	// is out as a probe.
+	HeldProbe int64
+	// HeldBucket counts holds by the ward's bucket, spacing Opens out.
+	HeldBucket int64
+	// HeldFleet counts holds by the pool's Fleet while it holds every
+	// replica's Opens.
+	HeldFleet int64
+	// HeldRamp counts holds by the Fleet's ramp after a recovery.
+	HeldRamp int64
+
+	// Made counts resources Open made that the pool took on.
+	Made int64
+	// MakeFailures counts Opens that failed.
+	MakeFailures int64
+	// Duplicates counts resources Open made that the pool already held,
+	// each refused with ErrDuplicate.
+	Duplicates int64
+
+	// Closes counts resources the pool let go for any reason: the eight
+	// counts below added up.
+	Closes int64
+	// Stale counts resources a Get found idle past Keep or Life.
+	Stale int64
+	// Evicted counts resources the pool's timer retired for sitting idle
+	// past Keep or living past Life.
+	Evicted int64
+	// Surplus counts resources closed because the idle limit was full,
+	// they had lived past Life, or SetLimits left them over the limits.
+	Surplus int64
+	// Broken counts resources their holders discarded.
+	Broken int64
+	// Unreused counts resources closed on Put because PoolConfig.Reuse
+	// said no.
+	Unreused int64
+	// CheckFailures counts resources closed because PoolConfig.Check
+	// failed on them, before a loan or in the background.
+	CheckFailures int64
+	// Outdated counts resources closed because Reset was called while they
+	// were idle, lent or being opened.
+	Outdated int64
+	// Shutdown counts resources closed because the pool closed: idle at
+	// Close, or put back after it.
+	Shutdown int64
+
+	// Resets counts calls of Reset on the open pool.
+	Resets int64
+	// CloseFailures counts calls of PoolConfig.Close that returned an
+	// error or panicked.
+	CloseFailures int64
+	// Panics counts calls of PoolConfig.Open, Close, Reuse or Check that
+	// panicked. Each was recovered and read as that call's failure.
+	Panics int64
+	// Leaked counts resources reported lent longer than
+	// PoolConfig.LeakAfter.
+	Leaked int64
+
+	// Refusal is the share of Opens the ward's breaker refuses now, from 0
+	// to its cap; 0 without a breaker.
+	Refusal float64
+	// Holding is how much longer the ward's backoff holds Opens back after
+	// a failure; 0 when it does not.
+	Holding time.Duration
+	// Probing is whether one Open is out as the probe after a failure, the
+	// others waiting for its outcome.
+	Probing bool
 }
 
-// Stats takes a snapshot of the pool. After Close it reports the pool as
-// Close left it.
-func (p *Pool[T]) Stats() Stats {
+// Stats takes a snapshot of the pool, a round trip to its actor. After
+// Close it reports the pool as Close left it.
+func (p *Pool[T]) Stats() Stats { return p.statsOf(p.books()) }
+
+// books are the actor's books now, or as Close left them.
+func (p *Pool[T]) books() actors.Stats {
 	s := p.inspect()
 	if p.ref.Stopped() {
 		if f := p.final.Load(); f != nil {
 			s = *f
 		}
 	}
-	return Stats{s: s, closeFailures: p.closeFailures.Load(), panics: p.panics.Load(),
-		leaked: p.leaked.Load(), getTime: time.Duration(p.getTime.Load())}
+	return s
 }
 
-// Live is how many resources exist: idle, lent, and being opened.
-func (s Stats) Live() int { return s.s.Live }
-
-// Max is the most that may be live at once: Limits.Size as the pool holds
-// it now (after SetLimits), 0 for no limit.
-func (s Stats) Max() int { return s.s.Max }
-
-// Gets is how many times Get and TryGet asked the pool for a resource; a
-// Get that found a resource dead on Check and took the next asked twice,
-// as did one whose Open was under way at a Reset.
-func (s Stats) Gets() int64 { return s.s.Gets }
-
-// EmptyGets is how many of Gets found nothing idle and had to wait in line
-// or open a resource.
-func (s Stats) EmptyGets() int64 { return s.s.EmptyGets }
-
-// GetTime is the total time Gets spent waiting in line, opening and
-// checking, on the engine's clock. A Get served from the idle at once adds
-// nothing: it is not timed, which keeps the clock off that path.
-func (s Stats) GetTime() time.Duration { return s.s.WaitTime + s.getTime }
-
-// Leaked is how many resources were reported lent for longer than
-// PoolConfig.LeakAfter.
-func (s Stats) Leaked() int64 { return s.leaked }
-
-// Idle is how many sit in the pool ready to lend.
-func (s Stats) Idle() int { return s.s.Idle }
-
-// Busy is how many are lent out or being opened.
-func (s Stats) Busy() int { return s.s.Busy }
-
-// Waiting is how many callers of Get are in line now.
-func (s Stats) Waiting() int { return s.s.Waiting }
-
-// Made is how many resources Open made that the pool took on.
-func (s Stats) Made() int64 { return s.s.Made }
-
-// MakeFailures is how many Opens failed (each one told to the ward).
-func (s Stats) MakeFailures() int64 { return s.s.MakeFailures }
-
-// Stale is how many were retired by a Get that found them idle past Keep or
-// Life.
-func (s Stats) Stale() int64 { return s.s.Stale }
-
-// Evicted is how many the pool's timer retired for sitting idle past Keep
-// or living past Life.
-func (s Stats) Evicted() int64 { return s.s.Evicted }
-
-// Surplus is how many were closed because the idle limit was full, they
-// had lived past Life, or SetLimits left them over the limits.
-func (s Stats) Surplus() int64 { return s.s.Surplus }
-
-// Broken is how many were discarded by their holders.
-func (s Stats) Broken() int64 { return s.s.Broken }
-
-// Unreused is how many were closed on Put because PoolConfig.Reuse said
-// they may not be lent again.
-func (s Stats) Unreused() int64 { return s.s.Unreused }
-
-// Shutdown is how many were closed because the pool closed: idle at Close,
-// or put back after it.
-func (s Stats) Shutdown() int64 { return s.s.Shutdown }
-
-// Outdated is how many were closed because Reset was called while they
-// were held or being opened: idle at the call, lent and put back after
-// it, or opened by an Open under way at the call.
-func (s Stats) Outdated() int64 { return s.s.Outdated }
-
-// Resets is how many times Reset was called on the open pool.
-func (s Stats) Resets() int64 { return s.s.Resets }
-
-// Closes is how many the pool has let go for any reason: the sum of Stale,
-// Evicted, Surplus, Broken, Unreused, CheckFailures, Outdated and Shutdown.
-func (s Stats) Closes() int64 {
-	return s.s.Stale + s.s.Evicted + s.s.Surplus + s.s.Broken + s.s.Unreused +
-		s.s.CheckFailures + s.s.Outdated + s.s.Shutdown
-}
-
-// CheckFailures is how many were closed because PoolConfig.Check failed on
-// them, before a loan or in the background.
-func (s Stats) CheckFailures() int64 { return s.s.CheckFailures }
-
-// CloseFailures is how many calls of PoolConfig.Close returned an error or
-// panicked.
-func (s Stats) CloseFailures() int64 { return s.closeFailures }
-
-// Panics is how many calls of PoolConfig.Open, Close, Reuse or Check
-// panicked; each was recovered and reported as an error (a panic in Reuse
-// as a refusal, one in Check as a failed check).
-func (s Stats) Panics() int64 { return s.panics }
-
-// Duplicates is how many resources Open made that the pool already held,
-// each refused with ErrDuplicate.
-func (s Stats) Duplicates() int64 { return s.s.Duplicates }
-
-// HeldPastDeadline is how many Gets returned at once with a *WaitError
-// because the ward held Opens back past their ctx's deadline.
-func (s Stats) HeldPastDeadline() int64 { return s.s.Held }
-
-// Shed is how many Gets were refused: by the ward, by MaxWaiting, or
-// because the pool was closed. ShedBy and TooManyWaiting split it by cause.
-func (s Stats) Shed() int64 { return s.s.Shed }
-
-// ShedBy is how many Gets were refused for why: policy.ReasonClosed (the
-// pool was closed), policy.ReasonShedder (ErrOverloaded) or
-// policy.ReasonBreaker (ErrBreaker). Any other reason counts none.
-func (s Stats) ShedBy(why policy.Reason) int64 {
-	if int(why) >= len(s.s.ShedBy) {
-		return 0
+// statsOf is the Stats of the actor's books s.
+func (p *Pool[T]) statsOf(s actors.Stats) Stats {
+	var limits Limits
+	if l := p.limits.Load(); l != nil {
+		limits = *l
 	}
-	return s.s.ShedBy[why]
-}
+	return Stats{
+		Live: s.Live, Idle: s.Idle, Busy: s.Busy, Waiting: s.Waiting,
+		Max: s.Max, MaxIdle: limits.Idle, MinIdle: limits.MinIdle,
 
-// TooManyWaiting is how many Gets were refused with ErrTooManyWaiting
-// because MaxWaiting callers were in line already.
-func (s Stats) TooManyWaiting() int64 { return s.s.ShedWaiting }
+		Gets: s.Gets, EmptyGets: s.EmptyGets,
+		GetTime: s.WaitTime + time.Duration(p.getTime.Load()),
+		Waited:  s.Waited, WaitTime: s.WaitTime, Cancelled: s.Cancelled,
 
-// HeldBy is how many times the ward held a make back for why:
-// policy.ReasonBackoff (after a failed Open), policy.ReasonProbe (waiting for
-// the one Open let through after a hold) or policy.ReasonBucket (spacing
-// Opens out). A caller in line is counted each time it reaches the front
-// and is held again, so a count that keeps growing while callers wait is a
-// pool starved by its ward: a bucket too small for the rate at which
-// resources break, say.
-func (s Stats) HeldBy(why policy.Reason) int64 {
-	if int(why) >= len(s.s.HeldBy) {
-		return 0
+		Shed:             s.Shed,
+		ShedClosed:       s.ShedBy[policy.ReasonClosed],
+		ShedOverloaded:   s.ShedBy[policy.ReasonShedder],
+		ShedBreaker:      s.ShedBy[policy.ReasonBreaker],
+		TooManyWaiting:   s.ShedWaiting,
+		HeldPastDeadline: s.Held,
+		HeldBackoff:      s.HeldBy[policy.ReasonBackoff],
+		HeldProbe:        s.HeldBy[policy.ReasonProbe],
+		HeldBucket:       s.HeldBy[policy.ReasonBucket],
+		HeldFleet:        s.HeldBy[policy.ReasonFleet],
+		HeldRamp:         s.HeldBy[policy.ReasonRamp],
+
+		Made: s.Made, MakeFailures: s.MakeFailures, Duplicates: s.Duplicates,
+
+		Closes: s.Stale + s.Evicted + s.Surplus + s.Broken + s.Unreused +
+			s.CheckFailures + s.Outdated + s.Shutdown,
+		Stale: s.Stale, Evicted: s.Evicted, Surplus: s.Surplus, Broken: s.Broken,
+		Unreused: s.Unreused, CheckFailures: s.CheckFailures,
+		Outdated: s.Outdated, Shutdown: s.Shutdown,
+
+		Resets:        s.Resets,
+		CloseFailures: p.closeFailures.Load(),
+		Panics:        p.panics.Load(),
+		Leaked:        p.leaked.Load(),
+
+		Refusal: s.Refusal, Holding: s.Holding, Probing: s.Probing,
 	}
-	return s.s.HeldBy[why]
 }
-
-// Refusal is the share of Opens the ward's breaker refuses now, from 0 to
-// its cap; 0 without a breaker.
-func (s Stats) Refusal() float64 { return s.s.Refusal }
-
-// Holding is how much longer, as of the snapshot, the ward's backoff holds
-// Opens back after a failure; 0 when it does not.
-func (s Stats) Holding() time.Duration { return s.s.Holding }
-
-// Probing says whether, as of the snapshot, one Open is out as the probe
-// after a failure, the others waiting for its outcome.
-func (s Stats) Probing() bool { return s.s.Probing }
-
-// Cancelled is how many waiting Gets gave up because their ctx ended.
-func (s Stats) Cancelled() int64 { return s.s.Cancelled }
-
-// Waited is how many Gets had to wait in line and were then answered.
-func (s Stats) Waited() int64 { return s.s.Waited }
-
-// WaitTime is the total time the Gets counted by Waited spent in line, on
-// the engine's clock.
-func (s Stats) WaitTime() time.Duration { return s.s.WaitTime }

@@ -218,8 +218,8 @@ func TestCheckNeverLendsDead(t *testing.T) {
 		reaped += srv.reap()                     // ...and past the server's timeout
 	}
 	s := r.pool.Stats()
-	if reaped == 0 || s.CheckFailures() == 0 || s.CheckFailures() > int64(reaped) {
-		t.Errorf("the server dropped %d, checks failed on %d; want some, no more than dropped", reaped, s.CheckFailures())
+	if reaped == 0 || s.CheckFailures == 0 || s.CheckFailures > int64(reaped) {
+		t.Errorf("the server dropped %d, checks failed on %d; want some, no more than dropped", reaped, s.CheckFailures)
 	}
 }
 
@@ -235,7 +235,7 @@ func TestKeepAliveReplacesDead(t *testing.T) {
 		KeepAlive: time.Second,
 	})
 	r.waitFor("the warm-up", func() bool {
-		return r.pool.Stats().Idle() == 3 && r.clock.Pending() > 0 && srv.open() == 3
+		return r.pool.Stats().Idle == 3 && r.clock.Pending() > 0 && srv.open() == 3
 	})
 	if n := srv.reap(); n != 3 {
 		t.Fatalf("the server dropped %d, want the 3 idle", n)
@@ -243,7 +243,7 @@ func TestKeepAliveReplacesDead(t *testing.T) {
 	r.clock.Advance(time.Second) // the keep-alive's period
 	r.waitFor("the dead found and replaced", func() bool {
 		s := r.pool.Stats()
-		return s.CheckFailures() == 3 && s.Idle() == 3
+		return s.CheckFailures == 3 && s.Idle == 3
 	})
 	for range 3 {
 		c, err := r.pool.Get(r.ctx)

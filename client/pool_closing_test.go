@@ -124,7 +124,7 @@ func TestPutAsPoolClosesServesNoWaiter(t *testing.T) {
 		}
 		got <- err
 	}()
-	r.waitFor("a caller in line", func() bool { return r.pool.Stats().Waiting() == 1 })
+	r.waitFor("a caller in line", func() bool { return r.pool.Stats().Waiting == 1 })
 	closed := make(chan error, 1)
 	go func() { closed <- r.pool.Close(r.ctx) }()
 	r.waitFor("Close to begin", r.pool.closing.Load)
@@ -273,8 +273,8 @@ func TestResetDuringOpenWhoseCloseFails(t *testing.T) {
 		t.Fatalf("step 1: Get across a Reset whose close failed: conn %v, %v; want conn 2", res.c, res.err)
 	}
 	r.put(res.c)
-	if s := r.pool.Stats(); s.Outdated() != 1 || s.CloseFailures() != 1 || s.Live() != 1 {
-		t.Errorf("step 2: outdated %d, close failures %d, live %d; want 1, 1, 1", s.Outdated(), s.CloseFailures(), s.Live())
+	if s := r.pool.Stats(); s.Outdated != 1 || s.CloseFailures != 1 || s.Live != 1 {
+		t.Errorf("step 2: outdated %d, close failures %d, live %d; want 1, 1, 1", s.Outdated, s.CloseFailures, s.Live)
 	}
 	r.balance()
 }

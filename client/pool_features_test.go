@@ -53,7 +53,7 @@ func TestTryGetNeverWaits(t *testing.T) {
 
 	got := make(chan *conn, 1)
 	go func() { got <- r.get() }()
-	r.waitFor("a Get in line", func() bool { return r.pool.Stats().Waiting() == 1 })
+	r.waitFor("a Get in line", func() bool { return r.pool.Stats().Waiting == 1 })
 	if _, err := r.pool.TryGet(ctx); !errors.Is(err, ErrNoneIdle) {
 		t.Fatalf("TryGet behind a waiting Get: %v, want ErrNoneIdle", err)
 	}
@@ -93,8 +93,8 @@ func TestReuse(t *testing.T) {
 	dirty.Store(b, "panic")
 	r.put(b)
 	s := r.pool.Stats()
-	if s.Unreused() != 2 || s.Panics() != 1 || s.Live() != 0 || s.Closes() != 2 {
-		t.Errorf("unreused %d panics %d live %d closes %d; want 2, 1, 0, 2", s.Unreused(), s.Panics(), s.Live(), s.Closes())
+	if s.Unreused != 2 || s.Panics != 1 || s.Live != 0 || s.Closes != 2 {
+		t.Errorf("unreused %d panics %d live %d closes %d; want 2, 1, 0, 2", s.Unreused, s.Panics, s.Live, s.Closes)
 	}
 	if err := r.pool.Put(&conn{id: 99}); !errors.Is(err, ErrNotLent) {
 		t.Errorf("put of a stranger: %v, want ErrNotLent", err)
@@ -136,14 +136,14 @@ func TestSetLimitsUnderLoad(t *testing.T) {
 			got <- c
 		}()
 	}
-	r.waitFor("three in line", func() bool { return r.pool.Stats().Waiting() == 3 })
+	r.waitFor("three in line", func() bool { return r.pool.Stats().Waiting == 3 })
 
 	if err := r.pool.SetLimits(policy.Limits{Size: 4}); err != nil {
 		t.Fatal(err)
 	}
 	c, d := <-got, <-got // served at once, from the new room
-	if s := r.pool.Stats(); s.Waiting() != 1 || s.Live() != 4 {
-		t.Fatalf("after growing: waiting %d live %d, want 1 and 4", s.Waiting(), s.Live())
+	if s := r.pool.Stats(); s.Waiting != 1 || s.Live != 4 {
+		t.Fatalf("after growing: waiting %d live %d, want 1 and 4", s.Waiting, s.Live)
 	}
 
 	if err := r.pool.SetLimits(policy.Limits{Size: 1}); err != nil {
@@ -151,7 +151,7 @@ func TestSetLimitsUnderLoad(t *testing.T) {
 	}
 	for _, x := range []*conn{a, b, c} { // surplus: each closed on its way home
 		back(x)
-		if s := r.pool.Stats(); s.Waiting() != 1 {
+		if s := r.pool.Stats(); s.Waiting != 1 {
 			t.Fatalf("conn %d home over the new size went to the caller in line", x.id)
 		}
 	}
@@ -161,8 +161,8 @@ func TestSetLimitsUnderLoad(t *testing.T) {
 	if e != d {
 		t.Errorf("the last in line got conn %d, want %d", e.id, d.id)
 	}
-	if s := r.pool.Stats(); s.Surplus() != 3 || s.Live() != 1 {
-		t.Errorf("surplus %d live %d, want 3 and 1", s.Surplus(), s.Live())
+	if s := r.pool.Stats(); s.Surplus != 3 || s.Live != 1 {
+		t.Errorf("surplus %d live %d, want 3 and 1", s.Surplus, s.Live)
 	}
 	back(e)
 	r.balance()
@@ -182,7 +182,7 @@ func TestResetGenerations(t *testing.T) {
 	d := r.get() // fresh: conn 4
 	got := make(chan *conn, 1)
 	go func() { got <- r.get() }()
-	r.waitFor("one in line", func() bool { return r.pool.Stats().Waiting() == 1 })
+	r.waitFor("one in line", func() bool { return r.pool.Stats().Waiting == 1 })
 	r.put(a) // outdated: closed, and its room opens a fresh one for the caller in line
 	e := <-got
 	r.put(b)
@@ -193,8 +193,8 @@ func TestResetGenerations(t *testing.T) {
 		r.put(x)
 	}
 	s := r.pool.Stats()
-	if s.Outdated() != 3 || s.Resets() != 1 || r.be.closes.Load() != 3 || s.Live() != 2 {
-		t.Errorf("outdated %d resets %d closed %d live %d; want 3, 1, 3, 2", s.Outdated(), s.Resets(), r.be.closes.Load(), s.Live())
+	if s.Outdated != 3 || s.Resets != 1 || r.be.closes.Load() != 3 || s.Live != 2 {
+		t.Errorf("outdated %d resets %d closed %d live %d; want 3, 1, 3, 2", s.Outdated, s.Resets, r.be.closes.Load(), s.Live)
 	}
 	r.balance()
 }
@@ -252,8 +252,8 @@ func TestResetUnderLoad(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	if s := r.pool.Stats(); s.Resets() != 50 {
-		t.Errorf("resets %d, want 50", s.Resets())
+	if s := r.pool.Stats(); s.Resets != 50 {
+		t.Errorf("resets %d, want 50", s.Resets)
 	}
 	r.balance()
 }
@@ -275,19 +275,19 @@ func jitterSchedule(t *testing.T, seed uint64) map[int64]int {
 		r.put(c)
 	}
 	out := map[int64]int{}
-	idle := r.pool.Stats().Idle()
+	idle := r.pool.Stats().Idle
 	for idle > 0 {
 		if _, ok := r.clock.AdvanceNext(); !ok {
 			t.Fatalf("%d idle and no timer pending", idle)
 		}
-		now := r.pool.Stats().Idle() // read after the Tick: the actor has handled it
+		now := r.pool.Stats().Idle // read after the Tick: the actor has handled it
 		if gone := idle - now; gone > 0 {
 			out[(r.clock.Now()-start)/int64(time.Second)] += gone
 		}
 		idle = now
 	}
-	if s := r.pool.Stats(); s.Evicted() != 100 {
-		t.Errorf("evicted %d, want 100", s.Evicted())
+	if s := r.pool.Stats(); s.Evicted != 100 {
+		t.Errorf("evicted %d, want 100", s.Evicted)
 	}
 	return out
 }
@@ -319,8 +319,9 @@ func (r *rig) warm(done func(Stats) bool) {
 	for {
 		var s Stats
 		r.waitFor("the warm-up to settle", func() bool {
-			s = r.pool.Stats()
-			return s.s.Opening == 0 && (done(s) || r.clock.Pending() > 0)
+			var opening int
+			s, opening = r.pool.statsOpening()
+			return opening == 0 && (done(s) || r.clock.Pending() > 0)
 		})
 		if done(s) {
 			return
@@ -353,7 +354,7 @@ func TestMinIdleWarmUpDuringOutage(t *testing.T) {
 		Seed:   1,
 	})
 	r.be = be
-	r.warm(func(s Stats) bool { return s.Idle() == 5 || clock.Now() > up+int64(time.Minute) })
+	r.warm(func(s Stats) bool { return s.Idle == 5 || clock.Now() > up+int64(time.Minute) })
 	tries := r.be.tries()
 	want := []int64{start}
 	for k := 1; want[k-1] < up; k++ {
@@ -366,21 +367,21 @@ func TestMinIdleWarmUpDuringOutage(t *testing.T) {
 		t.Errorf("opens at %v,\nwant %v (seconds from the start)", secondsFrom(start, tries), secondsFrom(start, want))
 	}
 	s := r.pool.Stats()
-	if s.Idle() != 5 || s.Live() != 5 || s.MakeFailures() != int64(len(want)-5) {
-		t.Errorf("idle %d live %d failures %d; want 5, 5, %d", s.Idle(), s.Live(), s.MakeFailures(), len(want)-5)
+	if s.Idle != 5 || s.Live != 5 || s.MakeFailures != int64(len(want)-5) {
+		t.Errorf("idle %d live %d failures %d; want 5, 5, %d", s.Idle, s.Live, s.MakeFailures, len(want)-5)
 	}
 
 	// Callers come: the pool tops itself up behind them, within Size.
 	held := []*conn{r.get(), r.get(), r.get(), r.get()}
-	r.warm(func(s Stats) bool { return s.Live() == 7 })
-	if s := r.pool.Stats(); s.Idle() != 3 || s.Live() != 7 {
-		t.Errorf("with 4 lent: idle %d live %d, want 3 and 7 (Size)", s.Idle(), s.Live())
+	r.warm(func(s Stats) bool { return s.Live == 7 })
+	if s := r.pool.Stats(); s.Idle != 3 || s.Live != 7 {
+		t.Errorf("with 4 lent: idle %d live %d, want 3 and 7 (Size)", s.Idle, s.Live)
 	}
 	for _, c := range held { // and go: the idle limit closes the surplus
 		r.put(c)
 	}
-	if s := r.pool.Stats(); s.Idle() != 7 || s.Live() != 7 {
-		t.Errorf("all home: idle %d live %d, want 7 and 7", s.Idle(), s.Live())
+	if s := r.pool.Stats(); s.Idle != 7 || s.Live != 7 {
+		t.Errorf("all home: idle %d live %d, want 7 and 7", s.Idle, s.Live)
 	}
 	r.balance()
 }
@@ -423,8 +424,8 @@ func TestLeakReport(t *testing.T) {
 	r.clock.Advance(30 * time.Second) // kept is a minute out; back was home in time
 	r.clock.Advance(time.Hour)        // reported once, not again
 	out := log.String()
-	if n := strings.Count(out, "lent longer than LeakAfter"); n != 1 || r.pool.Stats().Leaked() != 1 {
-		t.Fatalf("%d reports, %d leaked; want 1 and 1:\n%s", n, r.pool.Stats().Leaked(), out)
+	if n := strings.Count(out, "lent longer than LeakAfter"); n != 1 || r.pool.Stats().Leaked != 1 {
+		t.Fatalf("%d reports, %d leaked; want 1 and 1:\n%s", n, r.pool.Stats().Leaked, out)
 	}
 	if !strings.Contains(out, "client.forgetful") {
 		t.Errorf("the report does not name the caller of Get, forgetful:\n%s", out)
@@ -464,7 +465,7 @@ func TestStatsCounts(t *testing.T) {
 	a = r.get() // idle
 	got := make(chan *conn, 1)
 	go func() { got <- r.get() }() // waits: empty
-	r.waitFor("one in line", func() bool { return r.pool.Stats().Waiting() == 1 })
+	r.waitFor("one in line", func() bool { return r.pool.Stats().Waiting == 1 })
 	r.clock.Advance(3 * time.Second)
 	r.put(a)
 	r.put(<-got)
@@ -472,13 +473,88 @@ func TestStatsCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := r.pool.Stats()
-	if s.Max() != 1 || s.Gets() != 4 || s.EmptyGets() != 2 || s.GetTime() != 3*time.Second {
-		t.Errorf("max %d gets %d empty %d time %v; want 1, 4, 2, 3s", s.Max(), s.Gets(), s.EmptyGets(), s.GetTime())
+	if s.Max != 1 || s.Gets != 4 || s.EmptyGets != 2 || s.GetTime != 3*time.Second {
+		t.Errorf("max %d gets %d empty %d time %v; want 1, 4, 2, 3s", s.Max, s.Gets, s.EmptyGets, s.GetTime)
 	}
-	if err := r.pool.SetLimits(policy.Limits{Size: 5}); err != nil || r.pool.Stats().Max() != 5 {
-		t.Errorf("after SetLimits: %v, max %d; want 5", err, r.pool.Stats().Max())
+	if err := r.pool.SetLimits(policy.Limits{Size: 5}); err != nil || r.pool.Stats().Max != 5 {
+		t.Errorf("after SetLimits: %v, max %d; want 5", err, r.pool.Stats().Max)
 	}
 	r.put(a)
+}
+
+// TestStatsLimits: Max, MaxIdle and MinIdle are the limits as the pool
+// reads them (nothing below zero, MinIdle no more than Idle), from
+// NewPool and then from each SetLimits. A SetLimits refused after Close
+// leaves them as they were.
+func TestStatsLimits(t *testing.T) {
+	r := newRig(t, PoolConfig[*conn]{Limits: Limits{Size: 2, Idle: 1, MinIdle: 3}})
+	for i, step := range []struct {
+		set                   *Limits // nil: NewPool's
+		max, maxIdle, minIdle int
+	}{
+		{nil, 2, 1, 1},
+		{&Limits{Size: 5, Idle: 4, MinIdle: 2}, 5, 4, 2},
+		{&Limits{Size: -1, Idle: -3, MinIdle: -1}, 0, 0, 0},
+		{&Limits{Size: 3, MinIdle: 2}, 3, 0, 2},
+		{&Limits{Size: 3, Idle: 2, MinIdle: 3}, 3, 2, 2},
+	} {
+		if step.set != nil {
+			if err := r.pool.SetLimits(*step.set); err != nil {
+				t.Fatalf("step %d: SetLimits: %v", i, err)
+			}
+		}
+		if s := r.pool.Stats(); s.Max != step.max || s.MaxIdle != step.maxIdle || s.MinIdle != step.minIdle {
+			t.Errorf("step %d: max %d, max idle %d, min idle %d; want %d, %d, %d",
+				i, s.Max, s.MaxIdle, s.MinIdle, step.max, step.maxIdle, step.minIdle)
+		}
+	}
+	if err := r.pool.Close(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.pool.SetLimits(Limits{Size: 9, Idle: 9, MinIdle: 9}); !errors.Is(err, ErrClosed) {
+		t.Errorf("SetLimits after Close: %v, want ErrClosed", err)
+	}
+	if s := r.pool.Stats(); s.Max != 3 || s.MaxIdle != 2 || s.MinIdle != 2 {
+		t.Errorf("after Close: max %d, max idle %d, min idle %d; want 3, 2, 2", s.Max, s.MaxIdle, s.MinIdle)
+	}
+}
+
+// TestStatsSums: Shed is its four causes added up, and Closes its eight
+// reasons, in a pool that sheds and closes for several of them.
+func TestStatsSums(t *testing.T) {
+	r := newRig(t, PoolConfig[*conn]{Limits: Limits{Size: 1, Idle: 1}, MaxWaiting: 1})
+	r.pool.Discard(r.get())
+	a := r.get()
+	got := make(chan error, 1)
+	go func() {
+		_, err := r.pool.Get(r.ctx)
+		got <- err
+	}()
+	r.waitFor("one in line", func() bool { return r.pool.Stats().Waiting == 1 })
+	if _, err := r.pool.Get(r.ctx); !errors.Is(err, ErrTooManyWaiting) {
+		t.Fatalf("Get past MaxWaiting: %v, want ErrTooManyWaiting", err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- r.pool.Close(r.ctx) }()
+	if err := <-got; !errors.Is(err, ErrClosed) {
+		t.Fatalf("Get in line at Close: %v, want ErrClosed", err)
+	}
+	r.put(a)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	s := r.pool.Stats()
+	if s.TooManyWaiting != 1 || s.ShedClosed != 1 || s.Broken != 1 || s.Shutdown != 1 {
+		t.Errorf("too many waiting %d, shed closed %d, broken %d, shutdown %d; want 1 each",
+			s.TooManyWaiting, s.ShedClosed, s.Broken, s.Shutdown)
+	}
+	if sum := s.ShedClosed + s.ShedOverloaded + s.ShedBreaker + s.TooManyWaiting; s.Shed != sum {
+		t.Errorf("shed %d, its causes add up to %d", s.Shed, sum)
+	}
+	sum := s.Stale + s.Evicted + s.Surplus + s.Broken + s.Unreused + s.CheckFailures + s.Outdated + s.Shutdown
+	if s.Closes != sum || s.Closes != 2 {
+		t.Errorf("closes %d, its reasons add up to %d; want 2", s.Closes, sum)
+	}
 }
 
 // TestZeroOptionsOff: PoolConfig{Open, Close} with every newer option at
@@ -498,11 +574,11 @@ func TestZeroOptionsOff(t *testing.T) {
 	}
 	r.put(a)
 	s := r.pool.Stats()
-	if r.clock.Pending() != 0 || r.be.made.Load() != 1 || s.Max() != 0 || s.Idle() != 1 ||
-		s.CheckFailures()+s.Leaked()+s.Unreused()+s.Outdated()+s.Resets() != 0 {
+	if r.clock.Pending() != 0 || r.be.made.Load() != 1 || s.Max != 0 || s.Idle != 1 ||
+		s.CheckFailures+s.Leaked+s.Unreused+s.Outdated+s.Resets != 0 {
 		t.Errorf("timers %d opened %d max %d idle %d, new counts %d %d %d %d %d",
-			r.clock.Pending(), r.be.made.Load(), s.Max(), s.Idle(),
-			s.CheckFailures(), s.Leaked(), s.Unreused(), s.Outdated(), s.Resets())
+			r.clock.Pending(), r.be.made.Load(), s.Max, s.Idle,
+			s.CheckFailures, s.Leaked, s.Unreused, s.Outdated, s.Resets)
 	}
 }
 
@@ -513,14 +589,14 @@ func TestSetLimitsMinIdle(t *testing.T) {
 	if err := r.pool.SetLimits(policy.Limits{Size: 5, MinIdle: 3}); err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor("three idle", func() bool { s := r.pool.Stats(); return s.Idle() == 3 && s.s.Opening == 0 })
+	r.waitFor("three idle", func() bool { s, opening := r.pool.statsOpening(); return s.Idle == 3 && opening == 0 })
 	if err := r.pool.SetLimits(policy.Limits{Size: 5}); err != nil {
 		t.Fatal(err)
 	}
 	c := r.get()
 	r.put(c)
-	if s := r.pool.Stats(); s.Idle() != 3 || r.be.made.Load() != 3 {
-		t.Errorf("idle %d, opened %d; want 3 and 3", s.Idle(), r.be.made.Load())
+	if s := r.pool.Stats(); s.Idle != 3 || r.be.made.Load() != 3 {
+		t.Errorf("idle %d, opened %d; want 3 and 3", s.Idle, r.be.made.Load())
 	}
 	r.balance()
 }
@@ -587,14 +663,14 @@ func TestStrayPutDuringKeepAlive(t *testing.T) {
 		}
 	}
 	g.release <- nil
-	r.waitFor("the check done", func() bool { return r.pool.Stats().Idle() == 1 })
+	r.waitFor("the check done", func() bool { return r.pool.Stats().Idle == 1 })
 	if c := r.get(); c != a {
 		t.Errorf("after the check got conn %d, want %d", c.id, a.id)
 	} else {
 		r.put(c)
 	}
-	if s := r.pool.Stats(); s.Live() != 1 || s.Broken() != 0 || r.be.closes.Load() != 0 {
-		t.Errorf("live %d broken %d closed %d, want 1, 0, 0", s.Live(), s.Broken(), r.be.closes.Load())
+	if s := r.pool.Stats(); s.Live != 1 || s.Broken != 0 || r.be.closes.Load() != 0 {
+		t.Errorf("live %d broken %d closed %d, want 1, 0, 0", s.Live, s.Broken, r.be.closes.Load())
 	}
 	r.balance()
 }
@@ -626,7 +702,7 @@ func TestKeepAliveOneAtATime(t *testing.T) {
 		t.Errorf("the second check is of conn %d, want the one neither checked nor used", second.id)
 	}
 	g.release <- nil
-	r.waitFor("the sweep done", func() bool { return r.pool.Stats().Idle() == 3 })
+	r.waitFor("the sweep done", func() bool { return r.pool.Stats().Idle == 3 })
 	if n := len(g.entered); n != 0 {
 		t.Errorf("%d more checks, want none: the rest was used or checked", n)
 	}
@@ -678,8 +754,8 @@ func TestCheckCutShortChecksAgain(t *testing.T) {
 		t.Fatalf("the next Get was lent the dead conn")
 	}
 	r.put(c)
-	if s := r.pool.Stats(); s.CheckFailures() != 1 {
-		t.Errorf("check failures %d, want 1", s.CheckFailures())
+	if s := r.pool.Stats(); s.CheckFailures != 1 {
+		t.Errorf("check failures %d, want 1", s.CheckFailures)
 	}
 	r.balance()
 }
@@ -690,14 +766,14 @@ func TestCheckCutShortChecksAgain(t *testing.T) {
 // nothing is closed and nothing opened beyond the first two.
 func TestMinIdleWithKeepNoChurn(t *testing.T) {
 	r := newRig(t, PoolConfig[*conn]{Limits: policy.Limits{Size: 4, Keep: time.Minute, MinIdle: 2}})
-	r.warm(func(s Stats) bool { return s.Idle() == 2 })
+	r.warm(func(s Stats) bool { return s.Idle == 2 })
 	for range 10 {
 		r.clock.Advance(30 * time.Second)
-		r.waitFor("the pool to settle", func() bool { s := r.pool.Stats(); return s.s.Opening == 0 })
+		r.waitFor("the pool to settle", func() bool { _, opening := r.pool.statsOpening(); return opening == 0 })
 	}
-	if s := r.pool.Stats(); s.Evicted() != 0 || s.Made() != 2 || s.Idle() != 2 || r.be.made.Load() != 2 {
+	if s := r.pool.Stats(); s.Evicted != 0 || s.Made != 2 || s.Idle != 2 || r.be.made.Load() != 2 {
 		t.Errorf("after 5 idle minutes: evicted %d made %d idle %d opened %d; want 0, 2, 2, 2",
-			s.Evicted(), s.Made(), s.Idle(), r.be.made.Load())
+			s.Evicted, s.Made, s.Idle, r.be.made.Load())
 	}
 	r.balance()
 }
@@ -742,8 +818,8 @@ func TestResetDuringOpen(t *testing.T) {
 		t.Errorf("the Get got conn %d, want 2: conn 1 was opened across the Reset", c.id)
 	}
 	r.put(c)
-	if s := r.pool.Stats(); s.Outdated() != 1 || r.be.closes.Load() != 1 || s.Live() != 1 {
-		t.Errorf("outdated %d closed %d live %d, want 1, 1, 1", s.Outdated(), r.be.closes.Load(), s.Live())
+	if s := r.pool.Stats(); s.Outdated != 1 || r.be.closes.Load() != 1 || s.Live != 1 {
+		t.Errorf("outdated %d closed %d live %d, want 1, 1, 1", s.Outdated, r.be.closes.Load(), s.Live)
 	}
 	r.balance()
 }
@@ -772,7 +848,7 @@ func TestReuseNotAskedForAbandonedOpen(t *testing.T) {
 		t.Fatalf("the Get: %v, want context.Canceled", err)
 	}
 	close(h.hold)
-	r.waitFor("the abandoned open in the pool", func() bool { return r.pool.Stats().Idle() == 1 })
+	r.waitFor("the abandoned open in the pool", func() bool { return r.pool.Stats().Idle == 1 })
 	if n := asked.Load(); n != 0 {
 		t.Errorf("Reuse asked %d times, want 0: no caller had the resource", n)
 	}

@@ -134,8 +134,8 @@ func (r *rig) put(c *conn) {
 func (r *rig) balance() {
 	r.t.Helper()
 	s := r.pool.Stats()
-	if made, closed := r.be.made.Load(), r.be.closes.Load(); made != closed+int64(s.Live()) {
-		r.t.Errorf("opened %d, closed %d, live %d: a connection is lost or closed twice", made, closed, s.Live())
+	if made, closed := r.be.made.Load(), r.be.closes.Load(); made != closed+int64(s.Live) {
+		r.t.Errorf("opened %d, closed %d, live %d: a connection is lost or closed twice", made, closed, s.Live)
 	}
 }
 
@@ -295,7 +295,7 @@ func TestReconnectionStorm(t *testing.T) {
 	}
 	quiet := func() bool {
 		blocked := sleeper.asleep.Load() + served.Load()
-		return blocked+int64(r.pool.Stats().Waiting()) == callers
+		return blocked+int64(r.pool.Stats().Waiting) == callers
 	}
 	err := drive(ctx, clock, quiet, func() bool { return served.Load() == callers })
 	if err != nil {
@@ -327,14 +327,14 @@ func TestReconnectionStorm(t *testing.T) {
 		}
 	}
 	s := r.pool.Stats()
-	if s.MakeFailures() != int64(len(during)) {
-		t.Errorf("stats count %d make failures, the backend refused %d", s.MakeFailures(), len(during))
+	if s.MakeFailures != int64(len(during)) {
+		t.Errorf("stats count %d make failures, the backend refused %d", s.MakeFailures, len(during))
 	}
-	if s.Live() > 10 {
-		t.Errorf("live %d over size 10", s.Live())
+	if s.Live > 10 {
+		t.Errorf("live %d over size 10", s.Live)
 	}
-	if s.Waiting() != 0 || s.Busy() != 0 {
-		t.Errorf("after the storm: %d waiting, %d busy", s.Waiting(), s.Busy())
+	if s.Waiting != 0 || s.Busy != 0 {
+		t.Errorf("after the storm: %d waiting, %d busy", s.Waiting, s.Busy)
 	}
 	t.Logf("outage attempts %d at %v; after: served %d, shed %d, open failures %d, made %d, ended at +%v",
 		len(during), offsets(during, start), served.Load(), shed.Load(), failed.Load(), r.be.made.Load(), time.Duration(clock.Now()-start))
@@ -419,8 +419,8 @@ func TestStaleAfterRestart(t *testing.T) {
 		t.Errorf("found %d dead, want all 4", len(seen))
 	}
 	s := r.pool.Stats()
-	if s.Broken() != 4 || s.Made() != 8 || s.Live() != 4 {
-		t.Errorf("broken %d, made %d, live %d; want 4, 8, 4", s.Broken(), s.Made(), s.Live())
+	if s.Broken != 4 || s.Made != 8 || s.Live != 4 {
+		t.Errorf("broken %d, made %d, live %d; want 4, 8, 4", s.Broken, s.Made, s.Live)
 	}
 	for _, c := range held {
 		r.put(c)
@@ -456,8 +456,8 @@ func TestStaleByLife(t *testing.T) {
 		t.Fatalf("got conn %d, past its Life", c.id)
 	}
 	r.put(c)
-	if s := r.pool.Stats(); s.Evicted() != 3 || s.Live() != 1 {
-		t.Errorf("evicted %d, live %d; want 3, 1", s.Evicted(), s.Live())
+	if s := r.pool.Stats(); s.Evicted != 3 || s.Live != 1 {
+		t.Errorf("evicted %d, live %d; want 3, 1", s.Evicted, s.Live)
 	}
 	r.balance()
 }
@@ -507,12 +507,12 @@ func TestIdleShrinkAfterBurst(t *testing.T) {
 			}
 			r.put(c)
 		}
-		if s := r.pool.Stats(); s.Live() != st.live {
-			t.Errorf("step %d (+%v): live %d, want %d", i, st.at, s.Live(), st.live)
+		if s := r.pool.Stats(); s.Live != st.live {
+			t.Errorf("step %d (+%v): live %d, want %d", i, st.at, s.Live, st.live)
 		}
 	}
-	if s := r.pool.Stats(); s.Evicted() != 7 || s.Made() != 8 {
-		t.Errorf("evicted %d, made %d; want 7, 8", s.Evicted(), s.Made())
+	if s := r.pool.Stats(); s.Evicted != 7 || s.Made != 8 {
+		t.Errorf("evicted %d, made %d; want 7, 8", s.Evicted, s.Made)
 	}
 	r.balance()
 }
@@ -633,9 +633,9 @@ func TestRealTCP(t *testing.T) {
 		t.Errorf("pool opened %d, closed %d", dials.Load(), closes.Load())
 	}
 	s := pool.Stats()
-	if s.Made() != dials.Load() || s.Closes() != closes.Load() || s.Broken() != broken.Load() {
+	if s.Made != dials.Load() || s.Closes != closes.Load() || s.Broken != broken.Load() {
 		t.Errorf("stats: made %d, closes %d, broken %d; counted %d, %d, %d",
-			s.Made(), s.Closes(), s.Broken(), dials.Load(), closes.Load(), broken.Load())
+			s.Made, s.Closes, s.Broken, dials.Load(), closes.Load(), broken.Load())
 	}
 	t.Logf("requests ok %d, broken %d; connections %d", ok.Load(), broken.Load(), dials.Load())
 }
@@ -649,8 +649,8 @@ func TestGetCancelledBefore(t *testing.T) {
 	if _, err := r.pool.Get(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
-	if s := r.pool.Stats(); s.Busy() != 0 || s.Waiting() != 0 || s.Live() != 0 {
-		t.Errorf("after a cancelled Get: busy %d, waiting %d, live %d", s.Busy(), s.Waiting(), s.Live())
+	if s := r.pool.Stats(); s.Busy != 0 || s.Waiting != 0 || s.Live != 0 {
+		t.Errorf("after a cancelled Get: busy %d, waiting %d, live %d", s.Busy, s.Waiting, s.Live)
 	}
 	if r.be.made.Load() != 0 {
 		t.Errorf("a cancelled Get opened %d", r.be.made.Load())
@@ -671,15 +671,15 @@ func TestGetCancelledWhileWaiting(t *testing.T) {
 		_, err := r.pool.Get(ctx)
 		errc <- err
 	}()
-	r.waitFor("the caller to wait", func() bool { return r.pool.Stats().Waiting() == 1 })
+	r.waitFor("the caller to wait", func() bool { return r.pool.Stats().Waiting == 1 })
 	cancel(cause)
 	err := <-errc
 	if !errors.Is(err, context.Canceled) || !errors.Is(err, cause) {
 		t.Fatalf("got %v, want context.Canceled and the cause", err)
 	}
 	s := r.pool.Stats()
-	if s.Waiting() != 0 || s.Cancelled() != 1 {
-		t.Errorf("waiting %d, cancelled %d; want 0, 1", s.Waiting(), s.Cancelled())
+	if s.Waiting != 0 || s.Cancelled != 1 {
+		t.Errorf("waiting %d, cancelled %d; want 0, 1", s.Waiting, s.Cancelled)
 	}
 	r.put(held)
 	if c := r.get(); c != held {
@@ -750,8 +750,8 @@ func TestCancelledDuringSlowOpen(t *testing.T) {
 	}
 	r.put(a)
 	r.put(b)
-	if s := r.pool.Stats(); s.Made() != 2 || s.Idle() != 2 {
-		t.Errorf("made %d, idle %d; want 2, 2", s.Made(), s.Idle())
+	if s := r.pool.Stats(); s.Made != 2 || s.Idle != 2 {
+		t.Errorf("made %d, idle %d; want 2, 2", s.Made, s.Idle)
 	}
 	r.balance()
 }
@@ -784,8 +784,8 @@ func TestCloseDuringSlowOpen(t *testing.T) {
 	if err := <-errc; !errors.Is(err, ErrClosed) {
 		t.Errorf("Get during Close: %v, want ErrClosed", err)
 	}
-	if s := r.pool.Stats(); s.MakeFailures() != 0 {
-		t.Errorf("a cancelled Open was told to the ward as a failure (%d)", s.MakeFailures())
+	if s := r.pool.Stats(); s.MakeFailures != 0 {
+		t.Errorf("a cancelled Open was told to the ward as a failure (%d)", s.MakeFailures)
 	}
 }
 
@@ -810,8 +810,8 @@ func TestMisuse(t *testing.T) {
 	if r.be.closes.Load() != 0 {
 		t.Errorf("a refused Put or Discard closed %d", r.be.closes.Load())
 	}
-	if s := r.pool.Stats(); s.Idle() != 1 || s.Live() != 1 {
-		t.Errorf("after misuse: idle %d, live %d; want 1, 1", s.Idle(), s.Live())
+	if s := r.pool.Stats(); s.Idle != 1 || s.Live != 1 {
+		t.Errorf("after misuse: idle %d, live %d; want 1, 1", s.Idle, s.Live)
 	}
 	if err := r.pool.Close(r.ctx); err != nil {
 		t.Fatal(err)
@@ -856,8 +856,8 @@ func TestOpenFails(t *testing.T) {
 	if !errors.As(err, &oe) || !errors.Is(err, errBackendDown) {
 		t.Fatalf("got %v, want an *OpenError wrapping the refusal", err)
 	}
-	if s := r.pool.Stats(); s.MakeFailures() != 1 || s.Busy() != 0 {
-		t.Errorf("make failures %d, busy %d; want 1, 0", s.MakeFailures(), s.Busy())
+	if s := r.pool.Stats(); s.MakeFailures != 1 || s.Busy != 0 {
+		t.Errorf("make failures %d, busy %d; want 1, 0", s.MakeFailures, s.Busy)
 	}
 	r.clock.Advance(1)
 	r.put(r.get()) // the room is free again
@@ -875,7 +875,7 @@ func TestMaxWaiting(t *testing.T) {
 		}
 		errc <- err
 	}()
-	r.waitFor("one caller in line", func() bool { return r.pool.Stats().Waiting() == 1 })
+	r.waitFor("one caller in line", func() bool { return r.pool.Stats().Waiting == 1 })
 	if _, err := r.pool.Get(r.ctx); !errors.Is(err, ErrShed) {
 		t.Errorf("second caller in line: %v, want ErrShed", err)
 	}
@@ -883,8 +883,8 @@ func TestMaxWaiting(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Error(err)
 	}
-	if s := r.pool.Stats(); s.Shed() != 1 {
-		t.Errorf("shed %d, want 1", s.Shed())
+	if s := r.pool.Stats(); s.Shed != 1 {
+		t.Errorf("shed %d, want 1", s.Shed)
 	}
 }
 
@@ -935,8 +935,8 @@ func TestCloseWithLent(t *testing.T) {
 	if r.be.closes.Load() != 3 {
 		t.Errorf("the discarded one was not closed after Close")
 	}
-	if s := r.pool.Stats(); s.CloseFailures() != 1 || s.Shutdown() != 1 {
-		t.Errorf("close failures %d, shutdown %d; want 1, 1", s.CloseFailures(), s.Shutdown())
+	if s := r.pool.Stats(); s.CloseFailures != 1 || s.Shutdown != 1 {
+		t.Errorf("close failures %d, shutdown %d; want 1, 1", s.CloseFailures, s.Shutdown)
 	}
 }
 
@@ -965,8 +965,8 @@ func TestEngineShutdownClosesPool(t *testing.T) {
 	if _, err := p.Get(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Errorf("get after shutdown: %v", err)
 	}
-	if s := p.Stats(); s.Shutdown() != 2 || s.Live() != 0 {
-		t.Errorf("stats after shutdown: shutdown %d, live %d", s.Shutdown(), s.Live())
+	if s := p.Stats(); s.Shutdown != 2 || s.Live != 0 {
+		t.Errorf("stats after shutdown: shutdown %d, live %d", s.Shutdown, s.Live)
 	}
 }
 
@@ -1104,16 +1104,16 @@ func TestReturnedTwiceNotLentTwice(t *testing.T) {
 	if err := r.pool.Put(a); !errors.Is(err, ErrNotLent) {
 		t.Fatalf("second put: %v, want ErrNotLent", err)
 	}
-	if s := r.pool.Stats(); s.Idle() != 1 || s.Live() != 2 {
-		t.Fatalf("after a put twice: idle %d, live %d; want 1, 2", s.Idle(), s.Live())
+	if s := r.pool.Stats(); s.Idle != 1 || s.Live != 2 {
+		t.Fatalf("after a put twice: idle %d, live %d; want 1, 2", s.Idle, s.Live)
 	}
 	r.put(b)
 	x, y := r.get(), r.get()
 	if x == y {
 		t.Fatalf("conn %d lent to two holders at once", x.id)
 	}
-	if s := r.pool.Stats(); s.Idle() != 0 || s.Busy() != 2 {
-		t.Fatalf("both lent: idle %d, busy %d; want 0, 2", s.Idle(), s.Busy())
+	if s := r.pool.Stats(); s.Idle != 0 || s.Busy != 2 {
+		t.Fatalf("both lent: idle %d, busy %d; want 0, 2", s.Idle, s.Busy)
 	}
 	r.put(x)
 	r.put(y)

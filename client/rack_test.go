@@ -110,8 +110,8 @@ func TestRackNeverLendsTwice(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	if s := r.pool.Stats(); s.Gets() < ops.Load() {
-		t.Errorf("Stats counted %d Gets, fewer than the %d that got a conn", s.Gets(), ops.Load())
+	if s := r.pool.Stats(); s.Gets < ops.Load() {
+		t.Errorf("Stats counted %d Gets, fewer than the %d that got a conn", s.Gets, ops.Load())
 	}
 	r.balance()
 }
@@ -132,7 +132,7 @@ func TestRackWaiterFirst(t *testing.T) {
 		}
 		got <- c
 	}()
-	r.waitFor("the second Get to wait", func() bool { return r.pool.Stats().Waiting() == 1 })
+	r.waitFor("the second Get to wait", func() bool { return r.pool.Stats().Waiting == 1 })
 	r.put(a)
 	if _, err := r.pool.TryGet(r.ctx); !errors.Is(err, ErrNoneIdle) {
 		t.Errorf("TryGet with the conn promised to a waiting Get: %v, want ErrNoneIdle", err)
@@ -141,11 +141,11 @@ func TestRackWaiterFirst(t *testing.T) {
 		t.Fatalf("the waiting Get got conn %d, want %d", c.id, a.id)
 	}
 	r.put(a)
-	before := r.pool.Stats().Gets()
+	before := r.pool.Stats().Gets
 	r.put(r.get())
 	r.put(r.get())
-	if s := r.pool.Stats(); s.Gets() != before+2 || s.Idle() != 1 || s.Busy() != 0 {
-		t.Errorf("gets %d, idle %d, busy %d; want %d, 1, 0", s.Gets(), s.Idle(), s.Busy(), before+2)
+	if s := r.pool.Stats(); s.Gets != before+2 || s.Idle != 1 || s.Busy != 0 {
+		t.Errorf("gets %d, idle %d, busy %d; want %d, 1, 0", s.Gets, s.Idle, s.Busy, before+2)
 	}
 	r.balance()
 }
@@ -162,12 +162,12 @@ func TestRackIdleLimit(t *testing.T) {
 		}
 		for i, c := range held {
 			r.put(c)
-			if s := r.pool.Stats(); s.Idle() > 2 {
-				t.Fatalf("round %d, after %d puts: %d idle, want at most 2", round, i+1, s.Idle())
+			if s := r.pool.Stats(); s.Idle > 2 {
+				t.Fatalf("round %d, after %d puts: %d idle, want at most 2", round, i+1, s.Idle)
 			}
 		}
-		if s := r.pool.Stats(); s.Idle() != 2 || s.Live() != 2 || s.Surplus() != int64(4*(round+1)) {
-			t.Fatalf("round %d: idle %d, live %d, surplus %d; want 2, 2, %d", round, s.Idle(), s.Live(), s.Surplus(), 4*(round+1))
+		if s := r.pool.Stats(); s.Idle != 2 || s.Live != 2 || s.Surplus != int64(4*(round+1)) {
+			t.Fatalf("round %d: idle %d, live %d, surplus %d; want 2, 2, %d", round, s.Idle, s.Live, s.Surplus, 4*(round+1))
 		}
 	}
 	r.balance()
@@ -203,8 +203,8 @@ func TestRackKeepLate(t *testing.T) {
 	if c := r.waitCloses(1)[0]; c != a {
 		t.Fatalf("closed conn %d, want %d", c.id, a.id)
 	}
-	if s := r.pool.Stats(); s.Evicted() != 1 || s.Live() != 0 {
-		t.Errorf("evicted %d, live %d; want 1, 0", s.Evicted(), s.Live())
+	if s := r.pool.Stats(); s.Evicted != 1 || s.Live != 0 {
+		t.Errorf("evicted %d, live %d; want 1, 0", s.Evicted, s.Live)
 	}
 	r.balance()
 }
@@ -351,11 +351,11 @@ func FuzzPoolRack(f *testing.F) {
 				}
 			}
 			s := r.pool.Stats()
-			if s.Idle() < 0 || s.Busy() < 0 || s.Live() != s.Idle()+s.Busy() {
-				t.Fatalf("step %d: idle %d, busy %d, live %d", i/2, s.Idle(), s.Busy(), s.Live())
+			if s.Idle < 0 || s.Busy < 0 || s.Live != s.Idle+s.Busy {
+				t.Fatalf("step %d: idle %d, busy %d, live %d", i/2, s.Idle, s.Busy, s.Live)
 			}
-			if idle > 0 && s.Idle() > idle {
-				t.Fatalf("step %d: %d idle, more than Idle %d", i/2, s.Idle(), idle)
+			if idle > 0 && s.Idle > idle {
+				t.Fatalf("step %d: %d idle, more than Idle %d", i/2, s.Idle, idle)
 			}
 			mu.Unlock()
 		}
@@ -415,11 +415,11 @@ func TestRackHugeKeep(t *testing.T) {
 func TestRackSweepKeepsIdleOrder(t *testing.T) {
 	r := newRig(t, PoolConfig[*conn]{Limits: policy.Limits{Size: 3, Idle: 3, MinIdle: 1, Keep: time.Hour}})
 	r.be.closedC = make(chan *conn, 8)
-	r.waitFor("the warm-up", func() bool { return r.pool.Stats().Idle() == 1 })
+	r.waitFor("the warm-up", func() bool { return r.pool.Stats().Idle == 1 })
 	f := r.get() // the rack's
-	r.waitFor("a fill", func() bool { return r.pool.Stats().Idle() == 1 })
+	r.waitFor("a fill", func() bool { return r.pool.Stats().Idle == 1 })
 	g := r.get() // the rack's: it holds Idle less MinIdle, two
-	r.waitFor("a fill", func() bool { return r.pool.Stats().Idle() == 1 })
+	r.waitFor("a fill", func() bool { return r.pool.Stats().Idle == 1 })
 	h := r.get() // the actor's own
 	r.clock.Advance(time.Second)
 	r.put(f)

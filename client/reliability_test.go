@@ -38,12 +38,12 @@ func TestOpenReturnsLentResource(t *testing.T) {
 		t.Errorf("second Get: %T, want an *OpenError", err)
 	}
 	s := r.pool.Stats()
-	if s.Busy() != 1 || s.Live() != 1 || s.Duplicates() != 1 {
-		t.Errorf("busy %d, live %d, duplicates %d; want 1, 1, 1", s.Busy(), s.Live(), s.Duplicates())
+	if s.Busy != 1 || s.Live != 1 || s.Duplicates != 1 {
+		t.Errorf("busy %d, live %d, duplicates %d; want 1, 1, 1", s.Busy, s.Live, s.Duplicates)
 	}
 	r.put(first)
-	if s := r.pool.Stats(); s.Busy() != 0 {
-		t.Errorf("busy %d after everything came home: a reservation leaked", s.Busy())
+	if s := r.pool.Stats(); s.Busy != 0 {
+		t.Errorf("busy %d after everything came home: a reservation leaked", s.Busy)
 	}
 	if err := r.pool.Close(context.Background()); err != nil { // hung before the fix
 		t.Fatal(err)
@@ -88,8 +88,8 @@ func TestOpenReturnsIdleResource(t *testing.T) {
 		r.put(c)
 	}
 	r.put(b)
-	if s := r.pool.Stats(); s.Idle() != 2 || s.Busy() != 0 || s.Closed() {
-		t.Errorf("idle %d, busy %d, closed %v; want 2, 0, false", s.Idle(), s.Busy(), s.Closed())
+	if s, closed := r.pool.Stats(), r.pool.closedBooks(); s.Idle != 2 || s.Busy != 0 || closed {
+		t.Errorf("idle %d, busy %d, closed %v; want 2, 0, false", s.Idle, s.Busy, closed)
 	}
 	r.balance()
 }
@@ -107,8 +107,15 @@ func (b *backend) live1() *conn {
 	return nil
 }
 
-// Closed says whether the pool has begun to close; for tests.
-func (s Stats) Closed() bool { return s.s.Closed }
+// closedBooks says whether the pool's actor has begun to close it.
+func (p *Pool[T]) closedBooks() bool { return p.books().Closed }
+
+// statsOpening is a Stats and, from the same snapshot, how many Opens are
+// under way.
+func (p *Pool[T]) statsOpening() (Stats, int) {
+	b := p.books()
+	return p.statsOf(b), b.Opening
+}
 
 // TestCloseTwiceAfterNameReused: a second Close of a pool whose name has
 // passed to a new pool leaves the new pool alone: Close stops its own
@@ -170,8 +177,8 @@ func TestOpenPanics(t *testing.T) {
 	if len(pe.Stack) == 0 {
 		t.Error("the PanicError has no stack")
 	}
-	if s := r.pool.Stats(); s.Panics() != 1 || s.MakeFailures() != 1 || s.Busy() != 0 {
-		t.Errorf("panics %d, make failures %d, busy %d; want 1, 1, 0", s.Panics(), s.MakeFailures(), s.Busy())
+	if s := r.pool.Stats(); s.Panics != 1 || s.MakeFailures != 1 || s.Busy != 0 {
+		t.Errorf("panics %d, make failures %d, busy %d; want 1, 1, 0", s.Panics, s.MakeFailures, s.Busy)
 	}
 	r.put(r.get()) // the room is free again
 }
@@ -202,8 +209,8 @@ func TestClosePanics(t *testing.T) {
 	if !errors.As(err, &ce) || !errors.As(err, &pe) {
 		t.Fatalf("Close: %v, want a *CloseError wrapping a *PanicError", err)
 	}
-	if s := r.pool.Stats(); s.Panics() != 3 || s.CloseFailures() != 3 {
-		t.Errorf("panics %d, close failures %d; want 3, 3", s.Panics(), s.CloseFailures())
+	if s := r.pool.Stats(); s.Panics != 3 || s.CloseFailures != 3 {
+		t.Errorf("panics %d, close failures %d; want 3, 3", s.Panics, s.CloseFailures)
 	}
 	r.balance()
 }
@@ -235,7 +242,7 @@ func TestOpenFinishingAfterClose(t *testing.T) {
 	<-entered
 	closed := make(chan error, 1)
 	go func() { closed <- r.pool.Close(r.ctx) }()
-	r.waitFor("Close to begin", func() bool { return r.pool.Stats().Closed() })
+	r.waitFor("Close to begin", func() bool { return r.pool.closedBooks() })
 	close(release)
 	if err := <-got; !errors.Is(err, ErrClosed) {
 		t.Errorf("Get whose Open finished after Close began: %v, want ErrClosed", err)
@@ -279,8 +286,8 @@ func TestGetNilContext(t *testing.T) {
 	if _, err := r.pool.Get(nil); err == nil { //nolint:staticcheck
 		t.Fatal("Get(nil): no error")
 	}
-	if s := r.pool.Stats(); s.Busy() != 0 || s.Waiting() != 0 {
-		t.Errorf("Get(nil) left busy %d, waiting %d", s.Busy(), s.Waiting())
+	if s := r.pool.Stats(); s.Busy != 0 || s.Waiting != 0 {
+		t.Errorf("Get(nil) left busy %d, waiting %d", s.Busy, s.Waiting)
 	}
 }
 
@@ -306,8 +313,8 @@ func TestGetHeldPastDeadline(t *testing.T) {
 	if we.Wait != 1500*time.Millisecond {
 		t.Errorf("the error carries a wait of %v, want the 1.5 s left of the hold", we.Wait)
 	}
-	if s := r.pool.Stats(); s.HeldPastDeadline() != 1 || s.Waiting() != 0 {
-		t.Errorf("held %d, waiting %d; want 1, 0", s.HeldPastDeadline(), s.Waiting())
+	if s := r.pool.Stats(); s.HeldPastDeadline != 1 || s.Waiting != 0 {
+		t.Errorf("held %d, waiting %d; want 1, 0", s.HeldPastDeadline, s.Waiting)
 	}
 	// A ctx long enough to outlive the hold waits for it.
 	r.be.up.Store(0)
@@ -321,7 +328,7 @@ func TestGetHeldPastDeadline(t *testing.T) {
 		}
 		got <- c
 	}()
-	r.waitFor("the caller to wait out the hold", func() bool { return r.pool.Stats().Waiting() == 1 })
+	r.waitFor("the caller to wait out the hold", func() bool { return r.pool.Stats().Waiting == 1 })
 	r.clock.Advance(1500 * time.Millisecond)
 	c := <-got
 	// With c lent, a short ctx waits: c may come back in time.
@@ -331,7 +338,7 @@ func TestGetHeldPastDeadline(t *testing.T) {
 		_, err := r.pool.Get(ctx2)
 		errc <- err
 	}()
-	r.waitFor("the second caller to wait", func() bool { return r.pool.Stats().Waiting() == 1 })
+	r.waitFor("the second caller to wait", func() bool { return r.pool.Stats().Waiting == 1 })
 	cancel2()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Errorf("Get with a conn lent: %v, want it to have waited until cancelled", err)
@@ -356,8 +363,8 @@ func TestWardReasons(t *testing.T) {
 		t.Fatalf("first Get against a dead backend: %v", err)
 	}
 	s := r.pool.Stats()
-	if s.Holding() != 2*time.Second || s.Refusal() <= 0 || s.Probing() {
-		t.Errorf("after one failure: holding %v, refusal %v, probing %v; want 2s, > 0, false", s.Holding(), s.Refusal(), s.Probing())
+	if s.Holding != 2*time.Second || s.Refusal <= 0 || s.Probing {
+		t.Errorf("after one failure: holding %v, refusal %v, probing %v; want 2s, > 0, false", s.Holding, s.Refusal, s.Probing)
 	}
 	// The breaker refuses; the error says so, and is a shed.
 	r.clock.Advance(2 * time.Second)
@@ -372,8 +379,8 @@ func TestWardReasons(t *testing.T) {
 	if !errors.Is(refused, ErrShed) || errors.Is(refused, ErrOverloaded) || errors.Is(refused, ErrTooManyWaiting) {
 		t.Fatalf("refused by the breaker: %v, want ErrBreaker, matching ErrShed and no other cause", refused)
 	}
-	if s := r.pool.Stats(); s.ShedBy(policy.ReasonBreaker) == 0 || s.Shed() != s.ShedBy(policy.ReasonBreaker) {
-		t.Errorf("shed %d, by the breaker %d", s.Shed(), s.ShedBy(policy.ReasonBreaker))
+	if s := r.pool.Stats(); s.ShedBreaker == 0 || s.Shed != s.ShedBreaker {
+		t.Errorf("shed %d, by the breaker %d", s.Shed, s.ShedBreaker)
 	}
 }
 
@@ -388,16 +395,16 @@ func TestHeldAndQueueReasons(t *testing.T) {
 	a := r.get() // spends the bucket's one token
 	got := make(chan *conn, 1)
 	go func() { got <- r.get() }()
-	r.waitFor("the second caller held by the bucket", func() bool { return r.pool.Stats().Waiting() == 1 })
-	if s := r.pool.Stats(); s.HeldBy(policy.ReasonBucket) == 0 {
-		t.Errorf("a caller waits for the bucket, and no hold is counted: %d", s.HeldBy(policy.ReasonBucket))
+	r.waitFor("the second caller held by the bucket", func() bool { return r.pool.Stats().Waiting == 1 })
+	if s := r.pool.Stats(); s.HeldBucket == 0 {
+		t.Errorf("a caller waits for the bucket, and no hold is counted: %d", s.HeldBucket)
 	}
 	_, err := r.pool.Get(r.ctx)
 	if !errors.Is(err, ErrTooManyWaiting) || !errors.Is(err, ErrShed) || errors.Is(err, ErrBreaker) {
 		t.Errorf("Get past MaxWaiting: %v, want ErrTooManyWaiting", err)
 	}
-	if s := r.pool.Stats(); s.TooManyWaiting() != 1 || s.Shed() != 1 {
-		t.Errorf("too many waiting %d, shed %d; want 1, 1", s.TooManyWaiting(), s.Shed())
+	if s := r.pool.Stats(); s.TooManyWaiting != 1 || s.Shed != 1 {
+		t.Errorf("too many waiting %d, shed %d; want 1, 1", s.TooManyWaiting, s.Shed)
 	}
 	r.clock.Advance(time.Second)
 	r.put(<-got)
@@ -461,7 +468,7 @@ func TestDialScheduleDeadBackend(t *testing.T) {
 					}
 				}()
 			}
-			quiet := func() bool { return served.Load()+int64(r.pool.Stats().Waiting()) == int64(callers) }
+			quiet := func() bool { return served.Load()+int64(r.pool.Stats().Waiting) == int64(callers) }
 			if err := drive(ctx, clock, quiet, func() bool { return served.Load() == int64(callers) }); err != nil {
 				t.Errorf("at +%v: %v (served %d of %d)", time.Duration(clock.Now()-start), err, served.Load(), callers)
 				cancel()
@@ -538,7 +545,7 @@ func TestStoppedUnderCloseLosesNothing(t *testing.T) {
 	if n := r.be.closes.Load(); n != 3 {
 		t.Errorf("closed %d of 3: idle resources were left open", n)
 	}
-	if s := r.pool.Stats(); s.Live() != 0 {
-		t.Errorf("live %d after Close", s.Live())
+	if s := r.pool.Stats(); s.Live != 0 {
+		t.Errorf("live %d after Close", s.Live)
 	}
 }

@@ -194,7 +194,7 @@ func Retry(ctx context.Context, backoff Backoff, fn func(ctx context.Context) er
 			}
 			previous = d
 			if dl, ok := ctx.Deadline(); ok && d > time.Until(dl) {
-				return &RetryError{Attempts: made, Err: last, Cause: &WaitError{Wait: d}}
+				return &RetryError{Attempts: made, Err: last, Cause: &WaitError{Wait: d, By: "the retry's backoff"}}
 			}
 			if err := vclock.Sleep(ctx, s.clock, d); err != nil {
 				return &RetryError{Attempts: made, Err: last, Cause: ctx.Err()}

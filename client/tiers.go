@@ -100,10 +100,10 @@ func (t *TieredBucket) Stats() LimiterStats {
 	var s LimiterStats
 	for _, kb := range t.tiers {
 		o := kb.Stats()
-		s.allowed += o.allowed
-		s.refused += o.refused
-		s.waited += o.waited
-		s.waitTime += o.waitTime
+		s.Allowed += o.Allowed
+		s.Refused += o.Refused
+		s.Waited += o.Waited
+		s.WaitTime += o.WaitTime
 	}
 	return s
 }

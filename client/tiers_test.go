@@ -48,8 +48,8 @@ func TestTieredBucket(t *testing.T) {
 	if got := count(":b"); got != 0 {
 		t.Errorf("a free key got %d after 50ms at 1/s: the retune reached the wrong tier", got)
 	}
-	if s := tb.Stats(); s.Allowed() != 14 || s.Refused() != 5 {
-		t.Errorf("Stats: allowed %d, refused %d; want 14 and 5", s.Allowed(), s.Refused())
+	if s := tb.Stats(); s.Allowed != 14 || s.Refused != 5 {
+		t.Errorf("Stats: allowed %d, refused %d; want 14 and 5", s.Allowed, s.Refused)
 	}
 	if _, err := NewTieredBucket(r.eng, tierOf, map[string]Rate{"paid": {PerSecond: 1, Burst: 1}}); err == nil {
 		t.Error("tiers without a default were accepted")

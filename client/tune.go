@@ -198,11 +198,11 @@ type Reservation struct {
 // and never lends: it always asks the bucket's actor. Unlike x/time/rate's
 // Reserve it does not promise tokens from the future: a refusal says, in
 // Decision().Wait, how long until they would be there, and takes nothing.
-// After Close it is refused with a Wait of policy.Never.
+// After Close it is refused as Try is.
 func (b *Bucket) Reserve(n float64) *Reservation {
 	r := &Reservation{b: b}
 	if b.l.closed.Load() {
-		r.d = Decision{Wait: policy.Never}
+		r.d = Decision{Wait: policy.Never, Closed: true}
 		return r
 	}
 	reply := b.l.reply()
@@ -211,8 +211,8 @@ func (b *Bucket) Reserve(n float64) *Reservation {
 	b.l.replied(reply)
 	b.l.counts.count(p)
 	switch {
-	case p.Err != nil:
-		r.d = Decision{Wait: policy.Never}
+	case p.Err != nil: // the actor stopped: closed, or its engine shut down
+		r.d = Decision{Wait: policy.Never, Closed: true}
 	case p.OK:
 		r.d = Decision{OK: true, Left: whole(p.Left)}
 		r.ticket = p.Ticket
@@ -260,30 +260,22 @@ func (r *Reservation) Cancel() float64 {
 }
 
 // LimiterStats is a snapshot of a limiter's counts since it was made.
-// Read it through its methods. The zero LimiterStats counts nothing.
+// The zero LimiterStats counts nothing.
 type LimiterStats struct {
-	allowed, refused, waited int64
-	waitTime                 time.Duration
+	// Allowed counts requests allowed: Allows, Trys and Reserves granted,
+	// and Waits that returned nil.
+	Allowed int64
+	// Refused counts requests refused: Allows, Trys and Reserves refused,
+	// and Waits turned away (their deadline, a request above the burst)
+	// or whose ctx ended in line. A Wait whose ctx was done before it
+	// asked is not counted, nor is a request after Close.
+	Refused int64
+	// Waited counts the Waits of Allowed that waited in line first.
+	Waited int64
+	// WaitTime is the total time the Waits of Waited spent in line, on the
+	// engine's clock: from each call to the instant its tokens were there.
+	WaitTime time.Duration
 }
-
-// Allowed is how many requests were allowed: Allows, Trys and Reserves
-// granted, and Waits that returned nil.
-func (s LimiterStats) Allowed() int64 { return s.allowed }
-
-// Refused is how many requests were not: Allows, Trys and Reserves
-// refused, and Waits the limiter turned away (their deadline, a request
-// above the burst) or whose ctx ended while they were in line. A Wait whose
-// ctx was done before it asked, and requests after Close, are not counted.
-func (s LimiterStats) Refused() int64 { return s.refused }
-
-// Waited is how many of the Waits that returned nil waited in line first,
-// rather than being granted at once.
-func (s LimiterStats) Waited() int64 { return s.waited }
-
-// WaitTime is the time the Waits counted in Waited spent in line, on the
-// engine's clock: from each Wait's call to the instant its tokens were
-// there.
-func (s LimiterStats) WaitTime() time.Duration { return s.waitTime }
 
 // counts is a limiter's tally: one atomic add per outcome that asked the
 // actor, and no clock read (the actor says how long a Wait was in line).
@@ -310,10 +302,10 @@ func (c *counts) count(p actors.Permit) {
 
 func (c *counts) snapshot() LimiterStats {
 	return LimiterStats{
-		allowed:  c.allowed.Load(),
-		refused:  c.refused.Load(),
-		waited:   c.waited.Load(),
-		waitTime: time.Duration(c.waitNs.Load()),
+		Allowed:  c.allowed.Load(),
+		Refused:  c.refused.Load(),
+		Waited:   c.waited.Load(),
+		WaitTime: time.Duration(c.waitNs.Load()),
 	}
 }
 
@@ -322,21 +314,21 @@ func (c *counts) snapshot() LimiterStats {
 // the actor.
 func (b *Bucket) Stats() LimiterStats {
 	s := b.l.counts.snapshot()
-	s.allowed += b.credit.Drawn()
+	s.Allowed += b.credit.Drawn()
 	return s
 }
 
 // Stats is a snapshot of the window's counts, as Bucket.Stats.
 func (w *Window) Stats() LimiterStats {
 	s := w.l.counts.snapshot()
-	s.allowed += w.credit.Drawn()
+	s.Allowed += w.credit.Drawn()
 	return s
 }
 
 // Stats is a snapshot of the counts over all keys, as Bucket.Stats.
 func (k *KeyedBucket) Stats() LimiterStats {
 	s := k.l.counts.snapshot()
-	s.allowed += k.drawn()
+	s.Allowed += k.drawn()
 	return s
 }
 

@@ -306,9 +306,9 @@ func TestLimiterStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := b.Stats()
-	if s.Allowed() != 33 || s.Refused() != 9 || s.Waited() != 1 || s.WaitTime() != 100*time.Millisecond {
+	if s.Allowed != 33 || s.Refused != 9 || s.Waited != 1 || s.WaitTime != 100*time.Millisecond {
 		t.Errorf("Stats = allowed %d refused %d waited %d for %v; want 33, 9, 1, 100ms",
-			s.Allowed(), s.Refused(), s.Waited(), s.WaitTime())
+			s.Allowed, s.Refused, s.Waited, s.WaitTime)
 	}
 }
 
@@ -387,8 +387,8 @@ func TestLimiterStatsConcurrent(t *testing.T) {
 				if b.Allow() {
 					granted.Add(1)
 				}
-				if s := b.Stats(); s.Allowed() > granted.Load()+8 {
-					t.Errorf("Stats counts %d allowed, more than were granted", s.Allowed())
+				if s := b.Stats(); s.Allowed > granted.Load()+8 {
+					t.Errorf("Stats counts %d allowed, more than were granted", s.Allowed)
 					return
 				}
 			}
@@ -396,9 +396,9 @@ func TestLimiterStatsConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	s := b.Stats()
-	if s.Allowed() != granted.Load() || s.Allowed()+s.Refused() != 8000 || s.Allowed() != 5000 {
+	if s.Allowed != granted.Load() || s.Allowed+s.Refused != 8000 || s.Allowed != 5000 {
 		t.Errorf("Stats: allowed %d, refused %d; granted %d of 8000 against a burst of 5000",
-			s.Allowed(), s.Refused(), granted.Load())
+			s.Allowed, s.Refused, granted.Load())
 	}
 }
 

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,47 @@ func TestWaitErrorText(t *testing.T) {
 		}
 		if !errors.Is(c.err, ErrExceedsDeadline) {
 			t.Errorf("%#v does not match ErrExceedsDeadline", c.err)
+		}
+	}
+}
+
+// TestWaitErrorNamesLimiter: the error of a Wait that would never end, or
+// a Retry whose next sleep would pass the deadline, names what holds it.
+func TestWaitErrorNamesLimiter(t *testing.T) {
+	r := newLimitRig(t)
+	b, _ := NewBucket(r.eng, 0, 1)
+	w, _ := NewWindow(r.eng, 0, time.Minute)
+	kb, _ := NewKeyedBucket(r.eng, 0, 1)
+	kw, _ := NewKeyedWindow(r.eng, 0, time.Minute)
+	tb, _ := NewTieredBucket(r.eng, nil, map[string]Rate{"": {PerSecond: 0, Burst: 1}})
+	if !b.Allow() || !kb.Allow("k") || !tb.Allow("k") {
+		t.Fatal("a full bucket refused its one token")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, c := range []struct {
+		name string
+		wait func() error
+		by   string
+	}{
+		{"Bucket", func() error { return b.Wait(ctx) }, "the bucket"},
+		{"Window", func() error { return w.Wait(ctx) }, "the window"},
+		{"KeyedBucket", func() error { return kb.Wait(ctx, "k") }, "the key's bucket"},
+		{"KeyedWindow", func() error { return kw.Wait(ctx, "k") }, "the key's window"},
+		{"TieredBucket", func() error { return tb.Wait(ctx, "k") }, "the key's bucket"},
+		{"Retry", func() error {
+			backoff := Backoff{Base: time.Hour, Attempts: 2, Jitter: Rigid}
+			return Retry(ctx, backoff, func(context.Context) error { return errors.New("down") })
+		}, "the retry's backoff"},
+	} {
+		err := c.wait()
+		var we *WaitError
+		if !errors.As(err, &we) || we.By != c.by {
+			t.Errorf("%s: %v, want a *WaitError by %q", c.name, err, c.by)
+			continue
+		}
+		if !strings.Contains(err.Error(), " for "+c.by+" ") {
+			t.Errorf("%s: error reads %q, without %q", c.name, err, c.by)
 		}
 	}
 }

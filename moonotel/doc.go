@@ -9,7 +9,7 @@
 // from one Stats snapshot in a callback when the SDK collects, so
 // instrumenting a pool costs its Get and Put nothing.
 //
-//	reg, err := moonotel.ObservePool(provider, pool, "users-db", cfg.Limits)
+//	reg, err := moonotel.ObservePool(provider, pool, "users-db")
 //	if err != nil {
 //		return err
 //	}

@@ -80,10 +80,10 @@ func ObserveLimiter(provider metric.MeterProvider, l Limiter, name string) (metr
 	named := metric.WithAttributeSet(attribute.NewSet(limiterNameKey.String(name)))
 	return meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		s := l.Stats()
-		o.ObserveInt64(allowed, s.Allowed(), named)
-		o.ObserveInt64(refused, s.Refused(), named)
-		o.ObserveInt64(waits, s.Waited(), named)
-		o.ObserveFloat64(waitTime, s.WaitTime().Seconds(), named)
+		o.ObserveInt64(allowed, s.Allowed, named)
+		o.ObserveInt64(refused, s.Refused, named)
+		o.ObserveInt64(waits, s.Waited, named)
+		o.ObserveFloat64(waitTime, s.WaitTime.Seconds(), named)
 		if q != nil {
 			n, w := q.Quota()
 			o.ObserveInt64(quota, int64(n), named)

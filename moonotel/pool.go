@@ -6,7 +6,6 @@ import (
 	"reflect"
 
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/policy"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -33,12 +32,9 @@ type Pool interface {
 // Stats snapshot, a round trip to its actor. After the pool is closed the
 // instruments report it as Close left it: unregister then.
 //
-// db.client.connection.max is Stats.Max, read at each collection, so it
-// follows SetLimits; it is left out while the pool has no Size limit.
-// limits are the pool's PoolConfig.Limits. Stats does not carry their Idle
-// and MinIdle, so db.client.connection.idle.max and .idle.min report them
-// as they were at registration: after a SetLimits that changes them,
-// register again. An idle.max of zero (no limit) is left out, since no
+// db.client.connection.max, .idle.max and .idle.min are Stats.Max,
+// MaxIdle and MinIdle, read at each collection, so they follow SetLimits.
+// max and idle.max are left out while the pool has no such limit, since no
 // number would be true.
 //
 // The instruments:
@@ -65,7 +61,7 @@ type Pool interface {
 //
 // It returns an error for a nil provider or pool, or if the meter refuses
 // an instrument or the callback; nothing is registered then.
-func ObservePool(provider metric.MeterProvider, pool Pool, name string, limits policy.Limits) (metric.Registration, error) {
+func ObservePool(provider metric.MeterProvider, pool Pool, name string) (metric.Registration, error) {
 	if isNil(provider) {
 		return nil, errors.New("moonpool: moonotel.ObservePool: nil MeterProvider")
 	}
@@ -91,6 +87,7 @@ func ObservePool(provider metric.MeterProvider, pool Pool, name string, limits p
 	}
 	count := upDown("db.client.connection.count", "{connection}", "The number of connections that are currently in state described by the state attribute.")
 	maxLive := upDown("db.client.connection.max", "{connection}", "The maximum number of open connections allowed.")
+	maxIdle := upDown("db.client.connection.idle.max", "{connection}", "The maximum number of idle open connections allowed.")
 	minIdle := upDown("db.client.connection.idle.min", "{connection}", "The minimum number of idle open connections allowed.")
 	pending := upDown("db.client.connection.pending_requests", "{request}", "The number of current pending requests for an open connection.")
 	timeouts := counter("db.client.connection.timeouts", "{timeout}", "The number of connection timeouts that have occurred trying to obtain a connection from the pool.")
@@ -102,12 +99,7 @@ func ObservePool(provider metric.MeterProvider, pool Pool, name string, limits p
 	closes := counter("moonpool.pool.closes", "{connection}", "The number of resources the pool let go, by the reason in moonpool.pool.close.reason.")
 	resets := counter("moonpool.pool.resets", "{reset}", "The number of calls of Reset on the open pool.")
 	leaked := counter("moonpool.pool.leaked", "{connection}", "The number of resources reported lent for longer than LeakAfter.")
-	instruments := []metric.Observable{count, maxLive, minIdle, pending, timeouts, gets, emptyGets, getTime, waits, waitTime, closes, resets, leaked}
-	var maxIdle metric.Int64ObservableUpDownCounter
-	if limits.Idle > 0 {
-		maxIdle = upDown("db.client.connection.idle.max", "{connection}", "The maximum number of idle open connections allowed.")
-		instruments = append(instruments, maxIdle)
-	}
+	instruments := []metric.Observable{count, maxLive, maxIdle, minIdle, pending, timeouts, gets, emptyGets, getTime, waits, waitTime, closes, resets, leaked}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -121,47 +113,36 @@ func ObservePool(provider metric.MeterProvider, pool Pool, name string, limits p
 	}
 	stale, evicted, surplus, broken := reason("stale"), reason("evicted"), reason("surplus"), reason("broken")
 	unreused, checkFailed, outdated, shutdown := reason("unreused"), reason("check_failed"), reason("outdated"), reason("shutdown")
-	least := int64(minIdleOf(limits))
 	return meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		s := pool.Stats()
-		o.ObserveInt64(count, int64(s.Idle()), idle)
-		o.ObserveInt64(count, int64(s.Busy()), used)
-		if s.Max() > 0 {
-			o.ObserveInt64(maxLive, int64(s.Max()), named)
+		o.ObserveInt64(count, int64(s.Idle), idle)
+		o.ObserveInt64(count, int64(s.Busy), used)
+		if s.Max > 0 {
+			o.ObserveInt64(maxLive, int64(s.Max), named)
 		}
-		if maxIdle != nil {
-			o.ObserveInt64(maxIdle, int64(limits.Idle), named)
+		if s.MaxIdle > 0 {
+			o.ObserveInt64(maxIdle, int64(s.MaxIdle), named)
 		}
-		o.ObserveInt64(minIdle, least, named)
-		o.ObserveInt64(pending, int64(s.Waiting()), named)
-		o.ObserveInt64(timeouts, s.Cancelled()+s.HeldPastDeadline(), named)
-		o.ObserveInt64(gets, s.Gets(), named)
-		o.ObserveInt64(emptyGets, s.EmptyGets(), named)
-		o.ObserveFloat64(getTime, s.GetTime().Seconds(), named)
-		o.ObserveInt64(waits, s.Waited(), named)
-		o.ObserveFloat64(waitTime, s.WaitTime().Seconds(), named)
-		o.ObserveInt64(closes, s.Stale(), stale)
-		o.ObserveInt64(closes, s.Evicted(), evicted)
-		o.ObserveInt64(closes, s.Surplus(), surplus)
-		o.ObserveInt64(closes, s.Broken(), broken)
-		o.ObserveInt64(closes, s.Unreused(), unreused)
-		o.ObserveInt64(closes, s.CheckFailures(), checkFailed)
-		o.ObserveInt64(closes, s.Outdated(), outdated)
-		o.ObserveInt64(closes, s.Shutdown(), shutdown)
-		o.ObserveInt64(resets, s.Resets(), named)
-		o.ObserveInt64(leaked, s.Leaked(), named)
+		o.ObserveInt64(minIdle, int64(s.MinIdle), named)
+		o.ObserveInt64(pending, int64(s.Waiting), named)
+		o.ObserveInt64(timeouts, s.Cancelled+s.HeldPastDeadline, named)
+		o.ObserveInt64(gets, s.Gets, named)
+		o.ObserveInt64(emptyGets, s.EmptyGets, named)
+		o.ObserveFloat64(getTime, s.GetTime.Seconds(), named)
+		o.ObserveInt64(waits, s.Waited, named)
+		o.ObserveFloat64(waitTime, s.WaitTime.Seconds(), named)
+		o.ObserveInt64(closes, s.Stale, stale)
+		o.ObserveInt64(closes, s.Evicted, evicted)
+		o.ObserveInt64(closes, s.Surplus, surplus)
+		o.ObserveInt64(closes, s.Broken, broken)
+		o.ObserveInt64(closes, s.Unreused, unreused)
+		o.ObserveInt64(closes, s.CheckFailures, checkFailed)
+		o.ObserveInt64(closes, s.Outdated, outdated)
+		o.ObserveInt64(closes, s.Shutdown, shutdown)
+		o.ObserveInt64(resets, s.Resets, named)
+		o.ObserveInt64(leaked, s.Leaked, named)
 		return nil
 	}, instruments...)
-}
-
-// minIdleOf is MinIdle as the pool reads it: none below zero, and no more
-// than an Idle limit lets sit idle.
-func minIdleOf(l policy.Limits) int {
-	n := max(l.MinIdle, 0)
-	if l.Idle > 0 {
-		n = min(n, l.Idle)
-	}
-	return n
 }
 
 // isNil says whether v is nil or a nil pointer in an interface, which would

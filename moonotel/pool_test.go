@@ -14,7 +14,6 @@ import (
 	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/internal/vclock"
 	"github.com/moonpool-go/moonpool/moonotel"
-	"github.com/moonpool-go/moonpool/policy"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -28,7 +27,7 @@ func TestMain(m *testing.M) {
 
 // newPool is a pool of fresh *int on an engine with a virtual clock, both
 // gone with the test.
-func newPool(t testing.TB, limits policy.Limits) (*vclock.Virtual, *client.Pool[*int]) {
+func newPool(t testing.TB, limits client.Limits) (*vclock.Virtual, *client.Pool[*int]) {
 	t.Helper()
 	clock := vclock.NewVirtual()
 	eng := engine.New(engine.WithClock(clock))
@@ -98,11 +97,11 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 // A pool's life told through its instruments, step by step: loans, a
 // caller in line, a wait of two seconds, a caller that gives up.
 func TestObservePool(t *testing.T) {
-	clock, pool := newPool(t, policy.Limits{Size: 2, Idle: 1})
+	clock, pool := newPool(t, client.Limits{Size: 2, Idle: 1})
 	reader := sdkmetric.NewManualReader()
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer provider.Shutdown(context.Background())
-	reg, err := moonotel.ObservePool(provider, pool, "db", policy.Limits{Size: 2, Idle: 1})
+	reg, err := moonotel.ObservePool(provider, pool, "db")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +133,7 @@ func TestObservePool(t *testing.T) {
 		{"two lent", func() { a, _ = pool.Get(ctx); b, _ = pool.Get(ctx) }, map[string]float64{idle: 0, used: 2, pending: 0}},
 		{"a third in line", func() {
 			go func() { c, _ := pool.Get(ctx); waiter <- c }()
-			waitFor(t, "the third Get to wait in line", func() bool { return pool.Stats().Waiting() == 1 })
+			waitFor(t, "the third Get to wait in line", func() bool { return pool.Stats().Waiting == 1 })
 		}, map[string]float64{used: 2, pending: 1, waits: 0}},
 		{"served after 2s", func() {
 			clock.Advance(2 * time.Second)
@@ -145,7 +144,7 @@ func TestObservePool(t *testing.T) {
 			qctx, cancel := context.WithCancel(ctx)
 			cancelQuitter = cancel
 			go func() { _, err := pool.Get(qctx); quitter <- err }()
-			waitFor(t, "the fourth Get to wait in line", func() bool { return pool.Stats().Waiting() == 1 })
+			waitFor(t, "the fourth Get to wait in line", func() bool { return pool.Stats().Waiting == 1 })
 			cancelQuitter()
 			if err := <-quitter; !errors.Is(err, context.Canceled) {
 				t.Errorf("the Get that gave up: %v", err)
@@ -171,11 +170,11 @@ func TestObservePool(t *testing.T) {
 // Limits of zero (no limit) have no number to report, so their
 // instruments are left out; and once unregistered, nothing is reported.
 func TestObservePoolWithoutLimitsAndUnregistered(t *testing.T) {
-	_, pool := newPool(t, policy.Limits{})
+	_, pool := newPool(t, client.Limits{})
 	reader := sdkmetric.NewManualReader()
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer provider.Shutdown(context.Background())
-	reg, err := moonotel.ObservePool(provider, pool, "cache", policy.Limits{})
+	reg, err := moonotel.ObservePool(provider, pool, "cache")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,43 +195,59 @@ func TestObservePoolWithoutLimitsAndUnregistered(t *testing.T) {
 	}
 }
 
-// db.client.connection.max is the pool's Size as SetLimits left it, and
-// is left out while the pool has no Size limit. idle.min is MinIdle as
-// the pool reads it: no more than Idle.
+// db.client.connection.max, .idle.max and .idle.min are the pool's limits
+// as SetLimits left them, read at each collection. max and idle.max are
+// left out while the pool has no such limit. idle.min is MinIdle as the
+// pool reads it: no more than Idle.
 func TestObservePoolFollowsSetLimits(t *testing.T) {
-	limits := policy.Limits{Size: 2, Idle: 1, MinIdle: 3}
+	limits := client.Limits{Size: 2, Idle: 1, MinIdle: 3}
 	_, pool := newPool(t, limits)
 	reader := sdkmetric.NewManualReader()
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer provider.Shutdown(context.Background())
-	reg, err := moonotel.ObservePool(provider, pool, "db", limits)
+	reg, err := moonotel.ObservePool(provider, pool, "db")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer reg.Unregister()
 	const (
 		maxLive = "db.client.connection.max{db.client.connection.pool.name=db}"
+		maxIdle = "db.client.connection.idle.max{db.client.connection.pool.name=db}"
 		minIdle = "db.client.connection.idle.min{db.client.connection.pool.name=db}"
 	)
 	for i, step := range []struct {
-		size int
-		want float64 // 0: left out
+		size, idle, minIdle  int
+		wantMax, wantMaxIdle float64 // 0: left out
+		wantMinIdle          float64
 	}{
-		{2, 2},
-		{5, 5},
-		{0, 0},
-		{3, 3},
+		{2, 1, 3, 2, 1, 1},
+		{5, 4, 2, 5, 4, 2},
+		{0, 0, 1, 0, 0, 1},
+		{3, 2, 3, 3, 2, 2},
 	} {
-		limits.Size = step.size
+		limits.Size, limits.Idle, limits.MinIdle = step.size, step.idle, step.minIdle
 		if err := pool.SetLimits(limits); err != nil {
 			t.Fatal(err)
 		}
 		got := collect(t, reader)
-		if v, ok := got[maxLive]; step.want == 0 && ok || step.want != 0 && v != step.want {
-			t.Errorf("step %d: after SetLimits(Size %d): max %v (reported %v), want %v", i, step.size, v, ok, step.want)
-		}
-		if v, ok := got[minIdle]; !ok || v != 1 {
-			t.Errorf("step %d: idle.min %v (reported %v), want 1", i, v, ok)
+		for _, m := range []struct {
+			name string
+			want float64
+			opt  bool // left out at 0
+		}{
+			{maxLive, step.wantMax, true},
+			{maxIdle, step.wantMaxIdle, true},
+			{minIdle, step.wantMinIdle, false},
+		} {
+			v, ok := got[m.name]
+			switch {
+			case m.opt && m.want == 0:
+				if ok {
+					t.Errorf("step %d: after SetLimits(%+v): %s %v, want it left out", i, limits, m.name, v)
+				}
+			case !ok || v != m.want:
+				t.Errorf("step %d: after SetLimits(%+v): %s %v (reported %v), want %v", i, limits, m.name, v, ok, m.want)
+			}
 		}
 	}
 }
@@ -250,11 +265,11 @@ func TestObservePoolClosesByReason(t *testing.T) {
 	clock := vclock.NewVirtual(vclock.WithLateness(time.Hour))
 	eng := engine.New(engine.WithClock(clock), engine.WithLogger(slog.New(slog.DiscardHandler)))
 	t.Cleanup(func() { eng.Shutdown(context.Background()) })
-	limits := policy.Limits{Size: 3, Idle: 1, Keep: time.Minute}
+	limits := client.Limits{Size: 3, Idle: 1, Keep: time.Minute}
 	pool, err := client.NewPool(eng, client.PoolConfig[*int]{
 		Open:      func(context.Context) (*int, error) { return new(int), nil },
 		Limits:    limits,
-		Ward:      policy.Ward{Backoff: policy.DefaultBackoff}, // a ward makes every Get read the clock
+		Ward:      client.Ward{Backoff: client.DefaultBackoff}, // a ward makes every Get read the clock
 		Check:     func(_ context.Context, c *int) error { return map[bool]error{true: errors.New("gone")}[*c == bad] },
 		Reuse:     func(c *int) bool { return *c != spent },
 		LeakAfter: time.Minute,
@@ -265,7 +280,7 @@ func TestObservePoolClosesByReason(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer provider.Shutdown(context.Background())
-	reg, err := moonotel.ObservePool(provider, pool, "db", limits)
+	reg, err := moonotel.ObservePool(provider, pool, "db")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +306,7 @@ func TestObservePoolClosesByReason(t *testing.T) {
 		}, map[string]float64{"stale": 1, "gets": 2, "empty_gets": 2}},
 		{"evicted: idle past Keep when the timer fires", func() {
 			clock.Advance(2 * time.Hour)
-			waitFor(t, "the eviction", func() bool { return pool.Stats().Evicted() == 1 })
+			waitFor(t, "the eviction", func() bool { return pool.Stats().Evicted == 1 })
 		}, map[string]float64{"stale": 1, "evicted": 1}},
 		{"broken", func() { pool.Discard(get()) }, map[string]float64{"broken": 1, "gets": 3}},
 		{"unreused", func() {
@@ -314,12 +329,12 @@ func TestObservePoolClosesByReason(t *testing.T) {
 			if err := pool.Reset(); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the reset's close", func() bool { return pool.Stats().Outdated() == 1 })
+			waitFor(t, "the reset's close", func() bool { return pool.Stats().Outdated == 1 })
 		}, map[string]float64{"outdated": 1, "resets": 1}},
 		{"leaked", func() {
 			c := get()
 			clock.Advance(2 * time.Hour)
-			waitFor(t, "the leak report", func() bool { return pool.Stats().Leaked() == 1 })
+			waitFor(t, "the leak report", func() bool { return pool.Stats().Leaked == 1 })
 			pool.Put(c)
 		}, map[string]float64{"leaked": 1}},
 		{"shutdown", func() {
@@ -340,7 +355,7 @@ func TestObservePoolClosesByReason(t *testing.T) {
 				t.Errorf("step %d (%s): closes %s %v, want %v", i, s.what, r, v, want)
 			}
 		}
-		if closes := float64(pool.Stats().Closes()); sum != closes {
+		if closes := float64(pool.Stats().Closes); sum != closes {
 			t.Errorf("step %d (%s): the reasons add up to %v, Stats.Closes is %v", i, s.what, sum, closes)
 		}
 		for _, name := range []string{"gets", "empty_gets", "resets", "leaked"} {
@@ -354,7 +369,7 @@ func TestObservePoolClosesByReason(t *testing.T) {
 }
 
 func TestObservePoolRefusesNil(t *testing.T) {
-	_, pool := newPool(t, policy.Limits{})
+	_, pool := newPool(t, client.Limits{})
 	provider := sdkmetric.NewMeterProvider()
 	defer provider.Shutdown(context.Background())
 	var noProvider *sdkmetric.MeterProvider
@@ -369,7 +384,7 @@ func TestObservePoolRefusesNil(t *testing.T) {
 		{"nil pool", provider, nil},
 		{"nil *client.Pool", provider, noPool},
 	} {
-		if reg, err := moonotel.ObservePool(c.provider, c.pool, "x", policy.Limits{}); err == nil || reg != nil {
+		if reg, err := moonotel.ObservePool(c.provider, c.pool, "x"); err == nil || reg != nil {
 			t.Errorf("%s: %v, %v; want an error and no registration", c.name, reg, err)
 		}
 	}
@@ -381,13 +396,13 @@ func ExampleObservePool() {
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer provider.Shutdown(context.Background())
 
-	eng := engine.New()
+	eng := client.NewEngine()
 	defer eng.Shutdown(context.Background())
 	open := func(context.Context) (*int, error) { return new(int), nil }
-	users, _ := client.NewPool(eng, client.PoolConfig[*int]{Open: open, Limits: policy.DefaultLimits})
-	orders, _ := client.NewPool(eng, client.PoolConfig[*int]{Open: open, Limits: policy.DefaultLimits})
+	users, _ := client.NewPool(eng, client.PoolConfig[*int]{Open: open, Limits: client.DefaultLimits})
+	orders, _ := client.NewPool(eng, client.PoolConfig[*int]{Open: open, Limits: client.DefaultLimits})
 	for name, pool := range map[string]*client.Pool[*int]{"users": users, "orders": orders} {
-		reg, err := moonotel.ObservePool(provider, pool, name, policy.DefaultLimits)
+		reg, err := moonotel.ObservePool(provider, pool, name)
 		if err != nil {
 			panic(err)
 		}

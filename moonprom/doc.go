@@ -4,7 +4,7 @@
 // a *sql.DB. Each scrape takes one Stats snapshot, so a collector costs the
 // pool's Get and Put nothing.
 //
-//	reg.MustRegister(moonprom.NewPoolCollector(pool, "users-db", cfg.Limits))
+//	reg.MustRegister(moonprom.NewPoolCollector(pool, "users-db"))
 //
 // Every metric is named moonpool_pool_… and carries the pool's name as the
 // const label pool, so the collectors of several pools share one

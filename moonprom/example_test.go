@@ -5,25 +5,23 @@ import (
 	"fmt"
 
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/moonprom"
-	"github.com/moonpool-go/moonpool/policy"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // One collector per pool, in the registry a server exposes on /metrics
 // (with promhttp.HandlerFor).
 func ExampleNewPoolCollector() {
-	eng := engine.New()
+	eng := client.NewEngine()
 	defer eng.Shutdown(context.Background())
 	cfg := client.PoolConfig[*int]{
 		Open:   func(context.Context) (*int, error) { return new(int), nil },
-		Limits: policy.DefaultLimits,
+		Limits: client.DefaultLimits,
 	}
 	pool, _ := client.NewPool(eng, cfg)
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(moonprom.NewPoolCollector(pool, "users-db", cfg.Limits))
+	reg.MustRegister(moonprom.NewPoolCollector(pool, "users-db"))
 
 	c, _ := pool.Get(context.Background())
 	defer pool.Put(c)

@@ -84,10 +84,10 @@ func (c *limiterCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
 	}
-	counter(c.allowed, float64(s.Allowed()))
-	counter(c.refused, float64(s.Refused()))
-	counter(c.waited, float64(s.Waited()))
-	counter(c.waitTime, s.WaitTime().Seconds())
+	counter(c.allowed, float64(s.Allowed))
+	counter(c.refused, float64(s.Refused))
+	counter(c.waited, float64(s.Waited))
+	counter(c.waitTime, s.WaitTime.Seconds())
 	if c.q != nil {
 		q, w := c.q.Quota()
 		ch <- prometheus.MustNewConstMetric(c.quota, prometheus.GaugeValue, float64(q))

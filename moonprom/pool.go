@@ -4,7 +4,6 @@ import (
 	"reflect"
 
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/policy"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -15,8 +14,7 @@ type Pool interface {
 
 // poolCollector reports one pool; its descriptions are made once.
 type poolCollector struct {
-	pool   Pool
-	limits policy.Limits // for Idle and MinIdle, which Stats does not carry
+	pool Pool
 
 	maxLive, maxIdle, minIdle     *prometheus.Desc
 	live, idle, busy, waiting     *prometheus.Desc
@@ -32,12 +30,9 @@ type poolCollector struct {
 // NewPoolCollector returns a collector for pool under the const label
 // pool=name.
 //
-// moonpool_pool_max_live is Stats.Max, read at each scrape, so it follows
-// SetLimits; it is left out while the pool has no Size limit. limits are
-// the pool's PoolConfig.Limits. Stats does not carry their Idle and MinIdle,
-// so moonpool_pool_max_idle and moonpool_pool_min_idle report them as they
-// were at registration: after a SetLimits that changes them, register a new
-// collector. A max_idle of zero (no limit) is left out.
+// moonpool_pool_max_live, _max_idle and _min_idle are Stats.Max, MaxIdle
+// and MinIdle, read at each scrape, so they follow SetLimits. max_live and
+// max_idle are left out while the pool has no such limit.
 //
 // A nil pool (or a nil *client.Pool) gives a collector that describes the
 // metrics and collects none. After the pool is closed the collector
@@ -62,7 +57,7 @@ type poolCollector struct {
 //     answered after waiting in line, and their time there);
 //   - gauges moonpool_pool_breaker_refusal_ratio and
 //     moonpool_pool_backoff_hold_seconds (the ward now).
-func NewPoolCollector(pool Pool, name string, limits policy.Limits) prometheus.Collector {
+func NewPoolCollector(pool Pool, name string) prometheus.Collector {
 	if r := reflect.ValueOf(pool); !r.IsValid() || r.Kind() == reflect.Pointer && r.IsNil() {
 		pool = nil
 	}
@@ -72,7 +67,6 @@ func NewPoolCollector(pool Pool, name string, limits policy.Limits) prometheus.C
 	}
 	return &poolCollector{
 		pool:             pool,
-		limits:           limits,
 		maxLive:          desc("max_live", "Most resources the pool may hold at once."),
 		maxIdle:          desc("max_idle", "Most resources the pool keeps idle."),
 		minIdle:          desc("min_idle", "Fewest resources the pool keeps idle, opening more in the background."),
@@ -128,56 +122,46 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v int64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
-	if s.Max() > 0 {
-		gauge(c.maxLive, float64(s.Max()))
+	if s.Max > 0 {
+		gauge(c.maxLive, float64(s.Max))
 	}
-	if c.limits.Idle > 0 {
-		gauge(c.maxIdle, float64(c.limits.Idle))
+	if s.MaxIdle > 0 {
+		gauge(c.maxIdle, float64(s.MaxIdle))
 	}
-	gauge(c.minIdle, float64(minIdle(c.limits)))
-	gauge(c.live, float64(s.Live()))
-	gauge(c.idle, float64(s.Idle()))
-	gauge(c.busy, float64(s.Busy()))
-	gauge(c.waiting, float64(s.Waiting()))
-	counter(c.gets, s.Gets())
-	counter(c.emptyGets, s.EmptyGets())
-	ch <- prometheus.MustNewConstMetric(c.getTime, prometheus.CounterValue, s.GetTime().Seconds())
-	counter(c.made, s.Made())
-	counter(c.makeFailures, s.MakeFailures())
-	counter(c.closed, s.Stale(), "stale")
-	counter(c.closed, s.Evicted(), "evicted")
-	counter(c.closed, s.Surplus(), "surplus")
-	counter(c.closed, s.Broken(), "broken")
-	counter(c.closed, s.Unreused(), "unreused")
-	counter(c.closed, s.CheckFailures(), "check_failed")
-	counter(c.closed, s.Outdated(), "outdated")
-	counter(c.closed, s.Shutdown(), "shutdown")
-	counter(c.closeFailures, s.CloseFailures())
-	counter(c.panics, s.Panics())
-	counter(c.duplicates, s.Duplicates())
-	counter(c.resets, s.Resets())
-	counter(c.leaked, s.Leaked())
-	for _, r := range []policy.Reason{policy.ReasonClosed, policy.ReasonShedder, policy.ReasonBreaker} {
-		counter(c.shed, s.ShedBy(r), r.String())
-	}
-	counter(c.shed, s.TooManyWaiting(), "too_many_waiting")
-	for _, r := range []policy.Reason{policy.ReasonBackoff, policy.ReasonProbe, policy.ReasonBucket} {
-		counter(c.held, s.HeldBy(r), r.String())
-	}
-	counter(c.heldPastDeadline, s.HeldPastDeadline())
-	counter(c.cancelled, s.Cancelled())
-	counter(c.waited, s.Waited())
-	ch <- prometheus.MustNewConstMetric(c.waitTime, prometheus.CounterValue, s.WaitTime().Seconds())
-	gauge(c.refusal, s.Refusal())
-	gauge(c.holding, s.Holding().Seconds())
-}
-
-// minIdle is MinIdle as the pool reads it: none below zero, and no more
-// than an Idle limit lets sit idle.
-func minIdle(l policy.Limits) int {
-	n := max(l.MinIdle, 0)
-	if l.Idle > 0 {
-		n = min(n, l.Idle)
-	}
-	return n
+	gauge(c.minIdle, float64(s.MinIdle))
+	gauge(c.live, float64(s.Live))
+	gauge(c.idle, float64(s.Idle))
+	gauge(c.busy, float64(s.Busy))
+	gauge(c.waiting, float64(s.Waiting))
+	counter(c.gets, s.Gets)
+	counter(c.emptyGets, s.EmptyGets)
+	ch <- prometheus.MustNewConstMetric(c.getTime, prometheus.CounterValue, s.GetTime.Seconds())
+	counter(c.made, s.Made)
+	counter(c.makeFailures, s.MakeFailures)
+	counter(c.closed, s.Stale, "stale")
+	counter(c.closed, s.Evicted, "evicted")
+	counter(c.closed, s.Surplus, "surplus")
+	counter(c.closed, s.Broken, "broken")
+	counter(c.closed, s.Unreused, "unreused")
+	counter(c.closed, s.CheckFailures, "check_failed")
+	counter(c.closed, s.Outdated, "outdated")
+	counter(c.closed, s.Shutdown, "shutdown")
+	counter(c.closeFailures, s.CloseFailures)
+	counter(c.panics, s.Panics)
+	counter(c.duplicates, s.Duplicates)
+	counter(c.resets, s.Resets)
+	counter(c.leaked, s.Leaked)
+	counter(c.shed, s.ShedClosed, "closed")
+	counter(c.shed, s.ShedOverloaded, "shedder")
+	counter(c.shed, s.ShedBreaker, "breaker")
+	counter(c.shed, s.TooManyWaiting, "too_many_waiting")
+	counter(c.held, s.HeldBackoff, "backoff")
+	counter(c.held, s.HeldProbe, "probe")
+	counter(c.held, s.HeldBucket, "bucket")
+	counter(c.heldPastDeadline, s.HeldPastDeadline)
+	counter(c.cancelled, s.Cancelled)
+	counter(c.waited, s.Waited)
+	ch <- prometheus.MustNewConstMetric(c.waitTime, prometheus.CounterValue, s.WaitTime.Seconds())
+	gauge(c.refusal, s.Refusal)
+	gauge(c.holding, s.Holding.Seconds())
 }

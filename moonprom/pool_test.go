@@ -12,7 +12,6 @@ import (
 	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/internal/vclock"
 	"github.com/moonpool-go/moonpool/moonprom"
-	"github.com/moonpool-go/moonpool/policy"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
@@ -24,7 +23,7 @@ func TestMain(m *testing.M) {
 
 // newPool is a pool of fresh *int on an engine with a virtual clock, both
 // gone with the test; broken makes its next Open fail.
-func newPool(t testing.TB, limits policy.Limits, broken *bool) (*vclock.Virtual, *client.Pool[*int]) {
+func newPool(t testing.TB, limits client.Limits, broken *bool) (*vclock.Virtual, *client.Pool[*int]) {
 	t.Helper()
 	clock := vclock.NewVirtual()
 	eng := engine.New(engine.WithClock(clock))
@@ -62,13 +61,13 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 // broken and one put back past the idle limit, in Prometheus's text form.
 func TestPoolCollector(t *testing.T) {
 	broken := false
-	clock, pool := newPool(t, policy.Limits{Size: 2, Idle: 1}, &broken)
+	clock, pool := newPool(t, client.Limits{Size: 2, Idle: 1}, &broken)
 	ctx := t.Context()
 	a, _ := pool.Get(ctx)
 	b, _ := pool.Get(ctx)
 	got := make(chan *int, 1)
 	go func() { c, _ := pool.Get(ctx); got <- c }()
-	waitFor(t, "the third Get to wait in line", func() bool { return pool.Stats().Waiting() == 1 })
+	waitFor(t, "the third Get to wait in line", func() bool { return pool.Stats().Waiting == 1 })
 	clock.Advance(1500 * time.Millisecond)
 	pool.Put(a)
 	a = <-got
@@ -82,7 +81,7 @@ func TestPoolCollector(t *testing.T) {
 	pool.Put(a)
 	pool.Put(b) // past the idle limit of one: closed as surplus
 
-	c := moonprom.NewPoolCollector(pool, "db", policy.Limits{Size: 2, Idle: 1})
+	c := moonprom.NewPoolCollector(pool, "db")
 	want := `
 # HELP moonpool_pool_backoff_hold_seconds How much longer the ward's backoff holds opens back.
 # TYPE moonpool_pool_backoff_hold_seconds gauge
@@ -184,15 +183,15 @@ moonpool_pool_waiting{pool="db"} 0
 // the names pass Prometheus's lint. Limits of zero (none) are left out.
 // MinIdle is reported as the pool reads it: no more than Idle.
 func TestPoolCollectorsShareARegistry(t *testing.T) {
-	warm := policy.Limits{Size: 4, Idle: 2, MinIdle: 3}
-	_, users := newPool(t, policy.DefaultLimits, nil)
-	_, orders := newPool(t, policy.Limits{}, nil)
+	warm := client.Limits{Size: 4, Idle: 2, MinIdle: 3}
+	_, users := newPool(t, client.DefaultLimits, nil)
+	_, orders := newPool(t, client.Limits{}, nil)
 	_, cache := newPool(t, warm, nil)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(
-		moonprom.NewPoolCollector(users, "users", policy.DefaultLimits),
-		moonprom.NewPoolCollector(orders, "orders", policy.Limits{}),
-		moonprom.NewPoolCollector(cache, "cache", warm),
+		moonprom.NewPoolCollector(users, "users"),
+		moonprom.NewPoolCollector(orders, "orders"),
+		moonprom.NewPoolCollector(cache, "cache"),
 	)
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil {
@@ -233,7 +232,7 @@ func TestPoolCollectorsShareARegistry(t *testing.T) {
 func TestPoolCollectorNilPool(t *testing.T) {
 	var none *client.Pool[*int]
 	for _, p := range []moonprom.Pool{nil, none} {
-		if n := testutil.CollectAndCount(moonprom.NewPoolCollector(p, "x", policy.DefaultLimits)); n != 0 {
+		if n := testutil.CollectAndCount(moonprom.NewPoolCollector(p, "x")); n != 0 {
 			t.Errorf("%T: %d metrics collected, want 0", p, n)
 		}
 	}
@@ -259,30 +258,53 @@ func scrape(t testing.TB, reg prometheus.Gatherer) map[string]float64 {
 	return got
 }
 
-// moonpool_pool_max_live is the pool's Size as SetLimits left it, and is
-// left out while the pool has no Size limit.
+// moonpool_pool_max_live, _max_idle and _min_idle are the pool's limits as
+// SetLimits left them, read at each scrape. max_live and max_idle are left
+// out while the pool has no such limit. min_idle is MinIdle as the pool
+// reads it: no more than Idle.
 func TestPoolCollectorFollowsSetLimits(t *testing.T) {
-	limits := policy.Limits{Size: 2, Idle: 1}
+	limits := client.Limits{Size: 2, Idle: 1}
 	_, pool := newPool(t, limits, nil)
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(moonprom.NewPoolCollector(pool, "db", limits))
-	const maxLive = `moonpool_pool_max_live{pool=db}`
+	reg.MustRegister(moonprom.NewPoolCollector(pool, "db"))
+	const (
+		maxLive = `moonpool_pool_max_live{pool=db}`
+		maxIdle = `moonpool_pool_max_idle{pool=db}`
+		minIdle = `moonpool_pool_min_idle{pool=db}`
+	)
 	for i, step := range []struct {
-		size int
-		want float64 // 0: left out
+		size, idle, minIdle  int
+		wantMax, wantMaxIdle float64 // 0: left out
+		wantMinIdle          float64
 	}{
-		{2, 2},
-		{5, 5},
-		{0, 0},
-		{3, 3},
+		{2, 1, 0, 2, 1, 0},
+		{5, 4, 2, 5, 4, 2},
+		{0, 0, 1, 0, 0, 1},
+		{3, 2, 3, 3, 2, 2},
 	} {
-		limits.Size = step.size
+		limits.Size, limits.Idle, limits.MinIdle = step.size, step.idle, step.minIdle
 		if err := pool.SetLimits(limits); err != nil {
 			t.Fatal(err)
 		}
-		v, ok := scrape(t, reg)[maxLive]
-		if step.want == 0 && ok || step.want != 0 && v != step.want {
-			t.Errorf("step %d: after SetLimits(Size %d): max_live %v (reported %v), want %v", i, step.size, v, ok, step.want)
+		got := scrape(t, reg)
+		for _, m := range []struct {
+			name string
+			want float64
+			opt  bool // left out at 0
+		}{
+			{maxLive, step.wantMax, true},
+			{maxIdle, step.wantMaxIdle, true},
+			{minIdle, step.wantMinIdle, false},
+		} {
+			v, ok := got[m.name]
+			switch {
+			case m.opt && m.want == 0:
+				if ok {
+					t.Errorf("step %d: after SetLimits(%+v): %s %v, want it left out", i, limits, m.name, v)
+				}
+			case !ok || v != m.want:
+				t.Errorf("step %d: after SetLimits(%+v): %s %v (reported %v), want %v", i, limits, m.name, v, ok, m.want)
+			}
 		}
 	}
 }
@@ -300,11 +322,11 @@ func TestPoolCollectorClosesByReason(t *testing.T) {
 	clock := vclock.NewVirtual(vclock.WithLateness(time.Hour))
 	eng := engine.New(engine.WithClock(clock), engine.WithLogger(slog.New(slog.DiscardHandler)))
 	t.Cleanup(func() { eng.Shutdown(context.Background()) })
-	limits := policy.Limits{Size: 3, Idle: 1, Keep: time.Minute, MinIdle: 0}
+	limits := client.Limits{Size: 3, Idle: 1, Keep: time.Minute, MinIdle: 0}
 	pool, err := client.NewPool(eng, client.PoolConfig[*int]{
 		Open:      func(context.Context) (*int, error) { return new(int), nil },
 		Limits:    limits,
-		Ward:      policy.Ward{Backoff: policy.DefaultBackoff}, // a ward makes every Get read the clock
+		Ward:      client.Ward{Backoff: client.DefaultBackoff}, // a ward makes every Get read the clock
 		Check:     func(_ context.Context, c *int) error { return map[bool]error{true: errors.New("gone")}[*c == bad] },
 		Reuse:     func(c *int) bool { return *c != spent },
 		LeakAfter: time.Minute,
@@ -313,7 +335,7 @@ func TestPoolCollectorClosesByReason(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(moonprom.NewPoolCollector(pool, "db", limits))
+	reg.MustRegister(moonprom.NewPoolCollector(pool, "db"))
 	get := func() *int {
 		t.Helper()
 		c, err := pool.Get(t.Context())
@@ -335,7 +357,7 @@ func TestPoolCollectorClosesByReason(t *testing.T) {
 		}, map[string]float64{"stale": 1, "gets": 2, "empty": 2}},
 		{"evicted: idle past Keep when the timer fires", func() {
 			clock.Advance(2 * time.Hour)
-			waitFor(t, "the eviction", func() bool { return pool.Stats().Evicted() == 1 })
+			waitFor(t, "the eviction", func() bool { return pool.Stats().Evicted == 1 })
 		}, map[string]float64{"stale": 1, "evicted": 1}},
 		{"broken", func() { pool.Discard(get()) }, map[string]float64{"broken": 1, "gets": 3}},
 		{"unreused", func() {
@@ -358,12 +380,12 @@ func TestPoolCollectorClosesByReason(t *testing.T) {
 			if err := pool.Reset(); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the reset's close", func() bool { return pool.Stats().Outdated() == 1 })
+			waitFor(t, "the reset's close", func() bool { return pool.Stats().Outdated == 1 })
 		}, map[string]float64{"outdated": 1, "resets": 1}},
 		{"leaked", func() {
 			c := get()
 			clock.Advance(2 * time.Hour)
-			waitFor(t, "the leak report", func() bool { return pool.Stats().Leaked() == 1 })
+			waitFor(t, "the leak report", func() bool { return pool.Stats().Leaked == 1 })
 			pool.Put(c)
 		}, map[string]float64{"leaked": 1}},
 		{"shutdown", func() {
@@ -383,7 +405,7 @@ func TestPoolCollectorClosesByReason(t *testing.T) {
 				t.Errorf("step %d (%s): closed %s %v, want %v", i, s.what, r, v, want)
 			}
 		}
-		if closes := float64(pool.Stats().Closes()); sum != closes {
+		if closes := float64(pool.Stats().Closes); sum != closes {
 			t.Errorf("step %d (%s): the reasons add up to %v, Stats.Closes is %v", i, s.what, sum, closes)
 		}
 		for key, name := range map[string]string{"gets": "gets_total", "empty": "empty_gets_total", "resets": "resets_total", "leaked": "leaked_total"} {

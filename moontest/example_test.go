@@ -57,15 +57,15 @@ func TestPoolKeepOnUserClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Advance(time.Minute - 1)
-	if s := pool.Stats(); s.Idle() != 1 {
-		t.Fatalf("idle %d a nanosecond before Keep, want 1", s.Idle())
+	if s := pool.Stats(); s.Idle != 1 {
+		t.Fatalf("idle %d a nanosecond before Keep, want 1", s.Idle)
 	}
 	clock.Advance(1)
 	if got := <-closed; got != c {
 		t.Errorf("closed %d, want the idle %d", got, c)
 	}
-	if s := pool.Stats(); s.Idle() != 0 || s.Evicted() != 1 {
-		t.Errorf("after Keep: idle %d, evicted %d; want 0, 1", s.Idle(), s.Evicted())
+	if s := pool.Stats(); s.Idle != 0 || s.Evicted != 1 {
+		t.Errorf("after Keep: idle %d, evicted %d; want 0, 1", s.Idle, s.Evicted)
 	}
 }
 

@@ -54,7 +54,7 @@ func main() {
 			fmt.Printf("request %d: 503, %v\n", i, err)
 			continue
 		}
-		fmt.Printf("request %d: 200, %d connection(s) opened\n", i, pool.Stats().Made())
+		fmt.Printf("request %d: 200, %d connection(s) opened\n", i, pool.Stats().Made)
 		pool.Put(conn) // or pool.Discard(conn) if it broke
 	}
 }

@@ -68,10 +68,10 @@ func TestAgainstPostgres(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	if s := db.Stats(); s.Live() != size || s.Idle() != size {
-		t.Errorf("after 16 callers on a pool of %d: live %d, idle %d; want %d each", size, s.Live(), s.Idle(), size)
+	if s := db.Stats(); s.Live != size || s.Idle != size {
+		t.Errorf("after 16 callers on a pool of %d: live %d, idle %d; want %d each", size, s.Live, s.Idle, size)
 	}
-	watch.sessionsAre(ctx, db.Stats().Idle())
+	watch.sessionsAre(ctx, db.Stats().Idle)
 
 	// A restart in the middle of a steady load is survived: every caller
 	// gets a query through after the server is back.
@@ -79,7 +79,7 @@ func TestAgainstPostgres(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	if db.Stats().Broken() == 0 {
+	if db.Stats().Broken == 0 {
 		t.Error("no connection was discarded, yet the restart ended every session")
 	}
 
@@ -88,10 +88,10 @@ func TestAgainstPostgres(t *testing.T) {
 	// server has exactly the sessions the pool holds idle.
 	useEveryConnection(t, ctx, db, size)
 	s := db.Stats()
-	if s.Busy() != 0 || s.Live() != s.Idle() {
-		t.Errorf("with nothing lent: live %d, idle %d, busy %d", s.Live(), s.Idle(), s.Busy())
+	if s.Busy != 0 || s.Live != s.Idle {
+		t.Errorf("with nothing lent: live %d, idle %d, busy %d", s.Live, s.Idle, s.Busy)
 	}
-	watch.sessionsAre(ctx, s.Idle())
+	watch.sessionsAre(ctx, s.Idle)
 
 	if err := db.Close(ctx); err != nil {
 		t.Errorf("close: %v", err)
@@ -157,7 +157,7 @@ func restartUnderLoad(t *testing.T, ctx context.Context, srv *pgtest.Server, db 
 			t.Fatalf("%d of %d callers got no query through after the restart (%d failed queries): %v", callers-i, callers, failed.Load(), context.Cause(ctx))
 		}
 	}
-	t.Logf("restart: %d queries failed; %d connections discarded, %d dials failed", failed.Load(), db.Stats().Broken(), db.Stats().MakeFailures())
+	t.Logf("restart: %d queries failed; %d connections discarded, %d dials failed", failed.Load(), db.Stats().Broken, db.Stats().MakeFailures)
 }
 
 // useEveryConnection holds size connections at once, each of them shown

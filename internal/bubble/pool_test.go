@@ -65,16 +65,16 @@ func TestPool(t *testing.T) {
 
 		time.Sleep(59 * time.Second)
 		synctest.Wait()
-		if a.closed.Load() || b.closed.Load() || p.Stats().Idle() != 2 {
-			t.Fatalf("after 59s idle: closed %v %v, %d idle; want both kept", a.closed.Load(), b.closed.Load(), p.Stats().Idle())
+		if a.closed.Load() || b.closed.Load() || p.Stats().Idle != 2 {
+			t.Fatalf("after 59s idle: closed %v %v, %d idle; want both kept", a.closed.Load(), b.closed.Load(), p.Stats().Idle)
 		}
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		if !a.closed.Load() || !b.closed.Load() {
 			t.Fatalf("after 61s idle: closed %v %v; Keep of 1m should have closed both", a.closed.Load(), b.closed.Load())
 		}
-		if s := p.Stats(); s.Idle() != 0 || s.Evicted() != 2 {
-			t.Fatalf("after Keep: %d idle, %d evicted; want 0 and 2", s.Idle(), s.Evicted())
+		if s := p.Stats(); s.Idle != 0 || s.Evicted != 2 {
+			t.Fatalf("after Keep: %d idle, %d evicted; want 0 and 2", s.Idle, s.Evicted)
 		}
 		if opened.Load() != 2 {
 			t.Fatalf("%d opened, want 2", opened.Load())
