@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"reflect"
-	"time"
 
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/policy"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -59,11 +57,9 @@ type Config struct {
 //     bucket that does not refill, a window of nothing) is a pushback of
 //     -1, which tells gRPC clients not to retry, and no RetryInfo.
 //   - refused by a quota that has been closed, or whose engine has shut
-//     down: codes.Unavailable with no pushback, as for a closed pool. The
-//     server is going away; the caller's quota is not what refused it. The
-//     interceptor tells a closed quota by its answer: a refusal that never
-//     ends from a quota that comes back (see client.Bucket.Quota). A quota
-//     that never comes back answers ResourceExhausted, open or closed.
+//     down (client.Decision.Closed): codes.Unavailable with no pushback,
+//     as for a closed pool. The server is going away; the caller's quota
+//     is not what refused it.
 //   - turned away by the gate: codes.Unavailable with no pushback, since
 //     nobody can say when a running call will finish; the client's own
 //     backoff decides.
@@ -153,24 +149,6 @@ func isNil(v any) bool {
 	return r.Kind() == reflect.Pointer && r.IsNil()
 }
 
-// quoter is a Quota that says its quota now, as the client limiters do.
-type quoter interface {
-	Quota() (q int, w time.Duration)
-}
-
-// comesBack says whether q's quota is ever whole again: at least one call
-// per window of some length. Such a limiter, open, never refuses a call
-// for ever, so a refusal that never ends means it is closed. A Quota that
-// does not say its numbers is read as one that may refuse for ever.
-func comesBack(q Quota) bool {
-	n, ok := q.(quoter)
-	if !ok {
-		return false
-	}
-	allow, window := n.Quota()
-	return allow > 0 && window > 0
-}
-
 // nothing is the leave of a call that took no room at the gate.
 func nothing() {}
 
@@ -192,7 +170,7 @@ func (g *guard) admit(ctx context.Context, method string) (*status.Status, metad
 		}
 		if d := g.quota.Try(key); !d.OK {
 			leave()
-			if d.Wait >= policy.Never && comesBack(g.quota) {
+			if d.Closed {
 				return status.New(codes.Unavailable, "moonpool: quota closed"), nil, nil
 			}
 			st, md := refusal(status.New(codes.ResourceExhausted, "moonpool: quota exceeded"), d.Wait)

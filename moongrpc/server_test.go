@@ -75,9 +75,8 @@ func TestQuotaRefusesWithPushbackAndRetryInfo(t *testing.T) {
 	}
 }
 
-// A wait that never ends (a bucket that earns nothing, open or closed)
-// tells the client not to retry, and carries no RetryInfo since no delay
-// would be true.
+// A wait that never ends (a bucket that earns nothing) tells the client
+// not to retry, and carries no RetryInfo since no delay would be true.
 func TestQuotaThatNeverRefillsSaysDoNotRetry(t *testing.T) {
 	_, eng := virtualEngine(t)
 	quota, err := client.NewKeyedWindow(eng, 1, time.Hour)
@@ -86,13 +85,6 @@ func TestQuotaThatNeverRefillsSaysDoNotRetry(t *testing.T) {
 	}
 	drained, err := client.NewKeyedBucket(eng, 0, 1)
 	if err != nil {
-		t.Fatal(err)
-	}
-	closed, err := client.NewKeyedBucket(eng, 0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := closed.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -104,7 +96,6 @@ func TestQuotaThatNeverRefillsSaysDoNotRetry(t *testing.T) {
 	}{
 		{"an hour's window", quota, codes.OK, "3600000", time.Hour},
 		{"no rate", drained, codes.OK, "-1", 0},
-		{"no rate, closed", closed, codes.ResourceExhausted, "-1", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			conn := serve(t, &echo{}, moongrpc.Config{Quota: c.quota}, nil)
@@ -128,6 +119,8 @@ func TestQuotaThatNeverRefillsSaysDoNotRetry(t *testing.T) {
 // A quota closed with the server, or on an engine that has shut down, is
 // the server's state, not the caller's quota: Unavailable, as for a closed
 // pool, with no pushback and no RetryInfo, so the client's backoff decides.
+// So is a closed bucket that never refills, and a closed quota that does
+// not say its numbers: the Decision says it is closed.
 func TestClosedQuotaIsUnavailable(t *testing.T) {
 	_, eng := virtualEngine(t)
 	bucket, err := client.NewKeyedBucket(eng, 10, 10)
@@ -138,12 +131,20 @@ func TestClosedQuotaIsUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	never, err := client.NewKeyedBucket(eng, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hidden, err := client.NewKeyedWindow(eng, 5, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, gone := virtualEngine(t)
 	orphan, err := client.NewKeyedWindow(gone, 5, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range []interface{ Close(context.Context) error }{bucket, window} {
+	for _, l := range []interface{ Close(context.Context) error }{bucket, window, never, hidden} {
 		if err := l.Close(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -157,6 +158,8 @@ func TestClosedQuotaIsUnavailable(t *testing.T) {
 	}{
 		{"bucket", bucket},
 		{"window", window},
+		{"bucket that never refills", never},
+		{"quota that does not say its numbers", tryOnly{hidden}},
 		{"engine shut down", orphan},
 	} {
 		e := &echo{}
@@ -176,6 +179,11 @@ func TestClosedQuotaIsUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// tryOnly is a Quota with no other method: it does not say its numbers.
+type tryOnly struct{ q moongrpc.Quota }
+
+func (t tryOnly) Try(key string) client.Decision { return t.q.Try(key) }
 
 // A gate of one: a second call while the first runs is turned away with
 // Unavailable and no pushback; once the first is over there is room again.

@@ -129,16 +129,6 @@ func (p Policy) reset(d client.Decision) (seconds int64, ok bool) {
 	return 0, false
 }
 
-// comesBack says whether the quota p states is ever whole again: a bucket
-// that refills, or a window that counts at least one request. Such a
-// limiter, open, never refuses one request for ever.
-func (p Policy) comesBack() bool {
-	if p.burst > 0 {
-		return p.rate > 0
-	}
-	return p.Quota > 0 && p.Window > 0
-}
-
 // setFields writes the RateLimit-Policy and RateLimit fields for d, and
 // the X-RateLimit ones if legacy.
 func (p Policy) setFields(h http.Header, d client.Decision, legacy bool) {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/policy"
 )
 
 // Limiter is what Limit asks about each request: client.KeyedBucket and
@@ -122,14 +121,12 @@ func WithLegacyHeaders() Option {
 // retune while the server runs. Limit never blocks on other requests beyond
 // one round trip to the limiter's actor.
 //
-// Once l is closed, or its engine shut down, every request gets 503 Service
-// Unavailable with Retry-After: 1 and no RateLimit fields. That is what a
-// pool closed with the server answers (see Unavailable). The server is
-// going away; the client's quota is not what refused it. Limit tells a
-// closed l by its answer: a refusal that never ends, from a quota that
-// comes back. A quota that never comes back (a bucket that does not refill,
-// a window of nothing) refuses for ever while open too. It answers 429
-// either way.
+// Once l is closed, or its engine shut down (its Decision says Closed),
+// every request gets 503 Service Unavailable with Retry-After: 1 and no
+// RateLimit fields. That is what a pool closed with the server answers
+// (see Unavailable). The server is going away; the client's quota is not
+// what refused it. An open quota that never comes back (a bucket that does
+// not refill, a window of nothing) answers 429 with a Retry-After of a day.
 //
 // A nil l refuses nothing and sets no fields. So does a nil pointer in l,
 // such as a *client.KeyedBucket whose constructor failed.
@@ -154,7 +151,7 @@ func Limit(l Limiter, p Policy, opts ...Option) func(http.Handler) http.Handler 
 			if s.live {
 				p = p.live(l)
 			}
-			if !d.OK && d.Wait >= policy.Never && p.comesBack() {
+			if !d.OK && d.Closed {
 				reject(w, r, s.reject, Rejection{Status: http.StatusServiceUnavailable, RetryAfter: 1})
 				return
 			}

@@ -221,38 +221,39 @@ func TestLimitHeaderKey(t *testing.T) {
 // TestLimitClosed: a limiter shut down with the server is the server's
 // state, not the client's quota. Every request gets 503 with the short
 // Retry-After a closed pool gets, and no RateLimit fields. A quota that
-// never comes back says 429 and a day, open or closed.
+// never comes back says 429 and a day while open, and 503 once closed.
 func TestLimitClosed(t *testing.T) {
 	r := newRig(t)
 	kb, _ := client.NewKeyedBucket(r.eng, 1, 5)
 	kw, _ := client.NewKeyedWindow(r.eng, 2, time.Hour)
 	never, _ := client.NewKeyedBucket(r.eng, 0, 1)
+	neverH := moonhttp.Limit(never, moonhttp.BucketPolicy(0, 1))(ok)
+	srv, c := serve(t, neverH)
+	get(t, c, srv.URL) // its one token
+	if got, want := get(t, c, srv.URL), (fields{429, `"default";q=1`, `"default";r=0;t=86400`, "86400", "", "", ""}); got != want {
+		t.Errorf("a quota that never comes back, open: %+v, want %+v", got, want)
+	}
 	tests := []struct {
 		name string
 		h    http.Handler
-		want fields
 	}{
-		{"bucket", moonhttp.Limit(kb, moonhttp.BucketPolicy(1, 5))(ok), fields{503, "", "", "1", "", "", ""}},
-		{"window", moonhttp.Limit(kw, moonhttp.WindowPolicy(2, time.Hour), moonhttp.WithLegacyHeaders())(ok),
-			fields{503, "", "", "1", "", "", ""}},
-		{"a quota that never comes back", moonhttp.Limit(never, moonhttp.BucketPolicy(0, 1))(ok),
-			fields{429, `"default";q=1`, `"default";r=0;t=86400`, "86400", "", "", ""}},
+		{"bucket", moonhttp.Limit(kb, moonhttp.BucketPolicy(1, 5))(ok)},
+		{"window", moonhttp.Limit(kw, moonhttp.WindowPolicy(2, time.Hour), moonhttp.WithLegacyHeaders())(ok)},
+		{"a quota that never comes back", neverH},
 	}
 	for _, l := range []interface{ Close(context.Context) error }{kb, kw, never} {
 		if err := l.Close(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 	}
+	closed := fields{503, "", "", "1", "", "", ""}
 	for _, tc := range tests {
 		srv, c := serve(t, tc.h)
-		if tc.name == "a quota that never comes back" {
-			get(t, c, srv.URL) // its one token
-		}
-		if got := get(t, c, srv.URL); got != tc.want {
-			t.Errorf("%s, closed: %+v, want %+v", tc.name, got, tc.want)
+		if got := get(t, c, srv.URL); got != closed {
+			t.Errorf("%s, closed: %+v, want %+v", tc.name, got, closed)
 		}
 	}
-	srv, c := serve(t, tests[0].h)
+	srv, c = serve(t, tests[0].h)
 	res := do(c, newReq(t, "GET", srv.URL, ""))
 	if !strings.Contains(res.body, moonhttp.ProblemReducedCapacity) {
 		t.Errorf("closed: body %s, want the reduced-capacity problem", res.body)
