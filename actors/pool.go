@@ -52,7 +52,24 @@ type PoolConfig struct {
 	// Stats as it stopped go there, once. An owner whose requests the
 	// stopped actor refuses reads there what was still lent.
 	Last chan<- Stats
+	// Fleet, if not nil, hears what the pool's fleet must know (see
+	// FleetReport). Failed makes are reported in batches, at most one
+	// report per FleetBatch: the first failure after a quiet batch at
+	// once, the rest at the batch's end. A fleet probe's outcome is
+	// reported at once. A make that works is never reported, so a healthy
+	// pool never calls it. The actor calls it, so it must not block; a
+	// panic in it is recovered and logged. The fleet's view comes back in
+	// Fleet messages.
+	Fleet func(FleetReport)
+	// FleetBatch is the least time between two reports of failures, on the
+	// engine's clock; <= 0 is 10 ms.
+	FleetBatch time.Duration
 }
+
+// fleetBatch is PoolConfig.FleetBatch's default: long enough to gather the
+// failures of a pool's callers in an outage into one report, short next to
+// the time a fleet takes to hold.
+const fleetBatch = 10 * time.Millisecond
 
 // SpawnPool starts a pool actor on e under name (a fresh name when empty).
 // shutdown is the hook the engine runs before stopping it (see
@@ -138,6 +155,8 @@ type books[T comparable] struct {
 	pop    map[T]*racked[T] // the records of what the rack has lent, as callers see them
 	racked int              // how many of them are on the rack or out from it
 
+	fleet fleetBooks // what the pool owes its fleet, if it has one
+
 	inFlight // the request being handled, until it is answered or parked
 	// taking is that request when it is a Take: answer and refuseHeld ask
 	// whether the Take they answer is it with one pointer compare.
@@ -149,6 +168,10 @@ func newBooks[T comparable](e *engine.Engine, cfg PoolConfig) *books[T] {
 		check: cfg.Check, checkIdle: cfg.CheckIdle, keepAlive: cfg.KeepAlive, checks: cfg.Checks}
 	b.leftovers, _ = cfg.Leftovers.(chan []T)
 	b.last = cfg.Last
+	b.fleet = fleetBooks{report: cfg.Fleet, batch: cfg.FleetBatch}
+	if b.fleet.batch <= 0 {
+		b.fleet.batch = fleetBatch
+	}
 	b.q.init()
 	b.q.newLine(-1)
 	seed := cfg.Seed
@@ -204,10 +227,7 @@ func (a *poolActor[T]) Handle(msg any) {
 	case *Made[T]:
 		b.made(m)
 	case *Unmade:
-		if b.pool.Reserved() > 0 {
-			b.stats.MakeFailures++
-		}
-		b.pool.Unmade(m.Now)
+		b.unmade(m.Now)
 		b.settle(m.Now)
 	case *Release:
 		b.pool.Release()
@@ -220,6 +240,10 @@ func (a *poolActor[T]) Handle(msg any) {
 		b.tick(m.Now)
 	case *Heat:
 		b.pool.Heat(m.Value, m.Now)
+	case *Fleet:
+		now := b.stamped(m.Now)
+		b.pool.SetFleet(m.View, now)
+		b.settle(now)
 	case *SetLimits:
 		b.setLimits(m)
 	case *Fill[T]:
@@ -342,7 +366,9 @@ func (b *books[T]) made(m *Made[T]) {
 	now := m.Now // m is the caller's again once answered
 	a, refused := b.unwanted(m.Item, m.Gen, now)
 	if !refused {
+		probe := b.pool.FleetProbe()
 		b.pool.Made(m.Item, now)
+		b.probed(now, probe)
 		a.Kept = b.pool.Lent(m.Item)
 		if a.Kept {
 			b.stats.Made++
@@ -372,7 +398,9 @@ func (b *books[T]) unwanted(item T, gen uint32, now int64) (a Answer[T], refused
 		// The make worked, and the ward hears so; but the Reset said the
 		// backend as it was is suspect, so the resource goes straight off
 		// the books again, its room freed, and the caller closes it.
+		probe := b.pool.FleetProbe()
 		b.pool.Made(item, now)
+		b.probed(now, probe)
 		b.pool.Drop(item)
 		b.stats.Outdated++
 		return Answer[T]{Err: ErrOutdated}, true
@@ -522,7 +550,9 @@ func (b *books[T]) give(m *Give[T]) {
 		return
 	}
 	if !lent {
+		probe := b.pool.FleetProbe()
 		kept = b.pool.Give(item, now) // an unknown one may fill a reserved make
+		b.probed(now, probe)
 	}
 	if !kept {
 		b.unkept(closed, outdated)
@@ -675,6 +705,13 @@ func (b *books[T]) tick(now int64) {
 	}
 	if b.later != 0 {
 		b.arm(now, b.later)
+	}
+	if b.fleet.due != 0 {
+		if now >= b.fleet.due {
+			b.report(now, FleetReport{})
+		} else {
+			b.arm(now, b.fleet.due)
+		}
 	}
 	if b.keepAlive > 0 {
 		b.keepAliveAt(now)
@@ -889,9 +926,11 @@ func (b *books[T]) filled(m *Filled[T]) {
 	a, refused := b.unwanted(m.Item, m.Gen, now)
 	if !refused {
 		b.stats.Made++
+		probe := b.pool.FleetProbe()
 		if a.Kept = b.pool.Give(m.Item, now); !a.Kept {
 			b.stats.Surplus++
 		}
+		b.probed(now, probe)
 	}
 	m.Reply <- a
 	b.answered()
@@ -902,9 +941,8 @@ func (b *books[T]) filled(m *Filled[T]) {
 func (b *books[T]) unfilled(m *Unfilled) {
 	now := b.stamped(m.Now)
 	b.filling = max(b.filling-1, 0)
-	if m.Failed && b.pool.Reserved() > 0 {
-		b.stats.MakeFailures++
-		b.pool.Unmade(now)
+	if m.Failed {
+		b.unmade(now)
 	} else {
 		b.pool.Release()
 	}
@@ -932,6 +970,68 @@ func (b *books[T]) reset(m *Reset) {
 	b.settle(b.stamped(m.Now))
 }
 
+// unmade hands the pool a failed make, and tells the fleet.
+func (b *books[T]) unmade(now int64) {
+	if b.pool.Reserved() == 0 {
+		b.pool.Unmade(now) // nothing to fail: the time is noted all the same
+		return
+	}
+	b.stats.MakeFailures++
+	probe := b.pool.FleetProbe()
+	b.pool.Unmade(now)
+	if b.fleet.report == nil {
+		return
+	}
+	now = b.stamped(now)
+	b.fleet.failed++
+	switch {
+	case probe:
+		b.report(now, FleetReport{Probed: true})
+	case b.fleet.due != 0:
+		// A report is due at the batch's end: this failure goes with it.
+	case b.fleet.sent && now-b.fleet.last < int64(b.fleet.batch):
+		b.fleet.due = b.fleet.last + int64(b.fleet.batch)
+		b.arm(now, b.fleet.due)
+	default:
+		b.report(now, FleetReport{})
+	}
+}
+
+// fleetBooks is what a pool owes its fleet: the failures not yet
+// reported, and when the next report may go.
+type fleetBooks struct {
+	report func(FleetReport) // nil: no fleet
+	batch  time.Duration     // the least time between two reports of failures
+	failed int               // failed makes not yet reported
+	due    int64             // when the failures held back are reported; 0 if none are
+	last   int64             // when the last report went
+	sent   bool              // whether any has
+}
+
+// probed tells the fleet its probe worked, when probe says the fleet's
+// probe was out before the pool heard of a make that worked, and the pool
+// says it is not out any more.
+func (b *books[T]) probed(now int64, probe bool) {
+	if probe && b.fleet.report != nil && !b.pool.FleetProbe() {
+		b.report(b.stamped(now), FleetReport{Probed: true, ProbeOK: true})
+	}
+}
+
+// report sends r with the failures held back. A fleet whose report
+// panics loses that report, and the pool goes on.
+func (b *books[T]) report(now int64, r FleetReport) {
+	r.Now, r.Failures = now, b.fleet.failed
+	b.fleet.failed, b.fleet.due = 0, 0
+	b.fleet.last, b.fleet.sent = now, true
+	b.stats.FleetReports++
+	defer func() {
+		if v := recover(); v != nil {
+			b.engine.Logger().Warn("moonpool: a pool's fleet report panicked", "panic", v)
+		}
+	}()
+	b.fleet.report(r)
+}
+
 // inspect is snapshot with the ward's state at now.
 func (b *books[T]) inspect(now int64) Stats {
 	s := b.snapshot()
@@ -943,6 +1043,7 @@ func (b *books[T]) inspect(now int64) Stats {
 		}
 	}
 	s.Probing = b.pool.Probing()
+	s.Fleet = b.pool.Fleet().StateAt(now)
 	return s
 }
 
@@ -959,6 +1060,7 @@ func (b *books[T]) snapshot() Stats {
 	s.Waiting = b.q.parked
 	s.Max = b.pool.Limits().Size
 	s.Closed = b.pool.Closed()
+	s.Fleet = b.pool.Fleet().State
 	return s
 }
 

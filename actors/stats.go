@@ -40,7 +40,7 @@ type Stats struct {
 	Shed        int64          // Takes answered Shed, for any reason: the sum of ShedBy and ShedWaiting
 	ShedBy      [reasons]int64 // of Shed, by the policy's reason: ReasonClosed, ReasonShedder, ReasonBreaker
 	ShedWaiting int64          // of Shed, turned away by the waiter cap (ErrTooManyWaiting)
-	HeldBy      [reasons]int64 // makes the ward held back (Later), by reason: ReasonBackoff, ReasonProbe, ReasonBucket; a parked caller is counted again each time it is first in line and held
+	HeldBy      [reasons]int64 // makes the ward held back (Later), by reason: ReasonBackoff, ReasonProbe, ReasonBucket, ReasonFleet, ReasonRamp; a parked caller is counted again each time it is first in line and held
 	Held        int64          // waiting Takes answered ErrHeld: the ward's hold would outlast their deadline
 	Cancelled   int64          // parked Takes withdrawn
 	Waited      int64          // parked Takes answered
@@ -51,4 +51,8 @@ type Stats struct {
 	Refusal float64       // the share of makes the breaker refuses (0 without one)
 	Holding time.Duration // how much longer the backoff holds makes back after a failure; 0 when it does not
 	Probing bool          // a make is out as the probe after a failure; others wait for its outcome
+
+	// The fleet, if the pool has one (PoolConfig.Fleet).
+	Fleet        policy.FleetState // the fleet's view as of the Inspect's Now: FleetOpen without a fleet
+	FleetReports int64             // reports sent to the fleet
 }
