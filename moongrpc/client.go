@@ -6,8 +6,6 @@ import (
 	"slices"
 
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/engine"
-	"github.com/moonpool-go/moonpool/policy"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -37,7 +35,7 @@ var errNoEngine = errors.New("moongrpc: UnaryClientInterceptor: nil engine")
 // sent it, so status.Code reads the server's code; only when ctx ends
 // during a sleep is it ctx's, as codes.Canceled or
 // codes.DeadlineExceeded. A backoff that allows no attempt (the zero
-// Backoff; start from policy.DefaultBackoff) or a nil eng fails every
+// Backoff; start from client.DefaultBackoff) or a nil eng fails every
 // call at once with client.Retry's error, before anything is sent.
 //
 // Each attempt is a whole call, with its own trailer; use it instead of
@@ -45,7 +43,7 @@ var errNoEngine = errors.New("moongrpc: UnaryClientInterceptor: nil engine")
 // of its attempts is retried again underneath. Install it only for
 // methods that are safe to run twice: an Unavailable can also mean a
 // connection lost after the server acted.
-func UnaryClientInterceptor(eng *engine.Engine, backoff policy.Backoff, retryOn ...codes.Code) grpc.UnaryClientInterceptor {
+func UnaryClientInterceptor(eng *client.Engine, backoff client.Backoff, retryOn ...codes.Code) grpc.UnaryClientInterceptor {
 	if len(retryOn) == 0 {
 		retryOn = []codes.Code{codes.Unavailable, codes.ResourceExhausted}
 	}

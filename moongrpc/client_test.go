@@ -8,7 +8,6 @@ import (
 
 	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/moongrpc"
-	"github.com/moonpool-go/moonpool/policy"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -27,7 +26,7 @@ func TestClientWaitsOutThePushback(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := &echo{}
-	backoff := policy.DefaultBackoff
+	backoff := client.DefaultBackoff
 	conn := serve(t, e, moongrpc.Config{Quota: quota}, moongrpc.UnaryClientInterceptor(clientEng, backoff))
 	if _, err := say(t.Context(), conn, ""); err != nil {
 		t.Fatal(err)
@@ -78,7 +77,7 @@ func TestClientRetriesOnlyWhatItMay(t *testing.T) {
 				}
 				return c.answer
 			}}
-			conn := serve(t, e, moongrpc.Config{}, moongrpc.UnaryClientInterceptor(eng, policy.DefaultBackoff, c.retryOn...))
+			conn := serve(t, e, moongrpc.Config{}, moongrpc.UnaryClientInterceptor(eng, client.DefaultBackoff, c.retryOn...))
 			_, err := say(t.Context(), conn, "")
 			if status.Code(err) != c.code {
 				t.Errorf("%v, want %v", err, c.code)
@@ -96,7 +95,7 @@ func TestClientGivesUpAfterItsAttempts(t *testing.T) {
 	clock, eng := virtualEngine(t)
 	defer clock.FastForward()()
 	e := &echo{answer: func(context.Context, int64) error { return status.Error(codes.Aborted, "conflict") }}
-	backoff := policy.DefaultBackoff
+	backoff := client.DefaultBackoff
 	backoff.Attempts = 4
 	conn := serve(t, e, moongrpc.Config{}, moongrpc.UnaryClientInterceptor(eng, backoff, codes.Aborted))
 	_, err := say(t.Context(), conn, "")
@@ -118,7 +117,7 @@ func TestClientNeverSleepsPastTheDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := &echo{}
-	conn := serve(t, e, moongrpc.Config{Quota: quota}, moongrpc.UnaryClientInterceptor(clientEng, policy.DefaultBackoff))
+	conn := serve(t, e, moongrpc.Config{Quota: quota}, moongrpc.UnaryClientInterceptor(clientEng, client.DefaultBackoff))
 	if _, err := say(t.Context(), conn, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +143,7 @@ func TestClientNeverSleepsPastTheDeadline(t *testing.T) {
 func TestClientStopsWhenCtxEnds(t *testing.T) {
 	clock, eng := virtualEngine(t)
 	e := &echo{answer: func(context.Context, int64) error { return status.Error(codes.Unavailable, "down") }}
-	conn := serve(t, e, moongrpc.Config{}, moongrpc.UnaryClientInterceptor(eng, policy.DefaultBackoff))
+	conn := serve(t, e, moongrpc.Config{}, moongrpc.UnaryClientInterceptor(eng, client.DefaultBackoff))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { _, err := say(ctx, conn, ""); done <- err }()
@@ -172,8 +171,8 @@ func TestClientMisconfigured(t *testing.T) {
 		interc  grpc.UnaryClientInterceptor
 		wantErr error
 	}{
-		{"zero backoff", moongrpc.UnaryClientInterceptor(eng, policy.Backoff{}), client.ErrNoAttempts},
-		{"nil engine", moongrpc.UnaryClientInterceptor(nil, policy.DefaultBackoff), nil},
+		{"zero backoff", moongrpc.UnaryClientInterceptor(eng, client.Backoff{}), client.ErrNoAttempts},
+		{"nil engine", moongrpc.UnaryClientInterceptor(nil, client.DefaultBackoff), nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := &echo{}

@@ -27,7 +27,7 @@
 // On the client, UnaryClientInterceptor retries a call that failed with a
 // code the caller allows (Unavailable and ResourceExhausted unless told
 // otherwise) through client.Retry: on the engine's clock, under a
-// policy.Backoff, never sooner than the server's pushback and never past
+// client.Backoff, never sooner than the server's pushback and never past
 // the call's deadline.
 //
 // The package imports gRPC; moonpool's own packages (policy, actors,

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/moonpool-go/moonpool/policy"
+	"github.com/moonpool-go/moonpool/client"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -22,10 +22,10 @@ const PushbackTrailer = "grpc-retry-pushback-ms"
 const dontRetry = "-1"
 
 // pushback is the trailer value for a wait: whole milliseconds rounded up,
-// so a client that honours it is never early; "-1" for policy.Never, which
+// so a client that honours it is never early; "-1" for client.Never, which
 // no client should wait out.
 func pushback(wait time.Duration) string {
-	if wait >= policy.Never {
+	if wait >= client.Never {
 		return dontRetry
 	}
 	ms := wait / time.Millisecond
@@ -37,14 +37,14 @@ func pushback(wait time.Duration) string {
 
 // refusal is the status and trailer for a call turned away with wait to go:
 // with wait <= 0 nothing says when to come back, and the client's own
-// backoff decides; with policy.Never the trailer says not to retry and no
+// backoff decides; with client.Never the trailer says not to retry and no
 // RetryInfo is attached, since no delay it could carry would be true.
 func refusal(st *status.Status, wait time.Duration) (*status.Status, metadata.MD) {
 	if wait <= 0 {
 		return st, nil
 	}
 	md := metadata.Pairs(PushbackTrailer, pushback(wait))
-	if wait >= policy.Never {
+	if wait >= client.Never {
 		return st, md
 	}
 	if with, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)}); err == nil {
@@ -68,7 +68,7 @@ func hint(st *status.Status, trailer metadata.MD) (wait time.Duration, ok bool) 
 		if err != nil || ms < 0 {
 			return 0, false
 		}
-		wait = time.Duration(min(ms, int64(policy.Never/time.Millisecond))) * time.Millisecond
+		wait = time.Duration(min(ms, int64(client.Never/time.Millisecond))) * time.Millisecond
 	}
 	for _, d := range st.Details() {
 		if ri, is := d.(*errdetails.RetryInfo); is && ri.GetRetryDelay() != nil {

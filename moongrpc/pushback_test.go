@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moonpool-go/moonpool/policy"
+	"github.com/moonpool-go/moonpool/client"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -23,8 +23,8 @@ func TestPushbackRoundsUp(t *testing.T) {
 		{time.Millisecond + 1, "2"},
 		{1500 * time.Millisecond, "1500"},
 		{24 * time.Hour, "86400000"},
-		{policy.Never - 1, "9223372036855"},
-		{policy.Never, "-1"},
+		{client.Never - 1, "9223372036855"},
+		{client.Never, "-1"},
 	} {
 		if got := pushback(c.wait); got != c.want {
 			t.Errorf("pushback(%v) = %q, want %q", c.wait, got, c.want)
@@ -61,7 +61,7 @@ func TestHint(t *testing.T) {
 		{"negative trailer", withInfo(time.Second), metadata.Pairs(PushbackTrailer, "-1"), 0, false},
 		{"not a number", plain, metadata.Pairs(PushbackTrailer, "soon"), 0, false},
 		{"twice", plain, metadata.Pairs(PushbackTrailer, "1", PushbackTrailer, "2"), 0, false},
-		{"past Never", plain, metadata.Pairs(PushbackTrailer, "9223372036854775807"), policy.Never / time.Millisecond * time.Millisecond, true},
+		{"past Never", plain, metadata.Pairs(PushbackTrailer, "9223372036854775807"), client.Never / time.Millisecond * time.Millisecond, true},
 	} {
 		wait, ok := hint(c.st, c.trailer)
 		if wait != c.wait || ok != c.ok {
@@ -82,7 +82,7 @@ func TestRefusalRoundTrip(t *testing.T) {
 	if st, md := refusal(status.New(codes.Unavailable, "busy"), 0); md != nil || len(st.Details()) != 0 {
 		t.Errorf("a refusal with no wait carries %v and %v", md, st.Details())
 	}
-	if _, ok := hint(refusal(status.New(codes.ResourceExhausted, "never"), policy.Never)); ok {
+	if _, ok := hint(refusal(status.New(codes.ResourceExhausted, "never"), client.Never)); ok {
 		t.Errorf("a refusal that never ends reads as worth retrying")
 	}
 }

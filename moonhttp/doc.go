@@ -13,7 +13,7 @@
 // answers carries the IETF RateLimit-Policy and RateLimit fields, so
 // clients can pace themselves before they are refused:
 //
-//	eng := engine.New()
+//	eng := client.NewEngine()
 //	defer eng.Shutdown(ctx)
 //	perClient, _ := client.NewKeyedBucket(eng, 10, 20) // 10/s, bursts of 20
 //	quota := moonhttp.Limit(perClient, moonhttp.BucketPolicy(10, 20),
@@ -29,7 +29,7 @@
 // # Calling
 //
 // Transport retries idempotent requests that failed to connect or were
-// told 429, 502, 503 or 504, under a policy.Backoff on the engine's clock;
+// told 429, 502, 503 or 504, under a client.Backoff on the engine's clock;
 // it waits out a Retry-After (seconds or an HTTP-date) spread by jitter,
 // stops when the request's ctx ends, and can hold the whole process to a
 // client.Bucket so it does not hammer a backend:

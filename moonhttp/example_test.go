@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/moonhttp"
 )
 
@@ -19,7 +18,7 @@ import (
 // seconds: the third request in a row is refused with the wait for the
 // next token, in whole seconds, and every answer says what is left.
 func ExampleLimit() {
-	eng := engine.New()
+	eng := client.NewEngine()
 	defer eng.Shutdown(context.Background())
 
 	perClient, _ := client.NewKeyedBucket(eng, 0.5, 2)
@@ -92,7 +91,7 @@ func ExampleParseRetryAfter() {
 // the Retry-After has passed (here 0 s, spread by up to the backoff's first
 // ceiling, 100 ms), and the caller sees only the answer that came through.
 func ExampleTransport() {
-	eng := engine.New()
+	eng := client.NewEngine()
 	defer eng.Shutdown(context.Background())
 
 	var calls atomic.Int32

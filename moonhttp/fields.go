@@ -48,7 +48,7 @@ type Policy struct {
 // refused, and the bucket, which refills all along, lets a client that
 // spreads its requests out do a little better. rate and burst are read as
 // client.NewKeyedBucket reads them; a rate <= 0 never refills, so w is left
-// out. A fill longer than a time.Duration holds is read as policy.Never.
+// out. A fill longer than a time.Duration holds is read as client.Never.
 func BucketPolicy(rate, burst float64) Policy {
 	if !(rate > 0) {
 		rate = 0
@@ -68,12 +68,12 @@ func BucketPolicy(rate, burst float64) Policy {
 	return p
 }
 
-// span is s seconds as a Duration, rounded down, and policy.Never when it
+// span is s seconds as a Duration, rounded down, and client.Never when it
 // is that long or longer.
 func span(s float64) time.Duration {
 	ns := s * float64(time.Second)
-	if !(ns < float64(policy.Never)) {
-		return policy.Never
+	if !(ns < float64(client.Never)) {
+		return client.Never
 	}
 	return time.Duration(ns)
 }
@@ -183,10 +183,10 @@ func quote(s string) string {
 // many, which no client will spend before the quota is whole again.
 const maxInteger = 999_999_999_999_999
 
-// neverSeconds is policy.Never in whole seconds, rounded up: the most w or
+// neverSeconds is client.Never in whole seconds, rounded up: the most w or
 // t says. Its ten digits fit well inside the fifteen of a structured-field
 // Integer.
-const neverSeconds = int64(policy.Never/time.Second) + 1
+const neverSeconds = int64(client.Never/time.Second) + 1
 
 // wholeSeconds is d in whole seconds rounded up, at least one.
 func wholeSeconds(d time.Duration) int64 {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/moonhttp"
-	"github.com/moonpool-go/moonpool/policy"
 )
 
 // The fuzz targets read what a client sends as an attacker would write it.
@@ -180,8 +179,8 @@ func FuzzParseRetryAfter(f *testing.F) {
 			t.Fatalf("ParseRetryAfter(%q) = %v, %v; want a wait of zero or more, and 0 when not ok", value, wait, ok)
 		}
 		if v := strings.Trim(value, " \t"); v != "" && strings.Trim(v, "0123456789") == "" {
-			want := policy.Never
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n <= int64(policy.Never/time.Second) {
+			want := client.Never
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n <= int64(client.Never/time.Second) {
 				want = time.Duration(n) * time.Second
 			}
 			if !ok || wait != want {
@@ -217,12 +216,12 @@ func FuzzParseRetryAfter(f *testing.F) {
 func FuzzRateLimitFields(f *testing.F) {
 	f.Add("default", uint8(0), 20, int64(2*time.Second), 10.0, 20.0, true, int64(0), 19)
 	f.Add(`a"b\c`+"\n\xff", uint8(1), 3, int64(48*time.Hour), 0.0, 0.0, false, int64(time.Hour), 0)
-	f.Add("", uint8(2), math.MaxInt, int64(1), 1e-12, 1e18, false, int64(policy.Never), -5)
+	f.Add("", uint8(2), math.MaxInt, int64(1), 1e-12, 1e18, false, int64(client.Never), -5)
 	f.Add("x", uint8(0), 0, int64(0), math.Inf(1), math.NaN(), true, int64(-1), math.MaxInt)
 	f.Add("per-minute", uint8(1), 2, int64(time.Minute), 0.0, 0.0, false, int64(40*time.Second), 0)
-	f.Add("", uint8(0), 0, int64(0), 1e-300, 1e300, false, int64(policy.Never), 1)
-	f.Add("closed", uint8(4), 0, int64(0), 1.0, 5.0, false, int64(policy.Never), 0)
-	f.Add("closed window", uint8(5), 10, int64(time.Minute), 0.0, 0.0, false, int64(policy.Never), 3)
+	f.Add("", uint8(0), 0, int64(0), 1e-300, 1e300, false, int64(client.Never), 1)
+	f.Add("closed", uint8(4), 0, int64(0), 1.0, 5.0, false, int64(client.Never), 0)
+	f.Add("closed window", uint8(5), 10, int64(time.Minute), 0.0, 0.0, false, int64(client.Never), 3)
 	f.Fuzz(func(t *testing.T, name string, kind uint8, quota int, window int64, rate, burst float64, ok bool, wait int64, left int) {
 		var p moonhttp.Policy
 		switch kind % 3 {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/internal/vclock"
 	"go.uber.org/goleak"
 )
@@ -21,14 +21,14 @@ func TestMain(m *testing.M) {
 type rig struct {
 	t     *testing.T
 	clock *vclock.Virtual
-	eng   *engine.Engine
+	eng   *client.Engine
 	t0    int64
 }
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	clock := vclock.NewVirtual()
-	eng := engine.New(engine.WithClock(clock))
+	eng := client.NewEngine(client.WithClock(clock))
 	t.Cleanup(func() { _ = eng.Shutdown(context.Background()) })
 	return &rig{t: t, clock: clock, eng: eng, t0: clock.Now()}
 }

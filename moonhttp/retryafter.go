@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/moonpool-go/moonpool/policy"
+	"github.com/moonpool-go/moonpool/client"
 )
 
 // ParseRetryAfter reads a Retry-After field value (RFC 9110, section
@@ -13,7 +13,7 @@ import (
 // HTTP-date ("Fri, 31 Dec 1999 23:59:59 GMT", or either obsolete form) as
 // the time from now until then, 0 if it has passed. ok is false for an
 // empty or malformed value, which a client should treat as absent. A
-// number of seconds too large for a time.Duration reads as policy.Never.
+// number of seconds too large for a time.Duration reads as client.Never.
 //
 // now should be the server's clock, from the response's Date field, when
 // there is one: the date was written by that clock, so the span does not
@@ -24,12 +24,12 @@ func ParseRetryAfter(value string, now time.Time) (wait time.Duration, ok bool) 
 		return 0, false
 	}
 	if isDigits(v) {
-		const most = int64(policy.Never / time.Second)
+		const most = int64(client.Never / time.Second)
 		var s int64
 		for i := 0; i < len(v); i++ {
 			s = s*10 + int64(v[i]-'0')
 			if s > most {
-				return policy.Never, true
+				return client.Never, true
 			}
 		}
 		return time.Duration(s) * time.Second, true

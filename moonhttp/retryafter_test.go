@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/moonhttp"
-	"github.com/moonpool-go/moonpool/policy"
 )
 
 // TestParseRetryAfter: both forms of the field, the three date formats
@@ -24,7 +24,7 @@ func TestParseRetryAfter(t *testing.T) {
 		{"120", 2 * time.Minute, true},
 		{" 7\t", 7 * time.Second, true},
 		{"00042", 42 * time.Second, true},
-		{"99999999999999999999", policy.Never, true},
+		{"99999999999999999999", client.Never, true},
 		{"Sun, 01 Mar 2026 12:00:05 GMT", 5 * time.Second, true}, // IMF-fixdate
 		{"Sunday, 01-Mar-26 12:01:00 GMT", time.Minute, true},    // RFC 850
 		{"Sun Mar  1 12:00:30 2026", 30 * time.Second, true},     // asctime

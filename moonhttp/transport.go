@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/engine"
-	"github.com/moonpool-go/moonpool/policy"
 )
 
 // Transport is an http.RoundTripper that sends a request again, under
@@ -48,12 +46,12 @@ type Transport struct {
 	Base http.RoundTripper
 	// Engine is the clock the waits are slept on (and Bucket's engine). It
 	// is required: without it every RoundTrip fails with an error.
-	Engine *engine.Engine
+	Engine *client.Engine
 	// Backoff says how many attempts, the first included, and how long to
 	// wait between them when the server gives no Retry-After. A Backoff
 	// whose Attempts is 0 or less, as in the zero Backoff, is read as
-	// policy.DefaultBackoff: three attempts, 100 ms doubling to 1 s.
-	Backoff policy.Backoff
+	// client.DefaultBackoff: three attempts, 100 ms doubling to 1 s.
+	Backoff client.Backoff
 	// Bucket, when set, is waited on before every attempt (client.Bucket's
 	// Wait, first come, first served), so that one process does not send a
 	// backend more than the bucket's rate however many goroutines call. A
@@ -87,7 +85,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	b := t.Backoff
 	if b.Attempts <= 0 {
-		b = policy.DefaultBackoff
+		b = client.DefaultBackoff
 	}
 	once := !Retryable(req)
 	if once {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/moonhttp"
-	"github.com/moonpool-go/moonpool/policy"
 )
 
 // script is a server that answers its i-th request with steps[i] (the last
@@ -153,7 +152,7 @@ func TestTransportBackoff(t *testing.T) {
 		t.Fatalf("%+v after %d requests and waits %v", res, len(s.requests()), moves)
 	}
 	for i, m := range moves {
-		within(t, "a wait", m, 0, policy.DefaultBackoff.Ceiling(i+1))
+		within(t, "a wait", m, 0, client.DefaultBackoff.Ceiling(i+1))
 	}
 }
 
@@ -161,7 +160,7 @@ func TestTransportBackoff(t *testing.T) {
 // returned as the server sent it, body, Retry-After and all.
 func TestTransportExhausted(t *testing.T) {
 	r, s, c, url, tr := transportRig(t, reply(503, "down for now", "Retry-After", "1"))
-	tr.Backoff = policy.Backoff{Attempts: 4}
+	tr.Backoff = client.Backoff{Attempts: 4}
 	var res result
 	moves := r.drive(func() { res = do(c, newReq(t, "GET", url, "")) })
 	if res.err != nil || res.status != 503 || res.body != "down for now" || res.header.Get("Retry-After") != "1" {

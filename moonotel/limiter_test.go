@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/internal/vclock"
 	"github.com/moonpool-go/moonpool/moonotel"
 	"go.opentelemetry.io/otel/attribute"
@@ -18,7 +17,7 @@ import (
 // half a second, and a retune the quota follows.
 func TestObserveLimiter(t *testing.T) {
 	clock := vclock.NewVirtual()
-	eng := engine.New(engine.WithClock(clock))
+	eng := client.NewEngine(client.WithClock(clock))
 	t.Cleanup(func() { eng.Shutdown(context.Background()) })
 	b, err := client.NewBucket(eng, 2, 3)
 	if err != nil {

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 func newPool(t testing.TB, limits client.Limits) (*vclock.Virtual, *client.Pool[*int]) {
 	t.Helper()
 	clock := vclock.NewVirtual()
-	eng := engine.New(engine.WithClock(clock))
+	eng := client.NewEngine(client.WithClock(clock))
 	t.Cleanup(func() { eng.Shutdown(context.Background()) })
 	p, err := client.NewPool(eng, client.PoolConfig[*int]{
 		Open:   func(context.Context) (*int, error) { return new(int), nil },
@@ -263,7 +263,7 @@ func TestObservePoolClosesByReason(t *testing.T) {
 	// Every timer is an hour late, so a Get finds a resource past Keep
 	// before the eviction timer does.
 	clock := vclock.NewVirtual(vclock.WithLateness(time.Hour))
-	eng := engine.New(engine.WithClock(clock), engine.WithLogger(slog.New(slog.DiscardHandler)))
+	eng := client.NewEngine(client.WithClock(clock), engine.WithLogger(slog.New(slog.DiscardHandler)))
 	t.Cleanup(func() { eng.Shutdown(context.Background()) })
 	limits := client.Limits{Size: 3, Idle: 1, Keep: time.Minute}
 	pool, err := client.NewPool(eng, client.PoolConfig[*int]{

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/internal/vclock"
 	"github.com/moonpool-go/moonpool/moonprom"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -17,7 +16,7 @@ import (
 // and a retune, in Prometheus's text form: the quota follows the retune.
 func TestLimiterCollector(t *testing.T) {
 	clock := vclock.NewVirtual()
-	eng := engine.New(engine.WithClock(clock))
+	eng := client.NewEngine(client.WithClock(clock))
 	t.Cleanup(func() { eng.Shutdown(context.Background()) })
 	b, err := client.NewBucket(eng, 2, 3)
 	if err != nil {
