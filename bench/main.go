@@ -20,6 +20,7 @@
 //	go run ./bench -noise     # with GOMAXPROCS goroutines burning CPU alongside
 //	go run ./bench -only Postgres   # a real PostgreSQL: about two minutes
 //	go run ./bench -only Redis      # a real redis-server: about a minute
+//	go run ./bench -only Fleet      # fleets of replicas through an outage: about a minute
 //
 // The Postgres suite is not in the default run: it takes longer than all
 // the others together, and needs PostgreSQL's server binaries (initdb,
@@ -28,6 +29,9 @@
 // The Redis suite is in the default run when redis-server is on PATH
 // (Debian's redis-server package); it starts one of its own on a free
 // port. Without it, it says so in one line and is skipped.
+// The Fleet suite is not in the default run either: it takes about a
+// minute, most of it waiting out outages. It starts a redis-server as the
+// Redis suite does, and without one it says so in one line and is skipped.
 package main
 
 import (
@@ -64,6 +68,7 @@ type config struct {
 	noise          bool
 	pg             pgConfig
 	redis          redisConfig
+	fleet          fleetConfig
 }
 
 // pgConfig is how the Postgres suite runs.
@@ -91,6 +96,9 @@ var configs = map[string]config{
 			restart: restartPlan{rounds: 1, rate: 1000, size: 10, timeout: time.Second, before: 500 * time.Millisecond, after: 2 * time.Second},
 		},
 		redis: redisConfig{callers: []int{1, 64}, keys: []int{1, 10_000}, ops: 3000, plan: plan{rounds: 3, samples: 10_000}},
+		fleet: fleetConfig{replicas: []int{1, 10}, callers: 2, every: 20 * time.Millisecond, timeout: 250 * time.Millisecond,
+			warm: 300 * time.Millisecond, dead: 1500 * time.Millisecond, jitter: time.Second, settle: 500 * time.Millisecond, after: 1200 * time.Millisecond,
+			rounds: 1, faultReplicas: 10, fault: 500 * time.Millisecond, healthy: []int{1}},
 	},
 	"default": {
 		name:           "default",
@@ -108,6 +116,9 @@ var configs = map[string]config{
 			restart: restartPlan{rounds: 3, rate: 1000, size: 10, timeout: time.Second, before: time.Second, after: 3 * time.Second},
 		},
 		redis: redisConfig{callers: []int{1, 8, 64, 512}, keys: []int{1, 10_000}, ops: 20_000, plan: plan{rounds: 5, samples: 20_000}},
+		fleet: fleetConfig{replicas: []int{1, 10, 50}, callers: 2, every: 20 * time.Millisecond, timeout: 250 * time.Millisecond,
+			warm: 300 * time.Millisecond, dead: 2 * time.Second, jitter: time.Second, settle: 500 * time.Millisecond, after: 1500 * time.Millisecond,
+			rounds: 1, faultReplicas: 10, fault: time.Second, healthy: []int{1, 8}},
 	},
 	"full": {
 		name:           "full",
@@ -125,6 +136,9 @@ var configs = map[string]config{
 			restart: restartPlan{rounds: 5, rate: 1000, size: 10, timeout: time.Second, before: time.Second, after: 4 * time.Second},
 		},
 		redis: redisConfig{callers: []int{1, 8, 64, 512}, keys: []int{1, 10_000}, ops: 50_000, plan: plan{rounds: 9, samples: 100_000}},
+		fleet: fleetConfig{replicas: []int{1, 10, 50}, callers: 2, every: 20 * time.Millisecond, timeout: 250 * time.Millisecond,
+			warm: 500 * time.Millisecond, dead: 3 * time.Second, jitter: time.Second, settle: 500 * time.Millisecond, after: 2 * time.Second,
+			rounds: 3, faultReplicas: 50, fault: 2 * time.Second, healthy: []int{1, 8, 64}},
 	},
 	// smoke runs every code path in a blink; the tests use it.
 	"smoke": {
@@ -143,6 +157,9 @@ var configs = map[string]config{
 			restart: restartPlan{rounds: 1, rate: 200, size: 4, timeout: time.Second, before: 200 * time.Millisecond, after: time.Second},
 		},
 		redis: redisConfig{callers: []int{1, 64}, keys: []int{1, 100}, ops: 256, plan: plan{rounds: 1, samples: 200}},
+		fleet: fleetConfig{replicas: []int{1, 3}, callers: 1, every: 20 * time.Millisecond, timeout: 100 * time.Millisecond,
+			warm: 50 * time.Millisecond, dead: 200 * time.Millisecond, jitter: 100 * time.Millisecond, settle: 50 * time.Millisecond, after: 200 * time.Millisecond,
+			rounds: 1, faultReplicas: 3, fault: 100 * time.Millisecond, healthy: []int{1, 2}},
 	},
 }
 
@@ -167,13 +184,14 @@ var suites = []suite{
 	{name: "Keyed", rows: keyedRows},
 	{name: "Postgres", serve: postgresSuite, slow: true},
 	{name: "Redis", serve: redisSuite},
+	{name: "Fleet", serve: fleetSuite, slow: true},
 }
 
 func main() {
 	quick := flag.Bool("quick", false, "a few seconds: fewer callers, rounds and keys")
 	full := flag.Bool("full", false, "the long run: longer slices, more rounds and samples")
 	out := flag.String("out", "", "also write results.md and one SVG per pair into this directory")
-	only := flag.String("only", "", "comma-separated suites to run (Pool,Rate,Gate,Breaker,Core,Keyed,Postgres,Redis); all but Postgres if empty")
+	only := flag.String("only", "", "comma-separated suites to run (Pool,Rate,Gate,Breaker,Core,Keyed,Postgres,Redis,Fleet); all but Postgres and Fleet if empty")
 	noise := flag.Bool("noise", false, "a noisy neighbour: GOMAXPROCS goroutines burning CPU beside the benchmark")
 	flag.Parse()
 	stopOnInterrupt()
@@ -343,7 +361,7 @@ func pick(only string) ([]suite, error) {
 		}
 	}
 	if len(picked) != len(names) {
-		return nil, fmt.Errorf("-only %q: the suites are Pool, Rate, Gate, Breaker, Core, Keyed, Postgres and Redis", only)
+		return nil, fmt.Errorf("-only %q: the suites are Pool, Rate, Gate, Breaker, Core, Keyed, Postgres, Redis and Fleet", only)
 	}
 	return picked, nil
 }

@@ -23,6 +23,9 @@ var suiteWhat = map[string]string{
 		"req/s over every caller, latency of one request including the wait, connections opened by the side at that level (warm-up included)",
 	"Redis": "Allow on a keyed limit (1/s, bursts of 100, per key) kept in a real redis-server, each call the next key, both sides built afresh (full) for each slice of a fixed number of calls; " +
 		"note: Redis commands per call and per call let through, and how many were let through in the slice",
+	"Fleet": "N replicas, each its own engine and pool of 10, in front of one TCP backend that dies and comes back; each request takes a connection, sends a byte and reads it back; " +
+		"sides: the README's ward per replica, the same joined to a fleet ward in a real redis-server, gobreaker per replica around a puddle pool, gobreaker's DistributedCircuitBreaker over the same redis-server; " +
+		"dials are the connections that reached the backend, counted there",
 }
 
 // check is one target and how this run did against it.
@@ -192,7 +195,8 @@ func targets(results []result) []check {
 		}
 	}
 	cs = append(cs, pgTargets(results)...)
-	return append(cs, redisTargets(results)...)
+	cs = append(cs, redisTargets(results)...)
+	return append(cs, fleetTargets(results)...)
 }
 
 // times formats a ratio.
@@ -237,6 +241,8 @@ func note(r row, m *measured) string {
 		}
 	case countBackend:
 		parts = append(parts, fmt.Sprintf("backend %.0f of %.0f", m.count, m.ops))
+	case countFleet:
+		parts = append(parts, fleetNote(m))
 	case countRedis:
 		if m.ops > 0 && m.extra > 0 {
 			parts = append(parts, fmt.Sprintf("%.3f cmd/call, %.2f cmd/admitted, admitted %.0f of %.0f", m.count/m.ops, m.count/m.extra, m.extra, m.ops))
@@ -307,7 +313,7 @@ func writeTable(w io.Writer, m machine, results []result, checks []check) {
 			fmt.Fprintf(w, "\n%s: %s\n", strings.ToUpper(suite), suiteWhat[suite])
 		}
 		fmt.Fprintf(w, "\n  %s %s\n", r.row.suite, r.row.name)
-		if head, body, ok := ownTable(r); ok {
+		if head, body, ok := tableOf(r); ok {
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 			for _, cells := range append([][]string{head}, body...) {
 				last := len(cells) - 1 // the note, left to run on
@@ -371,6 +377,11 @@ func writeOut(dir string, m machine, results []result, checks []check) error {
 		}
 		plots = append(plots, name)
 	}
+	more, err := fleetPlots(dir, results)
+	if err != nil {
+		return err
+	}
+	plots = append(plots, more...)
 	var b strings.Builder
 	writeMarkdown(&b, m, results, checks, plots)
 	return os.WriteFile(filepath.Join(dir, "results.md"), []byte(b.String()), 0o644)
@@ -433,7 +444,7 @@ func writeMarkdown(w io.Writer, m machine, results []result, checks []check, plo
 			fmt.Fprintf(w, "\n## %s\n\n%s.\n", suite, suiteWhat[suite])
 		}
 		fmt.Fprintf(w, "\n### %s %s\n\n", r.row.suite, r.row.name)
-		if head, body, ok := ownTable(r); ok {
+		if head, body, ok := tableOf(r); ok {
 			fmt.Fprintf(w, "| %s |\n|", strings.Join(head, " | "))
 			for _, h := range head {
 				if h == "side" || h == "note" {
