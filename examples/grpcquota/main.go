@@ -33,9 +33,7 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/moongrpc"
-	"github.com/moonpool-go/moonpool/policy"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -70,7 +68,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 
-	eng := engine.New()
+	eng := client.NewEngine()
 	defer eng.Shutdown(context.Background())
 	if *calls > 0 {
 		return call(ctx, eng, *addr, *key, *calls, *timeout, out)
@@ -119,7 +117,7 @@ func callerKey(ctx context.Context, method string) string {
 // newServer is the greeter behind a per-caller quota of rate calls a
 // second in bursts of burst, and a gate of concurrent calls at once. Both
 // limiters live on eng and stop when it shuts down.
-func newServer(eng *engine.Engine, rate, burst float64, concurrent int) (*grpc.Server, error) {
+func newServer(eng *client.Engine, rate, burst float64, concurrent int) (*grpc.Server, error) {
 	quota, err := client.NewKeyedBucket(eng, rate, burst)
 	if err != nil {
 		return nil, err
@@ -139,10 +137,10 @@ func newServer(eng *engine.Engine, rate, burst float64, concurrent int) (*grpc.S
 
 // call says hello n times as key, each call within timeout, retrying
 // refusals as the server asks, and prints each outcome.
-func call(ctx context.Context, eng *engine.Engine, addr, key string, n int, timeout time.Duration, out io.Writer) error {
+func call(ctx context.Context, eng *client.Engine, addr, key string, n int, timeout time.Duration, out io.Writer) error {
 	conn, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUnaryInterceptor(moongrpc.UnaryClientInterceptor(eng, policy.DefaultBackoff)),
+		grpc.WithUnaryInterceptor(moongrpc.UnaryClientInterceptor(eng, client.DefaultBackoff)),
 	)
 	if err != nil {
 		return err

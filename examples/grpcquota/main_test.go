@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/internal/vclock"
 	"github.com/moonpool-go/moonpool/moongrpc"
 	"go.uber.org/goleak"
@@ -108,9 +108,9 @@ func TestServeAndCall(t *testing.T) {
 // two machines; the client's sleeps move both.
 func TestClientWaitsItsTurn(t *testing.T) {
 	serverClock, clientClock := vclock.NewVirtual(), vclock.NewVirtual()
-	serverEng := engine.New(engine.WithClock(serverClock))
+	serverEng := client.NewEngine(client.WithClock(serverClock))
 	defer serverEng.Shutdown(context.Background())
-	clientEng := engine.New(engine.WithClock(clientClock))
+	clientEng := client.NewEngine(client.WithClock(clientClock))
 	defer clientEng.Shutdown(context.Background())
 	srv, err := newServer(serverEng, 1, 2, 8)
 	if err != nil {

@@ -10,7 +10,7 @@
 // the pool tries one connection at a time instead of every caller dialling
 // at once.
 //
-//	eng := engine.New()
+//	eng := client.NewEngine()
 //	defer eng.Shutdown(ctx)
 //	cfg, err := pgx.ParseConfig("host=db user=app dbname=app")
 //	...
@@ -28,8 +28,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/engine"
-	"github.com/moonpool-go/moonpool/policy"
 )
 
 // Pool lends PostgreSQL connections. Build it with New; the zero Pool is
@@ -48,7 +46,7 @@ const DialTimeout = 5 * time.Second
 const closeTimeout = 5 * time.Second
 
 // New starts a pool on eng of at most size connections to the database
-// cfg names; size 0 or less means policy.DefaultLimits' ten. cfg must come
+// cfg names; size 0 or less means client.DefaultLimits' ten. cfg must come
 // from pgx.ParseConfig; New copies it, and sets DialTimeout on the copy if
 // cfg has no ConnectTimeout. The pool keeps up to size idle, retires one
 // idle for thirty minutes, and dials nothing until the first Do. It fails
@@ -57,10 +55,10 @@ const closeTimeout = 5 * time.Second
 // The ward: opens are spaced to twice size a second in bursts of size, so
 // a pool that lost every connection may replace them all at once but a
 // storm of dials is turned into a queue; after a failed dial the pool
-// holds further dials back (policy.DefaultBackoff: 100 ms doubling to 1 s,
+// holds further dials back (client.DefaultBackoff: 100 ms doubling to 1 s,
 // then one probe at a time); and a database that keeps refusing has a
-// share of dials refused before they are tried (policy.DefaultBreaker).
-func New(eng *engine.Engine, cfg *pgx.ConnConfig, size int) (*Pool, error) {
+// share of dials refused before they are tried (client.DefaultBreaker).
+func New(eng *client.Engine, cfg *pgx.ConnConfig, size int) (*Pool, error) {
 	if cfg == nil {
 		return nil, errors.New("pgpool: nil pgx.ConnConfig")
 	}
@@ -68,7 +66,7 @@ func New(eng *engine.Engine, cfg *pgx.ConnConfig, size int) (*Pool, error) {
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = DialTimeout
 	}
-	limits := policy.DefaultLimits
+	limits := client.DefaultLimits
 	if size > 0 {
 		limits.Size, limits.Idle = size, size
 	}
@@ -82,10 +80,10 @@ func New(eng *engine.Engine, cfg *pgx.ConnConfig, size int) (*Pool, error) {
 			return c.Close(ctx)
 		},
 		Limits: limits,
-		Ward: policy.Ward{
-			Bucket:  policy.Rate{PerSecond: 2 * float64(limits.Size), Burst: float64(limits.Size)},
-			Backoff: policy.DefaultBackoff,
-			Breaker: policy.DefaultBreaker,
+		Ward: client.Ward{
+			Bucket:  client.Rate{PerSecond: 2 * float64(limits.Size), Burst: float64(limits.Size)},
+			Backoff: client.DefaultBackoff,
+			Breaker: client.DefaultBreaker,
 		},
 	})
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/internal/pgtest"
 	"go.uber.org/goleak"
 )
@@ -33,7 +33,7 @@ func TestAgainstPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.RuntimeParams["application_name"] = app
-	eng := engine.New()
+	eng := client.NewEngine()
 	defer func() {
 		if err := eng.Shutdown(context.Background()); err != nil {
 			t.Errorf("engine shutdown: %v", err)

@@ -28,9 +28,7 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/moonhttp"
-	"github.com/moonpool-go/moonpool/policy"
 )
 
 // config is what the program is told on its command line.
@@ -52,7 +50,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	eng := engine.New()
+	eng := client.NewEngine()
 	defer eng.Shutdown(context.Background())
 	if err := run(ctx, eng, cfg, os.Stdout); err != nil {
 		log.Fatal(err)
@@ -62,7 +60,7 @@ func main() {
 // run makes cfg.n GETs of cfg.url, one after another, and writes a line
 // for each: its status and what the server says is left of the quota. It
 // sleeps on eng's clock. It returns the first call that failed outright.
-func run(ctx context.Context, eng *engine.Engine, cfg config, out io.Writer) error {
+func run(ctx context.Context, eng *client.Engine, cfg config, out io.Writer) error {
 	bucket, err := client.NewBucket(eng, cfg.rate, 1)
 	if err != nil {
 		return err
@@ -74,7 +72,7 @@ func run(ctx context.Context, eng *engine.Engine, cfg config, out io.Writer) err
 		Bucket: bucket,
 		// Five attempts, 200 ms doubling to 5 s between them when the
 		// server gives no Retry-After.
-		Backoff: policy.Backoff{Base: 200 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, Attempts: 5, Jitter: policy.Full},
+		Backoff: client.Backoff{Base: 200 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, Attempts: 5, Jitter: client.Full},
 		// A server that asks for more than a minute is down, not busy:
 		// its answer is reported rather than waited for.
 		MaxWait: time.Minute,

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/internal/vclock"
 	"github.com/moonpool-go/moonpool/moonhttp"
 	"go.uber.org/goleak"
@@ -62,7 +61,7 @@ func (l *limited) handler() http.Handler {
 // closer together than the client's own rate allows.
 func TestPoliteClient(t *testing.T) {
 	clock := vclock.NewVirtual()
-	eng := engine.New(engine.WithClock(clock))
+	eng := client.NewEngine(client.WithClock(clock))
 	defer eng.Shutdown(context.Background())
 	quota, err := client.NewBucket(eng, 1, 2)
 	if err != nil {

@@ -37,9 +37,7 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/moonhttp"
-	"github.com/moonpool-go/moonpool/policy"
 )
 
 // config is what the program is told on its command line.
@@ -84,7 +82,7 @@ func main() {
 // the pool and its connections. ready is told the address once it listens.
 func run(ctx context.Context, cfg config, ready func(net.Addr)) (err error) {
 	if cfg.conns <= 0 {
-		cfg.conns = policy.DefaultLimits.Size
+		cfg.conns = client.DefaultLimits.Size
 	}
 	if cfg.backend == "" {
 		b, err := startBackend("127.0.0.1:0")
@@ -95,7 +93,7 @@ func run(ctx context.Context, cfg config, ready func(net.Addr)) (err error) {
 		cfg.backend = b.Addr()
 	}
 
-	eng := engine.New()
+	eng := client.NewEngine()
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -112,13 +110,13 @@ func run(ctx context.Context, cfg config, ready func(net.Addr)) (err error) {
 			return &conn{Conn: c, r: bufio.NewReader(c)}, nil
 		},
 		Close:  func(c *conn) error { return c.Close() },
-		Limits: policy.Limits{Size: cfg.conns, Idle: cfg.conns, Keep: 5 * time.Minute},
+		Limits: client.Limits{Size: cfg.conns, Idle: cfg.conns, Keep: 5 * time.Minute},
 		// Dials spaced to twice the pool's size a second, held back after
 		// a failure, refused at the rate a failing backend deserves.
-		Ward: policy.Ward{
-			Bucket:  policy.Rate{PerSecond: 2 * float64(cfg.conns), Burst: float64(cfg.conns)},
-			Backoff: policy.DefaultBackoff,
-			Breaker: policy.DefaultBreaker,
+		Ward: client.Ward{
+			Bucket:  client.Rate{PerSecond: 2 * float64(cfg.conns), Burst: float64(cfg.conns)},
+			Backoff: client.DefaultBackoff,
+			Breaker: client.DefaultBreaker,
 		},
 		// A line four times the pool's size is a second or so of work;
 		// past it a caller is better told 503 at once.
