@@ -25,12 +25,14 @@ type Limits struct {
 	// replaced in one storm. A resource lives between Life-LifeJitter and
 	// Life; a LifeJitter past Life is read as Life. 0 is no jitter. The
 	// draws come from the Ward's Draw (a spread that repeats from pool to
-	// pool without one).
+	// pool without one). A client.Pool ignores Draw: it draws from its own
+	// source, seeded by its PoolConfig.Seed.
 	LifeJitter time.Duration
 	// MinIdle is how many the pool keeps idle, made in the background
 	// (see Pool.Fill) whenever fewer are idle, within Size and Idle; Keep
 	// retires none of these last MinIdle (Life does). 0 is none: the pool
-	// makes only for a caller.
+	// makes only for a caller. A client.Pool makes them itself, through
+	// its Ward.
 	MinIdle int
 }
 
