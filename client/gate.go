@@ -33,7 +33,7 @@ type Gate struct {
 // NewGate starts a gate on eng letting at most limit callers in at once.
 // A limit <= 0 is no limit, as for policy.NewGate: the gate only counts. It
 // returns an error if eng is nil or refuses the actor.
-func NewGate(eng *engine.Engine, limit int) (*Gate, error) {
+func NewGate(eng *Engine, limit int) (*Gate, error) {
 	if eng == nil {
 		return nil, errors.New("moonpool: NewGate: nil engine")
 	}

@@ -35,7 +35,7 @@ type KeyedBucket struct {
 // NewKeyedBucket starts a keyed bucket on eng: each key earns rate tokens a
 // second up to burst, read as NewBucket reads them. It returns an error if
 // eng is nil or refuses one of its actors.
-func NewKeyedBucket(eng *engine.Engine, rate, burst float64) (*KeyedBucket, error) {
+func NewKeyedBucket(eng *Engine, rate, burst float64) (*KeyedBucket, error) {
 	if eng == nil {
 		return nil, errors.New("moonpool: NewKeyedBucket: nil engine")
 	}
@@ -137,7 +137,7 @@ type KeyedWindow struct {
 // NewKeyedWindow starts a keyed window quota on eng, allow events per key
 // per window, read as NewWindow reads them. It returns an error if eng is
 // nil or refuses one of its actors.
-func NewKeyedWindow(eng *engine.Engine, allow int, window time.Duration) (*KeyedWindow, error) {
+func NewKeyedWindow(eng *Engine, allow int, window time.Duration) (*KeyedWindow, error) {
 	if eng == nil {
 		return nil, errors.New("moonpool: NewKeyedWindow: nil engine")
 	}

@@ -103,7 +103,7 @@ type Bucket struct {
 // a burst <= 0 is a second's worth (at least one), and a rate <= 0 passes
 // the first burst and then nothing, ever. It returns an error if eng is nil
 // or refuses the actor (shut down).
-func NewBucket(eng *engine.Engine, rate, burst float64) (*Bucket, error) {
+func NewBucket(eng *Engine, rate, burst float64) (*Bucket, error) {
 	if eng == nil {
 		return nil, errors.New("moonpool: NewBucket: nil engine")
 	}
@@ -235,7 +235,7 @@ type Window struct {
 // a quota of nothing; a window <= 0 forgets each event at once and so
 // refuses nothing (as policy.NewWindow reads them). It returns an error if
 // eng is nil or refuses the actor.
-func NewWindow(eng *engine.Engine, allow int, window time.Duration) (*Window, error) {
+func NewWindow(eng *Engine, allow int, window time.Duration) (*Window, error) {
 	if eng == nil {
 		return nil, errors.New("moonpool: NewWindow: nil engine")
 	}

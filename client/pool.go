@@ -41,12 +41,12 @@ type PoolConfig[T comparable] struct {
 	// wrapping a *PanicError. nil means the resources need no closing.
 	Close func(T) error
 	// Limits bound the pool. The zero Limits bounds nothing; most servers
-	// want policy.DefaultLimits, ten as HikariCP has it. With MinIdle the
+	// want DefaultLimits, ten as HikariCP has it. With MinIdle the
 	// pool opens resources in the background, one at a time, from the start
 	// and whenever fewer are idle: through the Ward, so a warm-up during an
 	// outage is spaced and held back as callers' opens are, and never while
 	// callers wait in line, whose own opens come first.
-	Limits policy.Limits
+	Limits Limits
 	// Ward stands between the pool and its backend: breaker, bucket, backoff
 	// and shedder, each optional and each configured by value, so one Ward
 	// may serve many pools; each pool builds its own state from it. The zero
@@ -54,7 +54,7 @@ type PoolConfig[T comparable] struct {
 	// source seeded by Seed. See policy.Ward for the order its parts are
 	// asked in, the one-probe rule after a failed Open, and which backoff
 	// settings it reads (not Attempts).
-	Ward policy.Ward
+	Ward Ward
 	// MaxWaiting caps the callers waiting for a resource; past it Get fails
 	// at once with ErrShed rather than queueing. Zero or less is no cap.
 	MaxWaiting int
@@ -190,7 +190,7 @@ type loan struct {
 // nil, or if the engine refuses the pool (shut down, name taken). The pool
 // opens nothing until the first Get. Shutting the engine down closes the
 // pool as Close does.
-func NewPool[T comparable](eng *engine.Engine, cfg PoolConfig[T]) (*Pool[T], error) {
+func NewPool[T comparable](eng *Engine, cfg PoolConfig[T]) (*Pool[T], error) {
 	if eng == nil {
 		return nil, errors.New("moonpool: NewPool: nil engine")
 	}

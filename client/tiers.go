@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/moonpool-go/moonpool/engine"
 )
 
 // TieredBucket gives each key the limits of its tier — free and paid, say
@@ -34,7 +32,7 @@ type TieredBucket struct {
 // called on every call, from the caller's goroutine, and must be safe for
 // concurrent use. It returns an error if eng is nil, tiers has no default
 // tier, or a tier's actor is refused; then nothing is left running.
-func NewTieredBucket(eng *engine.Engine, tierOf func(key string) string, tiers map[string]Rate) (*TieredBucket, error) {
+func NewTieredBucket(eng *Engine, tierOf func(key string) string, tiers map[string]Rate) (*TieredBucket, error) {
 	if eng == nil {
 		return nil, errors.New("moonpool: NewTieredBucket: nil engine")
 	}
