@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/policy"
 )
 
@@ -40,7 +39,7 @@ type Bucket struct {
 // 1e15 or one that takes more than 31,000 years to fill (their answers
 // would not fit the numbers the scripts send back), a nil eng and a Config
 // without a Client. It does not touch Redis.
-func NewBucket(eng *engine.Engine, cfg Config, rate, burst float64) (*Bucket, error) {
+func NewBucket(eng *client.Engine, cfg Config, rate, burst float64) (*Bucket, error) {
 	if !(rate > 0) || math.IsInf(rate, 1) {
 		return nil, fmt.Errorf("moonredis: NewBucket: rate %v is not above zero and finite", rate)
 	}
@@ -92,12 +91,12 @@ func (b *Bucket) Try(key string) client.Decision { return b.TryN(key, 1) }
 func (b *Bucket) TryN(key string, n float64) client.Decision {
 	switch {
 	case b.l.closed.Load():
-		return client.Decision{Wait: policy.Never}
+		return client.Decision{Wait: client.Never, Closed: true}
 	case n <= 0:
 		return client.Decision{OK: true}
 	case !(n <= b.burst):
 		b.l.stats.refused.Add(1)
-		return client.Decision{Wait: policy.Never}
+		return client.Decision{Wait: client.Never}
 	}
 	return b.l.try(key, n, b.fb.orNil())
 }
@@ -142,7 +141,7 @@ func (b *Bucket) WaitN(ctx context.Context, key string, n float64) error {
 
 // Delay is how long a caller wanting one of key's tokens would wait now,
 // behind every caller already waiting for key: 0 for a key not seen. It
-// takes nothing. After Close it is policy.Never; with Redis unavailable,
+// takes nothing. After Close it is client.Never; with Redis unavailable,
 // the FailMode's (0 open, UnavailableWait closed, the local limit's).
 func (b *Bucket) Delay(key string) time.Duration { return b.l.delay(key, b.fb.orNil()) }
 

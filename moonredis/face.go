@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/policy"
 )
 
 // local is the in-process limit FailLocal answers from: a
@@ -24,7 +23,7 @@ func (l *limiter) try(key string, n float64, fb local) client.Decision {
 	v := l.now(key, n, false)
 	switch {
 	case v.closed:
-		return client.Decision{Wait: policy.Never}
+		return client.Decision{Wait: client.Never, Closed: true}
 	case v.fallback:
 		l.stats.fallbacks.Add(1)
 		switch l.cfg.FailMode {
@@ -152,7 +151,7 @@ func (l *limiter) delay(key string, fb local) time.Duration {
 	case ok:
 		return v.wait
 	case v.closed:
-		return policy.Never
+		return client.Never
 	case l.cfg.FailMode == FailOpen:
 		return 0
 	case l.cfg.FailMode == FailLocal:

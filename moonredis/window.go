@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
-	"github.com/moonpool-go/moonpool/engine"
-	"github.com/moonpool-go/moonpool/policy"
 )
 
 // Window is a sliding-window quota per key kept in Redis: at most allow
@@ -37,7 +35,7 @@ type Window struct {
 // key in any stretch window long. An allow below 1 or above 1e15 or a
 // window below a millisecond is refused with an error, as are a nil eng
 // and a Config without a Client. It does not touch Redis.
-func NewWindow(eng *engine.Engine, cfg Config, allow int, window time.Duration) (*Window, error) {
+func NewWindow(eng *client.Engine, cfg Config, allow int, window time.Duration) (*Window, error) {
 	return newWindow(eng, cfg, allow, window, false)
 }
 
@@ -57,11 +55,11 @@ func NewWindow(eng *engine.Engine, cfg Config, allow int, window time.Duration) 
 // estimate has no room for it before the next fixed window begins, Wait
 // returns a *client.WaitError at once, saying when the estimate would have
 // room, and counts nothing.
-func NewApproxWindow(eng *engine.Engine, cfg Config, allow int, window time.Duration) (*Window, error) {
+func NewApproxWindow(eng *client.Engine, cfg Config, allow int, window time.Duration) (*Window, error) {
 	return newWindow(eng, cfg, allow, window, true)
 }
 
-func newWindow(eng *engine.Engine, cfg Config, allow int, window time.Duration, approx bool) (*Window, error) {
+func newWindow(eng *client.Engine, cfg Config, allow int, window time.Duration, approx bool) (*Window, error) {
 	if allow < 1 || allow > maxCount || window < time.Millisecond {
 		return nil, fmt.Errorf("moonredis: NewWindow: allow %d in %v: want 1 to %v in at least 1ms", allow, window, int64(maxCount))
 	}
@@ -98,7 +96,7 @@ func (w *Window) Allow(key string) bool { return w.Try(key).OK }
 // Try is Allow with the whole answer for key (see client.Decision).
 func (w *Window) Try(key string) client.Decision {
 	if w.l.closed.Load() {
-		return client.Decision{Wait: policy.Never}
+		return client.Decision{Wait: client.Never, Closed: true}
 	}
 	return w.l.try(key, 1, w.fb.orNil())
 }
@@ -113,7 +111,7 @@ func (w *Window) Wait(ctx context.Context, key string) error {
 
 // Delay is how long a caller would wait now for room in key's quota,
 // behind every caller already waiting: 0 for a key not seen. It takes
-// nothing. After Close it is policy.Never; with Redis unavailable, the
+// nothing. After Close it is client.Never; with Redis unavailable, the
 // FailMode's, as Bucket.Delay.
 func (w *Window) Delay(key string) time.Duration { return w.l.delay(key, w.fb.orNil()) }
 
