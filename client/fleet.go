@@ -1,7 +1,10 @@
 package client
 
 import (
+	"sync"
+
 	"github.com/moonpool-go/moonpool/actors"
+	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/policy"
 )
 
@@ -51,3 +54,34 @@ const (
 	ReasonFleet = policy.ReasonFleet
 	ReasonRamp  = policy.ReasonRamp
 )
+
+// fleetLink carries a fleet's views to a pool's actor, in the order they
+// were set. A fleet may set a view inside Join, before the actor runs: the
+// latest such view is kept and sent when it does.
+type fleetLink struct {
+	mu    sync.Mutex
+	ref   *engine.Ref // nil until the actor runs
+	view  FleetView
+	early bool // a view was set before the actor ran
+}
+
+// set is the func a pool hands its fleet's Join.
+func (l *fleetLink) set(v FleetView) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ref == nil {
+		l.view, l.early = v, true
+		return
+	}
+	l.ref.Send(&actors.Fleet{View: v})
+}
+
+// attach starts sending views to ref, the latest one set so far first.
+func (l *fleetLink) attach(ref *engine.Ref) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ref = ref
+	if l.early {
+		ref.Send(&actors.Fleet{View: l.view})
+	}
+}

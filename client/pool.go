@@ -105,6 +105,14 @@ type PoolConfig[T comparable] struct {
 	// beginning with engine.ReservedPrefix ("$") are the engine's own and
 	// are refused.
 	Name string
+	// Fleet, if not nil, shares the Ward's view of the backend with the same
+	// pool in other processes (see Fleet; moonredis.NewFleet builds one).
+	// The pool joins it in NewPool and leaves it in Close. The fleet may
+	// hold the pool's Opens (Stats.HeldFleet), let it make the fleet's
+	// probe, and space its Opens after a recovery (Stats.HeldRamp). The
+	// pool tells it only of failed Opens and of probes, so a healthy pool
+	// costs the fleet nothing. nil is no fleet: the Ward alone decides.
+	Fleet Fleet
 }
 
 // Pool lends resources made by PoolConfig.Open (connections, usually) to
@@ -160,6 +168,7 @@ type Pool[T comparable] struct {
 	quit      chan struct{}     // stops the closer goroutine
 	quitted   chan struct{}     // closed when the closer goroutine has returned
 	unwatch   func()            // stops the heat readings, if a shedder wants them
+	leave     func()            // leaves the pool's Fleet, if it has one
 
 	ready chan struct{} // closed once NewPool has finished building the Pool
 	once  sync.Once     // runs the shutdown once, from Close or the engine
@@ -225,6 +234,13 @@ func NewPool[T comparable](eng *Engine, cfg PoolConfig[T]) (*Pool[T], error) {
 	if cfg.Check == nil {
 		keepAlive = 0
 	}
+	var link *fleetLink
+	var report func(FleetReport)
+	if cfg.Fleet != nil {
+		link = &fleetLink{}
+		report, p.leave = cfg.Fleet.Join(link.set)
+		p.stampTake = true // the fleet's ramp reads the Take's time
+	}
 	p.kill, p.stop = context.WithCancel(context.Background())
 	ref, rack, err := actors.SpawnPoolRack[T](eng, cfg.Name, actors.PoolConfig{
 		Limits:     cfg.Limits,
@@ -239,12 +255,19 @@ func NewPool[T comparable](eng *Engine, cfg PoolConfig[T]) (*Pool[T], error) {
 		Fills:      p.fills,
 		Leftovers:  p.leftovers,
 		Last:       p.lastBooks,
+		Fleet:      report,
 	}, p.shutdown, p.unrack)
 	if err != nil {
 		p.stop()
+		if p.leave != nil {
+			p.leave()
+		}
 		return nil, fmt.Errorf("moonpool: NewPool: %w", err)
 	}
 	p.ref, p.rack = ref, rack
+	if link != nil {
+		link.attach(ref)
+	}
 	if cfg.Ward.Shedder.On() {
 		p.unwatch = eng.WatchHeat(func(now int64, heat float64) {
 			ref.Send(&actors.Heat{Now: now, Value: heat})
@@ -420,7 +443,9 @@ func (p *Pool[T]) fillOne(gen uint32) {
 // When the ward holds makes back (bucket or backoff) past ctx's deadline and
 // nothing is lent that could come back sooner, Get returns at once a
 // *WaitError (errors.Is ErrExceedsDeadline) whose Wait is the rest of the
-// hold, rather than wait out a deadline it cannot meet.
+// hold, rather than wait out a deadline it cannot meet. A Fleet's hold has
+// no known end: it counts as lasting until the fleet's next probe
+// (FleetView.ProbeEvery), and its WaitError names "the fleet's hold".
 //
 // When ctx is done first, Get returns an error matching ctx.Err() under
 // errors.Is and leaves nothing behind: its place in line is withdrawn, and a
@@ -481,6 +506,10 @@ func holder(why policy.Reason) string {
 		return "the ward's probe"
 	case policy.ReasonBucket:
 		return "the ward's bucket"
+	case policy.ReasonFleet:
+		return "the fleet's hold"
+	case policy.ReasonRamp:
+		return "the fleet's ramp"
 	}
 	return "the ward"
 }
@@ -1051,6 +1080,9 @@ func (p *Pool[T]) drain(ctx context.Context) error {
 	if p.unwatch != nil {
 		p.unwatch()
 	}
+	if p.leave != nil {
+		p.leave()
+	}
 	// From here on this goroutine closes what is retired, so that the
 	// failures of closes Close causes are Close's to report.
 	close(p.quit)
@@ -1327,6 +1359,10 @@ type Stats struct {
 	// Probing is whether one Open is out as the probe after a failure, the
 	// others waiting for its outcome.
 	Probing bool
+	// Fleet is the state of the pool's Fleet as the pool last heard it:
+	// FleetOpen without one, and FleetAlone while the fleet cannot be
+	// reached and the Ward alone decides.
+	Fleet FleetState
 }
 
 // Stats takes a snapshot of the pool, a round trip to its actor. After
@@ -1384,5 +1420,6 @@ func (p *Pool[T]) statsOf(s actors.Stats) Stats {
 		Leaked:        p.leaked.Load(),
 
 		Refusal: s.Refusal, Holding: s.Holding, Probing: s.Probing,
+		Fleet: s.Fleet,
 	}
 }
