@@ -115,7 +115,7 @@ func serve(t *testing.T, e *echo, cfg moongrpc.Config, ci grpc.UnaryClientInterc
 	if ci != nil {
 		opts = append(opts, grpc.WithUnaryInterceptor(ci))
 	}
-	conn, err := grpc.Dial(lis.Addr().String(), opts...)
+	conn, err := grpc.NewClient(lis.Addr().String(), opts...)
 	if err != nil {
 		srv.Stop()
 		t.Fatal(err)

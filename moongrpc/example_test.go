@@ -36,7 +36,7 @@ func ExampleUnaryServerInterceptor() {
 	go srv.Serve(lis)
 	defer srv.Stop()
 
-	conn, _ := grpc.Dial(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, _ := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	defer conn.Close()
 	health := healthpb.NewHealthClient(conn)
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-api-key", "k1")

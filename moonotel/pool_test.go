@@ -54,7 +54,7 @@ func collect(t testing.TB, r sdkmetric.Reader) map[string]float64 {
 	point := func(name string, attrs attribute.Set, v float64) {
 		var kv []string
 		for _, a := range attrs.ToSlice() {
-			kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+			kv = append(kv, string(a.Key)+"="+a.Value.String())
 		}
 		got[name+"{"+strings.Join(kv, ",")+"}"] = v
 	}
@@ -419,7 +419,7 @@ func ExampleObservePool() {
 			for _, p := range sum.DataPoints {
 				name, _ := p.Attributes.Value("db.client.connection.pool.name")
 				state, _ := p.Attributes.Value("db.client.connection.state")
-				lines = append(lines, fmt.Sprintf("%s %s %d", name.Emit(), state.Emit(), p.Value))
+				lines = append(lines, fmt.Sprintf("%s %s %d", name.String(), state.String(), p.Value))
 			}
 		}
 	}

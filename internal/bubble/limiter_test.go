@@ -20,8 +20,10 @@ func TestBucket(t *testing.T) {
 		ctx := context.Background()
 		b, err := client.NewBucket(eng, 10, 2)
 		must(t, err)
-		if !b.Allow() || !b.Allow() {
-			t.Fatal("a full bucket refused its burst of 2")
+		for i := range 2 {
+			if !b.Allow() {
+				t.Fatalf("a full bucket refused token %d of its burst of 2", i+1)
+			}
 		}
 		if b.Allow() {
 			t.Fatal("an empty bucket allowed")
