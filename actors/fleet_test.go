@@ -396,3 +396,19 @@ func TestPoolFleetFill(t *testing.T) {
 		t.Fatalf("reported %+v, want the probe worked", rep)
 	}
 }
+
+// TestPoolFleetSeq: of two views that raced, the one numbered later
+// stands, whichever arrives last.
+func TestPoolFleetSeq(t *testing.T) {
+	r := newFleetRig(t, PoolConfig{})
+	r.ref.Send(&Fleet{Seq: 2, View: fleetHeld})
+	r.ref.Send(&Fleet{Seq: 1, View: policy.FleetView{State: policy.FleetOpen}})
+	if a := r.take(false); a.Verdict != policy.Later || a.Why != policy.ReasonFleet {
+		t.Fatalf("after an older view arrived last: %+v, want Later by the fleet", a)
+	}
+	r.ref.Send(&Fleet{Seq: 3, View: policy.FleetView{State: policy.FleetOpen}})
+	if a := r.take(false); a.Verdict != policy.Make {
+		t.Fatalf("after a newer view: %+v, want Make", a)
+	}
+	r.ref.Send(&Release{Now: r.now()})
+}

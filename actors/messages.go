@@ -180,9 +180,12 @@ type (
 	}
 	// Fleet hands the pool its fleet's view (see policy.Pool.SetFleet) at
 	// Now (0: the actor reads the engine's clock). Parked callers are
-	// served at once by the new view. No answer.
+	// served at once by the new view. Seq, if not 0, orders the views of
+	// senders that race: a view whose Seq is not above the last one
+	// applied is ignored. No answer.
 	Fleet struct {
 		Now  int64
+		Seq  uint64
 		View policy.FleetView
 	}
 )

@@ -241,6 +241,12 @@ func (a *poolActor[T]) Handle(msg any) {
 	case *Heat:
 		b.pool.Heat(m.Value, m.Now)
 	case *Fleet:
+		if m.Seq != 0 {
+			if m.Seq <= b.fleet.seq {
+				return // overtaken by a later view
+			}
+			b.fleet.seq = m.Seq
+		}
 		now := b.stamped(m.Now)
 		b.pool.SetFleet(m.View, now)
 		b.settle(now)
@@ -1006,6 +1012,7 @@ type fleetBooks struct {
 	due    int64             // when the failures held back are reported; 0 if none are
 	last   int64             // when the last report went
 	sent   bool              // whether any has
+	seq    uint64            // the Seq of the last view applied
 }
 
 // probed tells the fleet its probe worked, when probe says the fleet's

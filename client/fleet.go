@@ -55,33 +55,39 @@ const (
 	ReasonRamp  = policy.ReasonRamp
 )
 
-// fleetLink carries a fleet's views to a pool's actor, in the order they
-// were set. A fleet may set a view inside Join, before the actor runs: the
-// latest such view is kept and sent when it does.
+// fleetLink carries a fleet's views to a pool's actor. A fleet may set a
+// view inside Join, before the actor runs: the latest such view is sent
+// when it does. Each view is numbered, so the actor applies the latest even
+// when that first view and a new one race. No lock is held while a view is
+// sent: a send may run the actor, which may call the fleet's report.
 type fleetLink struct {
-	mu    sync.Mutex
-	ref   *engine.Ref // nil until the actor runs
-	view  FleetView
-	early bool // a view was set before the actor ran
+	mu   sync.Mutex
+	ref  *engine.Ref // nil until the actor runs
+	seq  uint64      // the number of the latest view set
+	view FleetView   // the latest view set before the actor ran
 }
 
 // set is the func a pool hands its fleet's Join.
 func (l *fleetLink) set(v FleetView) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ref == nil {
-		l.view, l.early = v, true
-		return
+	l.seq++
+	seq, ref := l.seq, l.ref
+	if ref == nil {
+		l.view = v
 	}
-	l.ref.Send(&actors.Fleet{View: v})
+	l.mu.Unlock()
+	if ref != nil {
+		ref.Send(&actors.Fleet{Seq: seq, View: v})
+	}
 }
 
 // attach starts sending views to ref, the latest one set so far first.
 func (l *fleetLink) attach(ref *engine.Ref) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.ref = ref
-	if l.early {
-		ref.Send(&actors.Fleet{View: l.view})
+	seq, v := l.seq, l.view
+	l.mu.Unlock()
+	if seq > 0 {
+		ref.Send(&actors.Fleet{Seq: seq, View: v})
 	}
 }

@@ -241,3 +241,30 @@ func TestPoolFleetLeaves(t *testing.T) {
 	}
 	f.view(heldView) // a view set after leave reaches a closed pool: nothing happens
 }
+
+// reentrantFleet holds the fleet from inside the pool's report, as a fleet
+// that decides at once might: the report runs in the pool's actor, maybe
+// on a caller's goroutine.
+type reentrantFleet struct{ set func(FleetView) }
+
+func (f *reentrantFleet) Join(set func(FleetView)) (func(FleetReport), func()) {
+	f.set = set
+	return func(FleetReport) { f.set(heldView) }, func() {}
+}
+
+// TestPoolFleetSetFromReport: a fleet that sets a view from inside the
+// pool's report neither deadlocks the pool nor loses the view.
+func TestPoolFleetSetFromReport(t *testing.T) {
+	r := newRig(t, PoolConfig[*conn]{Fleet: &reentrantFleet{}})
+	r.be.up.Store(r.clock.Now() + int64(time.Hour))
+	if _, err := r.pool.Get(r.ctx); !errors.As(err, new(*OpenError)) {
+		t.Fatalf("Get against a dead backend: %v, want an OpenError", err)
+	}
+	r.until("the fleet's hold to reach the pool", func() bool { return r.pool.Stats().Fleet == FleetHeld })
+	ctx, cancel := context.WithTimeout(r.ctx, 50*time.Millisecond)
+	defer cancel()
+	var we *WaitError
+	if _, err := r.pool.Get(ctx); !errors.As(err, &we) || we.By != "the fleet's hold" {
+		t.Fatalf("Get after the fleet held: %v, want a WaitError for the fleet's hold", err)
+	}
+}
