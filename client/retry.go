@@ -57,8 +57,22 @@ func (e *RetryError) Unwrap() []error {
 type RetryOption func(*retrySettings)
 
 type retrySettings struct {
-	draw  func() float64 // in [0, 1)
-	clock Clock          // what the sleeps are slept on
+	draw   func() float64 // in [0, 1)
+	clock  Clock          // what the sleeps are slept on
+	budget *Budget        // asked before each retry; nil: none
+}
+
+// WithBudget makes Retry spend retries from b: the call counts as one
+// first attempt (Budget.First), and each retry asks b.Retry first. A retry
+// b refuses is not made: Retry returns at once a *RetryError with the last
+// failure and ErrBudget as its Cause, so errors.Is finds both. A nil b is
+// ignored.
+func WithBudget(b *Budget) RetryOption {
+	return func(s *retrySettings) {
+		if b != nil {
+			s.budget = b
+		}
+	}
 }
 
 // SleepOn makes Retry sleep on c: an engine's clock (Engine.Clock), so the
@@ -150,6 +164,8 @@ type hinter interface{ RetryAfter() time.Duration }
 //   - a *RetryError wrapping the last failure and a *WaitError
 //     (ErrExceedsDeadline) when the next sleep would end after ctx's
 //     deadline, at once rather than sleeping towards a certain failure;
+//   - a *RetryError wrapping the last failure and ErrBudget when the
+//     budget given with WithBudget refuses the next retry, at once;
 //   - ErrNoAttempts when backoff allows no attempt; an error for a nil fn.
 //
 // A retry-after hint carried by the failure — made with RetryAfter, or any
@@ -196,12 +212,18 @@ func Retry(ctx context.Context, backoff Backoff, fn func(ctx context.Context) er
 			if dl, ok := ctx.Deadline(); ok && d > time.Until(dl) {
 				return &RetryError{Attempts: made, Err: last, Cause: &WaitError{Wait: d, By: "the retry's backoff"}}
 			}
+			if s.budget != nil && !s.budget.Retry() {
+				return &RetryError{Attempts: made, Err: last, Cause: ErrBudget}
+			}
 			if err := vclock.Sleep(ctx, s.clock, d); err != nil {
 				return &RetryError{Attempts: made, Err: last, Cause: ctx.Err()}
 			}
 		}
 		if ctx.Err() != nil {
 			return &RetryError{Attempts: made, Err: last, Cause: ctx.Err()}
+		}
+		if made == 0 && s.budget != nil {
+			s.budget.First()
 		}
 		err := fn(ctx)
 		made++

@@ -1,0 +1,172 @@
+package policy
+
+import (
+	"math"
+	"math/bits"
+	"time"
+)
+
+// The Quantile's histogram. A duration of n nanoseconds is counted exactly
+// below 16 ns; above, each power of two is cut into 16 buckets of equal
+// width, so a bucket is at most a sixteenth of the values it holds. The
+// last bucket holds everything from about 18 minutes up.
+const (
+	quantileSub   = 4 // bits of a value below its leading one that pick its bucket
+	quantileTop   = 40
+	quantileSlots = 8
+
+	// QuantileBuckets is how many buckets a Quantile counts in (see
+	// QuantileBucket).
+	QuantileBuckets = (quantileTop-quantileSub+1)<<quantileSub + 1<<quantileSub
+)
+
+// The Quantile's need for samples: At answers only from at least
+// QuantileMinSamples, and at least QuantileTailSamples at or above the
+// quantile asked for.
+const (
+	QuantileMinSamples  = 20
+	QuantileTailSamples = 5
+)
+
+// DefaultQuantileWindow is the window a Quantile of zero or less counts.
+const DefaultQuantileWindow = 10 * time.Second
+
+// Quantile tracks the recent distribution of a latency, to answer "how
+// slow is the slowest 5%?": the delay after which a request is worth
+// hedging. It counts the durations of the last window in a histogram of
+// logarithmic buckets, in eight slots that age out one at a time.
+//
+// At reports a duration within 3.2% of the sample at the rank asked for:
+// the middle of the bucket holding it, each bucket being at most a
+// sixteenth as wide as its values. Memory is fixed, about 20 KB, and
+// nothing allocates after NewQuantile.
+//
+// Time is the caller's clock in nanoseconds; a clock that goes backwards
+// is read as standing still. The zero Quantile is ready to use with
+// DefaultQuantileWindow. A Quantile is not safe for concurrent use.
+type Quantile struct {
+	slots slots[[QuantileBuckets]uint32]
+	total [QuantileBuckets]uint64 // the sums over slots
+	n     uint64                  // samples over slots
+}
+
+// NewQuantile returns a Quantile that has seen nothing, counting over the
+// last window: DefaultQuantileWindow for zero or less. The window is cut
+// in eight slots, each rounded up to a whole nanosecond.
+func NewQuantile(window time.Duration) *Quantile {
+	q := &Quantile{}
+	q.set(window)
+	return q
+}
+
+func (q *Quantile) set(window time.Duration) {
+	if window <= 0 {
+		window = DefaultQuantileWindow
+	}
+	q.slots.cut(window, quantileSlots)
+}
+
+// Add counts one sample of d at now. A d below zero counts as zero.
+func (q *Quantile) Add(d time.Duration, now int64) { q.AddN(d, 1, now) }
+
+// AddN counts n samples of d at now, as n Adds would. An n of zero or less
+// counts nothing. A bucket that has counted 2³²−1 samples in one slot
+// counts no more there.
+func (q *Quantile) AddN(d time.Duration, n int, now int64) {
+	q.advance(now)
+	if n <= 0 {
+		return
+	}
+	i := QuantileBucket(d)
+	c := &q.slots.newest()[i]
+	add := uint32(min(uint64(n), uint64(math.MaxUint32-*c)))
+	*c += add
+	q.total[i] += uint64(add)
+	q.n += uint64(add)
+}
+
+// At is the p-quantile of the samples counted over the last window at now:
+// the duration that a share p of them do not exceed. A p of 0 or less is
+// the smallest sample, 1 or more the largest.
+//
+// It reports false, and 0, until it holds QuantileMinSamples samples, and
+// QuantileTailSamples at or above the quantile: p of 0.95 wants 100 samples,
+// 0.99 wants 500. A p that is NaN is always false.
+func (q *Quantile) At(p float64, now int64) (time.Duration, bool) {
+	q.advance(now)
+	if math.IsNaN(p) || q.n < QuantileMinSamples {
+		return 0, false
+	}
+	p = min(max(p, 0), 1)
+	if p < 1 && float64(q.n)*(1-p) < QuantileTailSamples {
+		return 0, false
+	}
+	// The nearest rank: the smallest sample with at least p·n samples at
+	// or below it.
+	rank := max(uint64(math.Ceil(p*float64(q.n))), 1)
+	var seen uint64
+	for i, c := range q.total {
+		seen += c
+		if seen >= rank {
+			return QuantileValue(i), true
+		}
+	}
+	return QuantileValue(QuantileBuckets - 1), true // not reached: seen ends at n
+}
+
+// Samples is how many samples the last window holds at now.
+func (q *Quantile) Samples(now int64) int {
+	q.advance(now)
+	return int(min(q.n, math.MaxInt))
+}
+
+// QuantileBucket is the bucket a duration d is counted in, from 0 to
+// QuantileBuckets−1. A d below zero is counted as zero.
+func QuantileBucket(d time.Duration) int {
+	v := uint64(max(d, 0))
+	e := bits.Len64(v) - 1 // v's leading one; -1 for 0
+	if e < quantileSub {
+		return int(v)
+	}
+	if e > quantileTop {
+		return QuantileBuckets - 1
+	}
+	m := v >> (e - quantileSub) // from 16 to 31
+	return (e-quantileSub+1)<<quantileSub + int(m) - 1<<quantileSub
+}
+
+// QuantileValue is the duration At reports for bucket i: the middle of
+// the durations it holds, and i itself below 16. It is counted in bucket
+// i again. An i out of range is read as the nearest bucket.
+func QuantileValue(i int) time.Duration {
+	i = min(max(i, 0), QuantileBuckets-1)
+	if i < 1<<quantileSub {
+		return time.Duration(i)
+	}
+	e := i>>quantileSub + quantileSub - 1
+	m := uint64(i&(1<<quantileSub-1)) + 1<<quantileSub
+	lo := m << (e - quantileSub)
+	return time.Duration(lo + uint64(1)<<(e-quantileSub)/2)
+}
+
+// advance ages out the slots that have left the window by now.
+func (q *Quantile) advance(now int64) {
+	if q.slots.width == 0 {
+		q.set(0)
+	}
+	if _, turned := q.slots.advance(now); turned {
+		q.sum()
+	}
+}
+
+// sum works out the sums over the slots.
+func (q *Quantile) sum() {
+	q.total = [QuantileBuckets]uint64{}
+	q.n = 0
+	for s := range q.slots.ring {
+		for i, c := range q.slots.ring[s] {
+			q.total[i] += uint64(c)
+			q.n += uint64(c)
+		}
+	}
+}
