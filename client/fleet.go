@@ -23,14 +23,16 @@ type Fleet interface {
 	// call it in the order the views change. A view with Probe set lets
 	// the pool make one probe, so the fleet sets it once for each lease
 	// it takes. report is what the pool calls with its reports, from its
-	// actor: it must not block. leave detaches the pool when it closes;
-	// set must not be called after leave returns.
+	// actor: it must not block, though it may call set. leave detaches
+	// the pool as it closes; the fleet stops calling set then, though a
+	// late call does no harm.
 	Join(set func(FleetView)) (report func(FleetReport), leave func())
 }
 
 // The fleet's types, as policy and actors have them.
 type (
 	// FleetView is one replica's view of its fleet (policy.FleetView).
+	// Its Since is on the engine's clock (Engine.Now).
 	FleetView = policy.FleetView
 	// FleetState is what the fleet says of the backend (policy.FleetState).
 	FleetState = policy.FleetState
