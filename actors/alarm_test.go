@@ -3,6 +3,7 @@ package actors
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -130,8 +131,8 @@ func TestShutdownWithWaitersLeavesNoGoroutine(t *testing.T) {
 		if err := e.Shutdown(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		for _, a := range parked {
-			<-a.Reply // granted or refused: every caller is answered
+		for i, a := range parked {
+			recv(t, a.Reply, fmt.Sprintf("round %d: parked caller %d", round, i)) // granted or refused: every caller is answered
 		}
 		if err := goleak.Find(ignore); err != nil {
 			t.Fatalf("round %d: a goroutine outlived Shutdown: %v", round, err)

@@ -14,7 +14,7 @@ import (
 // with resources for tokens. A Get that finds one on the rack takes it
 // with one atomic swap, and a Put of a resource taken from the rack lays
 // it back with one compare-and-swap; neither sends the actor a message.
-// Everything else goes to the actor as before: a Get that finds the rack
+// Everything else goes to the actor: a Get that finds the rack
 // bare, a Put of a resource the actor lent itself, and every Put and Get
 // while a caller waits in the actor's line.
 //

@@ -187,7 +187,7 @@ func TestKeyedShards(t *testing.T) {
 	}
 
 	// The first actor stops on its own: its keys are refused, the rest
-	// answer as before.
+	// still answer.
 	if err := k.l.shards[0].Stop(r.ctx); err != nil {
 		t.Fatal(err)
 	}

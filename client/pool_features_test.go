@@ -557,10 +557,10 @@ func TestStatsSums(t *testing.T) {
 	}
 }
 
-// TestZeroOptionsOff: PoolConfig{Open, Close} with every newer option at
-// its zero value behaves as before them: nothing opened until a Get, no
+// TestZeroOptionsOff: PoolConfig{Open, Close} with every other option at
+// its zero value turns each of them off: nothing opened until a Get, no
 // timer armed (no keep-alive, no leak watch), no check, no background
-// open, every resource Put kept, and the new counts at zero.
+// open, every resource Put kept, and their counts at zero.
 func TestZeroOptionsOff(t *testing.T) {
 	r := newRig(t, PoolConfig[*conn]{})
 	if r.be.made.Load() != 0 || r.clock.Pending() != 0 {

@@ -3,6 +3,7 @@ package engine
 import (
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestReplyCancelRacingAnswer: a parked caller whose done closes just as
@@ -56,12 +57,21 @@ func TestReplyCancelRacingAnswer(t *testing.T) {
 		left.Store(true)
 		if !ok {
 			withdrawn++
-			s.reply.Await(ref, nil)
+			late := make(chan struct{})
+			timer := time.AfterFunc(10*time.Second, func() { close(late) })
+			if !s.reply.Await(ref, late) {
+				t.Fatalf("round %d: the withdrawn request was never answered", i)
+			}
+			timer.Stop()
 		}
 		if got := s.reply.Take(); got != i {
 			t.Fatalf("round %d: answer %d", i, got)
 		}
-		<-answered
+		select {
+		case <-answered:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the actor never finished its Put", i)
+		}
 		if n := len(s.reply.wake); n != 0 {
 			t.Fatalf("round %d: %d wake left over after the answer was taken", i, n)
 		}
@@ -83,7 +93,12 @@ func TestReplyCancelRacingAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref.Send(&release{})
-	if v := <-got; v != -7 {
-		t.Fatalf("the next request got %d, want its own answer -7", v)
+	select {
+	case v := <-got:
+		if v != -7 {
+			t.Fatalf("the next request got %d, want its own answer -7", v)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the next request was never answered")
 	}
 }
