@@ -129,8 +129,8 @@ type limiter struct {
 	asks   sync.Pool    // of *ask, for l.now: each limiter's own, so a channel stays in the synctest bubble it was made in
 	// held is when, on the engine's clock, FailLocal stops holding what
 	// Redis lets through to the local share as well: math.MaxInt64 while
-	// the breaker is tripped, a recovery span after it closes, 0 once
-	// that has passed (see heldLocal).
+	// the breaker is tripped, a recovery span after the last failed call
+	// or after the breaker closes, 0 once that has passed (see heldLocal).
 	held atomic.Int64
 
 	closed atomic.Bool
@@ -151,11 +151,11 @@ type counts struct {
 type Stats struct {
 	Calls    int64 // calls sent to Redis (each one round trip, of one script run per key), the breaker's probes included
 	Sent     int64 // requests those calls carried, looks and probes included
-	Admitted int64 // requests let through by Redis (and, while FailLocal recovers, by the local share too)
+	Admitted int64 // requests let through by Redis (and, while FailLocal holds Redis to it, by the local share too)
 	// Refused counts requests refused: by Redis, from a refusal it gave
-	// (Remembered), asking more than a bucket's burst, or, under
-	// FailLocal while Redis comes back, by the local share after Redis
-	// let them through.
+	// (Remembered), asking more than a bucket's burst, or, while FailLocal
+	// holds Redis to the local share, by that share after Redis let them
+	// through.
 	Refused int64
 	// Remembered counts the refusals of Refused answered in this process
 	// without a call: an Allow, AllowN, Try or TryN of one or more for a
@@ -576,7 +576,7 @@ func (o *owner) land(f *flight, failed error) {
 	switch {
 	case f.probe:
 		if o.breaker.probed(sent && failed == nil) {
-			o.closedBreaker(now)
+			o.hold(now)
 		}
 		if !o.late {
 			o.pump()
@@ -584,12 +584,14 @@ func (o *owner) land(f *flight, failed error) {
 		return // its one ask is a look nobody waits for, and has no line
 	case !sent:
 	case failed != nil:
-		if o.breaker.failure(now) {
+		tripped := o.breaker.failure(now)
+		o.hold(now) // its requests go to the local share
+		if tripped {
 			o.tripped()
 		}
 	default:
 		if o.breaker.success() {
-			o.closedBreaker(now)
+			o.hold(now)
 		}
 	}
 	for i := range f.parts {
@@ -636,13 +638,8 @@ func (o *owner) sendProbe(key string) {
 }
 
 // tripped answers by the FailMode, at once, every ask waiting for a call:
-// the breaker has just tripped. Under FailLocal, what Redis lets through
-// from now on is held to the local share too (see heldLocal), until a
-// recovery span after the breaker closes.
+// the breaker has just tripped.
 func (o *owner) tripped() {
-	if o.l.cfg.FailMode == FailLocal {
-		o.l.held.Store(math.MaxInt64)
-	}
 	for _, ln := range o.lines {
 		for _, a := range ln.next {
 			a.answer(verdict{fallback: true, cause: ErrBreaker})
@@ -657,14 +654,24 @@ func (o *owner) tripped() {
 	o.ready = o.ready[:0]
 }
 
-// closedBreaker notes that a call worked while the breaker was tripped:
-// Redis is back. Under FailLocal, what Redis lets through stays held to
-// the local share as well for the recovery span, while the other
-// processes find Redis back too.
-func (o *owner) closedBreaker(now int64) {
-	if o.l.cfg.FailMode == FailLocal {
-		o.l.held.Store(now + int64(o.l.cfg.recovery()))
+// hold holds what Redis lets through to the local share as well, under
+// FailLocal (see heldLocal). The actor calls it when a call fails, whose
+// requests the local share answers, and when the breaker closes. The hold
+// lasts while the breaker is tripped, then a recovery span from now. A
+// Redis that fails now and then, never enough in a row to trip the
+// breaker, is held too: it counts nothing the local share lets through.
+func (o *owner) hold(now int64) {
+	if o.l.cfg.FailMode != FailLocal {
+		return
 	}
+	until := int64(math.MaxInt64)
+	if !o.breaker.tripped {
+		until = now + int64(o.l.cfg.recovery())
+		if was := o.l.held.Load(); was != math.MaxInt64 && was > until {
+			return // the clock went back: keep the later end
+		}
+	}
+	o.l.held.Store(until)
 }
 
 // stop answers every ask it holds: the limiter is closed.

@@ -92,8 +92,12 @@
 // sends the probe.
 //
 // Under FailLocal, what Redis lets through must pass the local share too
-// while the breaker is tripped, and for a recovery span after it closes:
-// the larger of 2 s and four Timeouts. A request that Redis lets through
+// from the first failed call on. The hold lasts while the breaker is
+// tripped, then for a recovery span after it closes or after the last
+// failed call: the larger of 2 s and four Timeouts. So a Redis that fails
+// now and then, never enough in a row to trip the breaker, holds each
+// process to its share as well: the share answers each failed call, and
+// Redis counts none of those. A request that Redis lets through
 // and the local share refuses is refused, and its place in Redis goes
 // unused. The span is the time every process needs to find Redis back:
 // each probes once a Timeout, and go-redis, once it gives up dialling a

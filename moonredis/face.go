@@ -48,13 +48,13 @@ func (l *limiter) try(key string, n float64, fb local) client.Decision {
 }
 
 // heldLocal reports whether what Redis lets through must pass the local
-// share too: under FailLocal, while the breaker is tripped and for a
-// recovery span after it closes. In that span some processes may still
-// answer from their local shares while others have found Redis back, and
-// Redis counts none of what the local shares let through. Holding every
-// process to its share until all are back keeps the fleet within the
+// share too. Under FailLocal it does from a failed call on: while the
+// breaker is tripped, then for a recovery span after it closes or after
+// the last failed call. Meanwhile some requests, here or in other
+// processes, are answered by local shares, and Redis counts none of
+// them. Holding every process to its share keeps the fleet within the
 // limit plus the one burst a share or Redis may start with (see the
-// package documentation). The limiter's actor sets the span; a caller
+// package documentation). The limiter's actor sets the span. A caller
 // that finds it past clears it, so the usual case is one atomic load.
 func (l *limiter) heldLocal(fb local) bool {
 	if fb == nil {

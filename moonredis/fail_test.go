@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -228,5 +229,134 @@ func TestEachCallLateAtItsDeadline(t *testing.T) {
 	}
 	if st := b.Stats(); st.Failures != 3 || st.Fallbacks != 3 {
 		t.Errorf("Stats = %+v, want 3 calls failed and their requests answered by the mode", st)
+	}
+}
+
+// flaky is a hook that fails one script call in three while on is set,
+// never two in a row: by an error at once, or, with hang, by holding the
+// call until its ctx ends, when it says so on held.
+type flaky struct {
+	on   atomic.Bool
+	hang bool
+	held chan struct{}
+	n    atomic.Int64
+}
+
+var errFlaky = errors.New("flaky: the call failed")
+
+func (h *flaky) hook() redis.Hook {
+	return hook{process: func(next redis.ProcessHook) redis.ProcessHook {
+		return func(ctx context.Context, cmd redis.Cmder) error {
+			if !strings.HasPrefix(cmd.Name(), "eval") || !h.on.Load() || h.n.Add(1)%3 != 0 {
+				return next(ctx, cmd)
+			}
+			if !h.hang {
+				cmd.SetErr(errFlaky)
+				return errFlaky
+			}
+			h.held <- struct{}{}
+			<-ctx.Done()
+			cmd.SetErr(ctx.Err())
+			return ctx.Err()
+		}
+	}}
+}
+
+// TestFailLocalHeldWhileRedisFlickers: three processes share a bucket in
+// a Redis that fails one call in three of each, by an error or a timeout.
+// No breaker trips, since no three calls in a row fail. Each failed call
+// is answered by the process's local share, which Redis does not count.
+// So what Redis lets through must pass the local share too, as while the
+// breaker is tripped: then the fleet lets through no more than the limit
+// plus one burst. Once Redis has worked for the recovery span, it alone
+// decides again.
+func TestFailLocalHeldWhileRedisFlickers(t *testing.T) {
+	const (
+		procs = 3
+		rate  = 10.0
+		burst = 9.0
+		step  = 10 * time.Millisecond
+		steps = 200
+		each  = 3 // Allows each process makes a step
+	)
+	for _, c := range []struct {
+		name string
+		hang bool
+	}{{"error", false}, {"timeout", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFake(t)
+			timeout := 10 * time.Millisecond
+			bs := make([]*Bucket, procs)
+			hs := make([]*flaky, procs)
+			for i := range bs {
+				hs[i] = &flaky{hang: c.hang, held: make(chan struct{}, 1)}
+				hs[i].on.Store(true)
+				rdb := redis.NewClient(&redis.Options{Addr: f.mr.Addr()})
+				t.Cleanup(func() { rdb.Close() })
+				rdb.AddHook(hs[i].hook())
+				cfg := Config{Client: rdb, Timeout: timeout, FailMode: FailLocal, ExpectedProcesses: procs}
+				b, err := NewBucket(f.eng, cfg, rate, burst)
+				if err != nil {
+					t.Fatal(err)
+				}
+				bs[i] = b
+			}
+			allow := func(i int) bool {
+				got := make(chan bool, 1)
+				go func() { got <- bs[i].Allow("k") }()
+				select {
+				case ok := <-got:
+					return ok
+				case <-hs[i].held:
+					f.advance(timeout)
+					return recv(t, got, "a call that timed out")
+				case <-time.After(bound):
+					t.Fatalf("process %d: Allow neither answered nor held after %v", i, bound)
+					return false
+				}
+			}
+			start := f.clock.Now()
+			admitted := 0
+			for s := range steps {
+				if s > 0 {
+					f.advance(step)
+				}
+				for i := range bs {
+					for range each {
+						if allow(i) {
+							admitted++
+						}
+					}
+				}
+			}
+			for i, b := range bs {
+				st := b.Stats()
+				if st.Calls+st.Remembered != steps*each || st.Fallbacks != st.Failures || st.Failures < st.Calls/4 {
+					t.Fatalf("process %d: Stats = %+v: want every request sent to Redis or refused from its refusal, and one call in three failed", i, st)
+				}
+			}
+			span := time.Duration(f.clock.Now() - start)
+			limit := rate*span.Seconds() + burst // what the bucket itself lets through in span
+			t.Logf("the fleet let through %d in %v against a limit of %.0f", admitted, span, limit)
+			if float64(admitted) > limit+burst {
+				t.Errorf("the fleet let through %d in %v, want at most the limit %.0f plus one burst of %.0f", admitted, span, limit, burst)
+			}
+
+			// Redis works again: once the recovery span has passed, a
+			// process may take Redis's whole burst, more than its share.
+			for _, h := range hs {
+				h.on.Store(false)
+			}
+			f.advance(bs[0].l.cfg.recovery() + time.Second)
+			n := 0
+			for range 2 * int(burst) {
+				if bs[0].Allow("k") {
+					n++
+				}
+			}
+			if n != burst {
+				t.Errorf("Redis back for the recovery span: a process let through %d of %d, want Redis's burst of %.0f", n, 2*int(burst), burst)
+			}
+		})
 	}
 }
