@@ -38,9 +38,15 @@ import (
 // stopped, and wraps the last failure; one from Bucket, or from GetBody
 // replaying the body, is returned as it is.
 //
-// Set Engine before use; the other fields have defaults. A Transport is
-// safe for concurrent use once its fields are set; do not change them
-// afterwards.
+// With a Budget, retries and hedges are held to a share of requests
+// across every client that shares it, so an outage is not made worse by
+// the retries themselves. With a Hedge, a safe request whose answer is
+// late is sent again to race the first (see Hedge).
+//
+// Set Engine before use; the other fields have defaults. Without a
+// Budget nothing bounds retries across requests, and without a Hedge
+// nothing is hedged. A Transport is safe for concurrent use once its
+// fields are set; do not change them afterwards.
 type Transport struct {
 	// Base sends each attempt; nil is http.DefaultTransport.
 	Base http.RoundTripper
@@ -62,6 +68,17 @@ type Transport struct {
 	// wait longer, it returns the response at once. Zero or less is no cap
 	// but the request's deadline.
 	MaxWait time.Duration
+	// Budget, when set, holds retries and hedges to a share of first
+	// attempts (see client.Budget). Each request counts as one first
+	// attempt. A retry the budget refuses is not sent: RoundTrip returns
+	// the last response at once, as when the attempts run out. With no
+	// response to return, the error matches client.ErrBudget under
+	// errors.Is. The latency of each request's first attempt is counted
+	// too, for Hedge. Share one Budget among all the clients of a backend.
+	Budget *client.Budget
+	// Hedge, when set, sends a copy of a slow request to race the first
+	// (see Hedge and Hedgeable). Nil sends none.
+	Hedge *Hedge
 }
 
 // maxRetryBody is the most of a retryable response's body read into
@@ -93,7 +110,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	rt := &roundTrip{t: t, base: base, req: req, once: once}
-	err := client.Retry(ctx, b, rt.attempt, client.SleepOn(t.Engine.Clock()))
+	if t.Hedge != nil && !once && Hedgeable(req) {
+		rt.hedge = t.Hedge
+	}
+	var err error
+	if t.Budget == nil {
+		err = client.Retry(ctx, b, rt.attempt, client.SleepOn(t.Engine.Clock()))
+	} else {
+		err = client.Retry(ctx, b, rt.attempt, client.SleepOn(t.Engine.Clock()), client.WithBudget(t.Budget))
+	}
 	if !rt.sent {
 		closeBody(req) // never handed to base, which would have closed it
 	}
@@ -105,68 +130,114 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // roundTrip is one RoundTrip's state across its attempts.
 type roundTrip struct {
-	t    *Transport
-	base http.RoundTripper
-	req  *http.Request
-	once bool           // req may be sent only once: every answer is final
-	sent bool           // req itself (and its body) went to base
-	resp *http.Response // the latest attempt's response, nil if it failed
+	t      *Transport
+	base   http.RoundTripper
+	req    *http.Request
+	once   bool           // req may be sent only once: every answer is final
+	sent   bool           // req itself (and its body) went to base
+	resp   *http.Response // the latest attempt's response, nil if it failed
+	hedge  *Hedge         // t.Hedge if req may be hedged, else nil
+	hedges int            // hedges sent so far
 }
 
 // attempt sends the request once, and says by its error whether Retry
 // should try again: nil for a final response, a hint for a Retry-After,
-// Permanent for what another attempt cannot change.
+// Permanent for what another attempt cannot change. With a hedge due it
+// races copies of the request instead (see race).
 func (rt *roundTrip) attempt(ctx context.Context) error {
 	rt.resp = nil // an earlier response, body in memory, is dropped
+	if delay, ok := rt.hedgeDelay(); ok {
+		return rt.race(ctx, delay)
+	}
+	first := !rt.sent
+	r, err := rt.next(ctx)
+	if err != nil {
+		return err
+	}
+	var start int64
+	if first && rt.t.Budget != nil {
+		start = rt.t.Engine.Clock().Now()
+	}
+	resp, err := rt.base.RoundTrip(r)
+	resp, err = rt.t.judge(ctx, rt.once, resp, err)
+	if first && rt.t.Budget != nil && err == nil {
+		rt.t.Budget.Observe(time.Duration(rt.t.Engine.Clock().Now() - start))
+	}
+	rt.resp = resp
+	return err
+}
+
+// next is the request for the attempt about to go out on ctx, once
+// the Bucket lets it: req itself the first time, then copies. Its error
+// is Permanent.
+func (rt *roundTrip) next(ctx context.Context) (*http.Request, error) {
 	r := rt.req
 	if rt.sent {
-		r = rt.req.Clone(ctx)
-		if rt.req.Body != nil && rt.req.Body != http.NoBody {
-			body, err := rt.req.GetBody()
-			if err != nil {
-				return client.Permanent(fmt.Errorf("moonhttp: replaying the request body: %w", err))
-			}
-			r.Body = body
+		var err error
+		if r, err = rt.again(ctx); err != nil {
+			return nil, client.Permanent(err)
 		}
+	} else if ctx != r.Context() {
+		r = r.WithContext(ctx)
 	}
 	if rt.t.Bucket != nil {
 		if err := rt.t.Bucket.Wait(ctx); err != nil {
-			if r != rt.req {
-				closeBody(r)
+			if rt.sent {
+				closeBody(r) // a body of its own, from GetBody
 			}
-			return client.Permanent(err)
+			return nil, client.Permanent(err)
 		}
 	}
 	rt.sent = true
-	resp, err := rt.base.RoundTrip(r)
+	return r, nil
+}
+
+// again is a copy of the request for another attempt, on ctx, with its
+// body had again through GetBody.
+func (rt *roundTrip) again(ctx context.Context) (*http.Request, error) {
+	r := rt.req.Clone(ctx)
+	if rt.req.Body != nil && rt.req.Body != http.NoBody {
+		body, err := rt.req.GetBody()
+		if err != nil {
+			return nil, fmt.Errorf("moonhttp: replaying the request body: %w", err)
+		}
+		r.Body = body
+	}
+	return r, nil
+}
+
+// judge reads what one attempt brought back as attempt returns it: the
+// response to keep, if any, and nil for a final answer, a hint for a
+// Retry-After, Permanent for what another attempt cannot change, and
+// any other error for what one may. ctx is the attempt's; once says
+// every answer is final.
+func (t *Transport) judge(ctx context.Context, once bool, resp *http.Response, err error) (*http.Response, error) {
 	if err != nil {
 		if ctx.Err() != nil {
-			return client.Permanent(err)
+			return nil, client.Permanent(err)
 		}
-		return err
+		return nil, err
 	}
-	if rt.once || !retryStatus(resp.StatusCode) {
-		rt.resp = resp
-		return nil
+	if once || !retryStatus(resp.StatusCode) {
+		return resp, nil
 	}
 	small, err := hold(resp)
 	if err != nil {
-		return err // the body broke off: as a failed connection
+		return nil, err // the body broke off: as a failed connection
 	}
-	rt.resp = resp
 	if !small {
-		return nil
+		return resp, nil
 	}
 	failed := &statusError{status: resp.Status}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 		if wait, ok := RetryAfter(resp); ok {
-			if rt.t.MaxWait > 0 && wait > rt.t.MaxWait {
-				return client.Permanent(failed)
+			if t.MaxWait > 0 && wait > t.MaxWait {
+				return resp, client.Permanent(failed)
 			}
-			return client.RetryAfter(failed, wait)
+			return resp, client.RetryAfter(failed, wait)
 		}
 	}
-	return failed
+	return resp, failed
 }
 
 // retryStatus is whether another attempt may get a different answer.
