@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/moonpool-go/moonpool/client"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // errNoEngine fails every call of an interceptor built without an engine,
@@ -43,45 +45,175 @@ var errNoEngine = errors.New("moongrpc: UnaryClientInterceptor: nil engine")
 // of its attempts is retried again underneath. Install it only for
 // methods that are safe to run twice: an Unavailable can also mean a
 // connection lost after the server acted.
+//
+// NewUnaryClientInterceptor does the same under a retry budget, and can
+// hedge slow calls.
 func UnaryClientInterceptor(eng *client.Engine, backoff client.Backoff, retryOn ...codes.Code) grpc.UnaryClientInterceptor {
-	if len(retryOn) == 0 {
-		retryOn = []codes.Code{codes.Unavailable, codes.ResourceExhausted}
+	return interceptor(ClientConfig{Engine: eng, Backoff: backoff, RetryOn: retryOn})
+}
+
+// ClientConfig says what NewUnaryClientInterceptor does. Only Engine is
+// required.
+type ClientConfig struct {
+	// Engine is the clock the sleeps and hedge delays are timed on.
+	// Without it, every call fails before anything is sent.
+	Engine *client.Engine
+	// Backoff says how many attempts, the first included, and how long
+	// to wait between them when the server sends no pushback. Attempts
+	// of 0 or less, as in the zero Backoff, is client.DefaultBackoff.
+	Backoff client.Backoff
+	// RetryOn are the codes worth another attempt. Empty is
+	// codes.Unavailable and codes.ResourceExhausted.
+	RetryOn []codes.Code
+	// Budget, when set, holds retries and hedges to a share of first
+	// attempts (see client.Budget). Each call counts as one first
+	// attempt. A retry the budget refuses is not made: the call fails at
+	// once with the last failure. Its status is the server's, and
+	// errors.Is matches it to client.ErrBudget. The latency of each
+	// call's first attempt is counted too, for Hedge. Share one Budget
+	// among all the clients of a backend.
+	Budget *client.Budget
+	// Hedge, when set, sends a copy of a slow call to race the first
+	// (see Hedge). Nil sends none.
+	Hedge *Hedge
+	// Hedgeable says which methods may be hedged, by full name
+	// ("/pkg.Service/Method"). Nil hedges the methods whose .proto says
+	// they have no side effects (see NoSideEffects).
+	Hedgeable func(method string) bool
+}
+
+// NewUnaryClientInterceptor retries unary calls as UnaryClientInterceptor
+// does, with cfg's engine, backoff and codes. With cfg.Budget it retries
+// only within the budget. With cfg.Hedge it races a slow call of a
+// hedgeable method with copies of itself (see Hedge).
+func NewUnaryClientInterceptor(cfg ClientConfig) grpc.UnaryClientInterceptor {
+	if cfg.Backoff.Attempts <= 0 {
+		cfg.Backoff = client.DefaultBackoff
 	}
-	retryOn = slices.Clone(retryOn)
+	if cfg.Hedgeable == nil {
+		cfg.Hedgeable = NoSideEffects
+	}
+	return interceptor(cfg)
+}
+
+// interceptor is the client interceptor cfg describes, cfg read as is.
+func interceptor(cfg ClientConfig) grpc.UnaryClientInterceptor {
+	if len(cfg.RetryOn) == 0 {
+		cfg.RetryOn = []codes.Code{codes.Unavailable, codes.ResourceExhausted}
+	}
+	cfg.RetryOn = slices.Clone(cfg.RetryOn)
+	// The options are made once, not per call.
+	var sleep, spend client.RetryOption
+	if cfg.Engine != nil {
+		sleep = client.SleepOn(cfg.Engine.Clock())
+	}
+	if cfg.Budget != nil {
+		spend = client.WithBudget(cfg.Budget)
+	}
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if eng == nil {
+		if cfg.Engine == nil {
 			return errNoEngine
 		}
-		var last error
-		err := client.Retry(ctx, backoff, func(ctx context.Context) error {
-			var trailer metadata.MD
-			// A fresh slice each time: appending to opts itself could
-			// write into the caller's backing array.
-			err := invoker(ctx, method, req, reply, cc, append(slices.Clip(opts), grpc.Trailer(&trailer))...)
-			if err == nil {
-				return nil
+		c := call{cfg: &cfg, method: method, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts}
+		if cfg.Hedge != nil && cfg.Hedgeable != nil && cfg.Hedgeable(method) {
+			if _, ok := reply.(proto.Message); ok {
+				c.hedge = cfg.Hedge
 			}
-			last = err
-			st, ok := status.FromError(err)
-			if !ok || !slices.Contains(retryOn, st.Code()) {
-				return client.Permanent(err)
-			}
-			wait, again := hint(st, trailer)
-			switch {
-			case !again:
-				return client.Permanent(err)
-			case wait > 0:
-				return client.RetryAfter(err, wait)
-			}
+		}
+		var err error
+		if spend == nil {
+			err = client.Retry(ctx, cfg.Backoff, c.attempt, sleep)
+		} else {
+			err = client.Retry(ctx, cfg.Backoff, c.attempt, sleep, spend)
+		}
+		if err == nil || c.last == nil {
 			return err
-		}, client.SleepOn(eng.Clock()))
+		}
 		var re *client.RetryError
 		switch {
-		case err == nil || last == nil:
-			return err
 		case ctx.Err() != nil && errors.As(err, &re) && errors.Is(re.Cause, ctx.Err()):
 			return status.FromContextError(ctx.Err()).Err()
+		case errors.As(err, &re) && errors.Is(re.Cause, client.ErrBudget):
+			return &budgetError{err: c.last}
 		}
-		return last
+		return c.last
 	}
 }
+
+// call is one intercepted call's state across its attempts.
+type call struct {
+	cfg     *ClientConfig
+	method  string
+	req     any
+	reply   any
+	cc      *grpc.ClientConn
+	invoker grpc.UnaryInvoker
+	opts    []grpc.CallOption
+	made    bool   // the first attempt has gone out
+	last    error  // the latest failure, as the server sent it
+	hedge   *Hedge // cfg.Hedge if the call may be hedged, else nil
+	hedges  int    // hedges sent so far
+}
+
+// attempt makes the call once, and says by its error whether Retry should
+// try again. With a hedge due it races copies of the call instead.
+func (c *call) attempt(ctx context.Context) error {
+	if delay, ok := c.hedgeDelay(); ok {
+		return c.race(ctx, delay)
+	}
+	first := !c.made
+	c.made = true
+	var start int64
+	if first && c.cfg.Budget != nil {
+		start = c.cfg.Engine.Clock().Now()
+	}
+	var trailer metadata.MD
+	// A fresh slice each time: appending to opts itself could write
+	// into the caller's backing array.
+	err := c.invoker(ctx, c.method, c.req, c.reply, c.cc, append(slices.Clip(c.opts), grpc.Trailer(&trailer))...)
+	judged, answer := c.judge(err, trailer)
+	if first && answer && c.cfg.Budget != nil {
+		c.cfg.Budget.Observe(time.Duration(c.cfg.Engine.Clock().Now() - start))
+	}
+	if err != nil {
+		c.last = err
+	}
+	return judged
+}
+
+// judge reads an attempt's outcome as attempt returns it: nil for a
+// reply, Permanent for what another attempt cannot change, a hint for
+// pushback, the error itself otherwise. answer says whether the server
+// answered: a reply, or a code another attempt would not change.
+func (c *call) judge(err error, trailer metadata.MD) (judged error, answer bool) {
+	if err == nil {
+		return nil, true
+	}
+	st, ok := status.FromError(err)
+	if !ok || !slices.Contains(c.cfg.RetryOn, st.Code()) {
+		return client.Permanent(err), true
+	}
+	wait, again := hint(st, trailer)
+	switch {
+	case !again:
+		return client.Permanent(err), false
+	case wait > 0:
+		return client.RetryAfter(err, wait), false
+	}
+	return err, false
+}
+
+// budgetError is the last failure of a call whose retry the budget
+// refused. Its status is the server's, and errors.Is also finds
+// client.ErrBudget.
+type budgetError struct{ err error }
+
+func (e *budgetError) Error() string {
+	return e.err.Error() + " (" + client.ErrBudget.Error() + ")"
+}
+
+func (e *budgetError) Unwrap() []error { return []error{e.err, client.ErrBudget} }
+
+// GRPCStatus is the server's status, which is how status.Code and
+// status.FromError read it.
+func (e *budgetError) GRPCStatus() *status.Status { return status.Convert(e.err) }
