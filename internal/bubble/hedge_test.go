@@ -66,8 +66,12 @@ func TestTransportBudget(t *testing.T) {
 		for range 200 {
 			get(t, context.Background(), tr)
 		}
-		if got := took(func() { get(t, context.Background(), tr) }); got < 39*time.Millisecond || got > 41*time.Millisecond {
-			t.Fatalf("a request whose first attempt takes a minute took %v, want its hedge's answer at about 40ms", got)
+		d, ok := b.HedgeDelay(0.95)
+		if !ok || d < 20*time.Millisecond*15/16 || d > 20*time.Millisecond*17/16 {
+			t.Fatalf("after 200 requests of 20ms the budget's p95 is %v, %v", d, ok)
+		}
+		if got := took(func() { get(t, context.Background(), tr) }); got != d+20*time.Millisecond {
+			t.Fatalf("a request whose first attempt takes a minute took %v, want its hedge's answer at %v", got, d+20*time.Millisecond)
 		}
 
 		l.mu.Lock()
