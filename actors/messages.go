@@ -314,7 +314,31 @@ type (
 	Leave struct{}
 )
 
-// Permit is a limiter's or gate's reply.
+// Budget requests (see SpawnBudget). A budget also answers Left, with the
+// retries and hedges it would allow now, and Tick.
+type (
+	// Spend asks a budget for one retry (or, with Hedge, one hedge) at Now.
+	// Answered with OK, counted if so, and Left, what it would allow after.
+	Spend struct {
+		Now   int64
+		Hedge bool
+		Reply chan Permit
+		Slot  *engine.Reply[Permit] // if not nil, the answer goes here rather than to Reply
+	}
+	// Latency asks a budget for the P-quantile of the latencies counted
+	// over its window (see policy.Quantile.At). Answered with OK and the
+	// quantile in After; OK false while it holds too few samples.
+	Latency struct {
+		Now   int64
+		P     float64
+		Reply chan Permit
+	}
+	// Fold wakes a budget's actor to fold in what its Tally counted. A
+	// Tally sends it; no answer.
+	Fold struct{}
+)
+
+// Permit is a limiter's, gate's or budget's reply.
 type Permit struct {
 	OK    bool          // granted
 	After time.Duration // refused: how long until it could be granted, never 0 for an Allow refused without Err (policy.Never: never); for Left: the wait a newcomer wanting one would face now
@@ -393,6 +417,21 @@ func (m *Unreserve) Refuse() { reply(m.Reply, Permit{Err: ErrStopped}) }
 
 // Refuse answers an Enter that reached a stopped actor.
 func (m *Enter) Refuse() { m.Reply <- Permit{Err: ErrStopped} }
+
+// Refuse answers a Spend that reached a stopped actor.
+func (m *Spend) Refuse() { m.answer(Permit{Err: ErrStopped}) }
+
+// Refuse answers a Latency that reached a stopped actor.
+func (m *Latency) Refuse() { reply(m.Reply, Permit{Err: ErrStopped}) }
+
+// answer sends a Spend's one answer where the caller waits for it.
+func (m *Spend) answer(p Permit) {
+	if m.Slot != nil {
+		m.Slot.Put(p)
+		return
+	}
+	reply(m.Reply, p)
+}
 
 // handle is where a queue keeps the parking of a Take.
 func (m *Take[T]) handle() *uint64 { return &m.gen }

@@ -63,7 +63,8 @@ type purse struct{ firsts, spent float64 }
 //   - minPerSecond is the floor's rate. Below zero or NaN is 0. The floor
 //     is minPerSecond × window spends per window.
 //   - window of zero or less is DefaultBudgetWindow. It is counted in
-//     twenty slots, each rounded up to a whole nanosecond.
+//     twenty slots, each rounded up to a whole nanosecond and at least
+//     two: Window says what it came to.
 func NewBudget(ratio, minPerSecond float64, window time.Duration) *Budget {
 	b := &Budget{}
 	b.set(ratio, minPerSecond, window)
@@ -81,6 +82,9 @@ func (b *Budget) set(ratio, minPerSecond float64, window time.Duration) {
 	if window <= 0 {
 		window = DefaultBudgetWindow
 	}
+	// Slots of one nanosecond could not count the last instant of the
+	// clock, so the shortest window is 40 ns.
+	window = max(window, 2*budgetSlots)
 	b.ratio = ratio
 	b.floor = minPerSecond * window.Seconds() // +Inf for an infinite rate
 	// One slot more than the window: see Budget on why spends are counted

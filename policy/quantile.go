@@ -52,7 +52,7 @@ type Quantile struct {
 
 // NewQuantile returns a Quantile that has seen nothing, counting over the
 // last window: DefaultQuantileWindow for zero or less. The window is cut
-// in eight slots, each rounded up to a whole nanosecond.
+// in eight slots, each rounded up to a whole nanosecond and at least two.
 func NewQuantile(window time.Duration) *Quantile {
 	q := &Quantile{}
 	q.set(window)
@@ -63,7 +63,9 @@ func (q *Quantile) set(window time.Duration) {
 	if window <= 0 {
 		window = DefaultQuantileWindow
 	}
-	q.slots.cut(window, quantileSlots)
+	// Slots of one nanosecond could not count the last instant of the
+	// clock, so the shortest window is 16 ns.
+	q.slots.cut(max(window, 2*quantileSlots), quantileSlots)
 }
 
 // Add counts one sample of d at now. A d below zero counts as zero.
@@ -98,7 +100,9 @@ func (q *Quantile) At(p float64, now int64) (time.Duration, bool) {
 		return 0, false
 	}
 	p = min(max(p, 0), 1)
-	if p < 1 && float64(q.n)*(1-p) < QuantileTailSamples {
+	// The tolerance keeps 50 samples enough for p 0.9, whose 1−p is a
+	// hair under a tenth.
+	if p < 1 && float64(q.n)*(1-p) < QuantileTailSamples-1e-9 {
 		return 0, false
 	}
 	// The nearest rank: the smallest sample with at least p·n samples at

@@ -1,0 +1,322 @@
+package actors
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/policy"
+)
+
+// Tally is what the callers of a budget count without asking its actor:
+// first attempts and latencies, one atomic add each. The actor folds them
+// into its policy.Budget and policy.Quantile before each answer, and on a
+// timer every slot of the window while callers count. When a timer finds
+// nothing new, the actor sleeps; the next count wakes it with a Fold.
+//
+// A count is folded in dated at the actor's previous fold, the earliest
+// instant it can have happened. So a first attempt never stays in the
+// window longer than it should: the budget errs towards refusing.
+//
+// It also holds the quantiles the actor last worked out for the latencies
+// asked most recently, so a caller that wants a hedge delay finds it here
+// while the actor is awake, without a message.
+type Tally struct {
+	firsts atomic.Uint64 // first attempts ever, shifted left one; the low bit is set while the actor sleeps
+	_      [56]byte      // keeps firsts, written on every request, off the other fields' line
+	ref    *engine.Ref
+	pub    [published]quote
+	lat    [policy.QuantileBuckets]atomic.Uint32 // latencies ever, by bucket, wrapping
+}
+
+// published is how many quantiles a Tally holds ready.
+const published = 4
+
+// quote is one published quantile: p's bits and the duration, or -1 for
+// too few samples. A p of noQuote is none. seq is odd while the actor
+// writes, so a reader that sees it change reads again from the actor.
+type quote struct {
+	seq atomic.Uint64
+	p   atomic.Uint64
+	d   atomic.Int64
+}
+
+// noQuote is the bits of a NaN, which no caller's p matches.
+var noQuote = math.Float64bits(math.NaN())
+
+// asleep is the low bit of Tally.firsts.
+const asleep = 1
+
+// First counts one first attempt.
+func (t *Tally) First() {
+	if t.firsts.Add(2)&asleep != 0 {
+		t.wake()
+	}
+}
+
+// Observe counts one latency.
+func (t *Tally) Observe(d time.Duration) {
+	t.lat[policy.QuantileBucket(d)].Add(1)
+	if t.firsts.Load()&asleep != 0 {
+		t.wake()
+	}
+}
+
+// Firsts is how many first attempts have been counted, ever.
+func (t *Tally) Firsts() int64 { return int64(t.firsts.Load() >> 1) }
+
+// Quote is the p-quantile the actor last published: d and ok as
+// policy.Quantile.At answers, and found false when none is published for
+// p, so the caller asks the actor with a Latency.
+func (t *Tally) Quote(p float64) (d time.Duration, ok, found bool) {
+	bits := math.Float64bits(p)
+	for i := range t.pub {
+		q := &t.pub[i]
+		seq := q.seq.Load()
+		if q.p.Load() != bits {
+			continue
+		}
+		v := q.d.Load()
+		if seq&1 != 0 || q.seq.Load() != seq { // being written
+			return 0, false, false
+		}
+		if v < 0 {
+			return 0, false, true
+		}
+		return time.Duration(v), true, true
+	}
+	return 0, false, false
+}
+
+// wake clears the asleep bit and, if this caller cleared it, sends the
+// actor a Fold.
+func (t *Tally) wake() {
+	if t.firsts.And(^uint64(asleep))&asleep != 0 {
+		t.ref.Send(Fold{})
+	}
+}
+
+// SpawnBudget starts a retry budget's actor on e under name (a fresh name
+// when empty), with a policy.NewBudget(ratio, minPerSecond, window) and a
+// policy.NewQuantile(window) for the latencies. It returns the Tally its
+// callers count first attempts and latencies on.
+//
+// It answers Spend (OK and Left), Latency (OK and After), Left (Left),
+// Fold and Tick. Each folds in the Tally first, so an answer counts every
+// first attempt made before its request. While callers count, the actor
+// folds every twentieth of the window (at least every millisecond), so
+// counts are dated within that much.
+func SpawnBudget(e *engine.Engine, name string, ratio, minPerSecond float64, window time.Duration) (*engine.Ref, *Tally, error) {
+	if e == nil {
+		return nil, nil, errNoEngine
+	}
+	a := &budgetActor{
+		budget: *policy.NewBudget(ratio, minPerSecond, window),
+		lat:    *policy.NewQuantile(window),
+		tally:  &Tally{},
+		at:     e.Now(),
+	}
+	a.every = max(a.budget.Window()/20, time.Millisecond)
+	a.alarm.clock = e.Clock()
+	a.tally.firsts.Store(asleep)
+	for i := range a.tally.pub {
+		a.tally.pub[i].p.Store(noQuote)
+	}
+	ref, err := e.Spawn(name, a, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	a.tally.ref = ref
+	return ref, a.tally, nil
+}
+
+// budgetActor owns one budget and its latencies.
+type budgetActor struct {
+	budget policy.Budget
+	lat    policy.Quantile
+	tally  *Tally
+	folded uint64                         // first attempts folded in
+	seen   [policy.QuantileBuckets]uint32 // latencies folded in, by bucket
+	at     int64                          // the latest instant seen: the last fold's
+	every  time.Duration                  // how often to fold while awake
+	awake  bool                           // the alarm folds every every
+	watch  [published]float64             // the quantiles published, by the Tally's index
+	next   int                            // the index the next new quantile takes
+	alarm  alarm
+	inFlight
+}
+
+// Bind gives the alarm the actor's Ref; the engine calls it at Spawn.
+func (a *budgetActor) Bind(r *engine.Ref) { a.alarm.bind(r) }
+
+func (a *budgetActor) Receive(c actor.Context) {
+	if _, ok := c.Message().(*actor.Started); ok {
+		return
+	}
+	a.Handle(c.Message())
+}
+
+// Handle runs one message; the engine calls it straight for user messages
+// (see engine.Handler), and Receive for the rest. A request it does not
+// serve, or whose handling panics, is refused (see inFlight).
+func (a *budgetActor) Handle(msg any) {
+	defer a.unanswered()
+	a.hold(msg)
+	a.handle(msg)
+}
+
+func (a *budgetActor) handle(msg any) {
+	switch m := msg.(type) {
+	case *Spend:
+		a.fold(m.Now)
+		ok := a.budget.Spend(a.at)
+		m.answer(Permit{OK: ok, Left: a.budget.Left(a.at)})
+		a.answered()
+	case *Latency:
+		a.fold(m.Now)
+		a.foldLatencies()
+		d, ok := a.lat.At(m.P, a.at)
+		reply(m.Reply, Permit{OK: ok, After: d})
+		a.answered()
+		if a.awake && !math.IsNaN(m.P) {
+			a.quote(m.P, d, ok)
+		}
+	case *Left:
+		a.fold(m.Now)
+		reply(m.Reply, Permit{Left: a.budget.Left(a.at)})
+		a.answered()
+	case Fold, *Fold:
+		a.fold(a.alarm.clock.Now())
+		a.foldLatencies()
+		a.wake()
+	case *Tick:
+		a.alarm.fired(m)
+		firsts := a.fold(m.Now)
+		if a.foldLatencies() || firsts {
+			a.publish()
+			a.alarm.set(a.at, later(a.at, a.every), true)
+		} else {
+			a.sleep()
+		}
+	case *actor.Stopped:
+		a.alarm.stop()
+		a.unpublish()
+	}
+}
+
+// fold brings the books to now (or the latest instant seen, if later),
+// folding in the first attempts the Tally counted since the last fold,
+// dated then: the books stand at a.at, and what is folded in is counted
+// there before they move on. It reports whether there were any.
+func (a *budgetActor) fold(now int64) bool {
+	f := a.tally.firsts.Load() >> 1
+	n := f - a.folded
+	a.folded = f
+	for left := n; left > 0; { // First takes an int
+		k := min(left, math.MaxInt32)
+		a.budget.First(a.at, int(k))
+		left -= k
+	}
+	a.at = max(a.at, now)
+	return n > 0
+}
+
+// foldLatencies folds in the latencies the Tally counted since the last
+// time, at the latest instant seen. It reports whether there were any.
+// Only the answers about latencies need them, and the timer.
+func (a *budgetActor) foldLatencies() bool {
+	folded := false
+	for i := range a.seen {
+		if c := a.tally.lat[i].Load(); c != a.seen[i] {
+			a.lat.AddN(policy.QuantileValue(i), int(c-a.seen[i]), a.at)
+			a.seen[i] = c
+			folded = true
+		}
+	}
+	return folded
+}
+
+// wake arms the alarm that folds while callers count, if it is not armed.
+func (a *budgetActor) wake() {
+	if a.awake {
+		return
+	}
+	a.awake = true
+	a.alarm.set(a.at, later(a.at, a.every), true)
+}
+
+// sleep stops folding on a timer, unless the Tally counted something
+// while the actor was deciding to: then it folds on. The quantiles
+// published go, since nothing keeps them current.
+func (a *budgetActor) sleep() {
+	a.awake = false
+	a.tally.firsts.Or(asleep)
+	if a.pending() {
+		// Counted just now: take the wake-up back, if no caller has.
+		if a.tally.firsts.And(^uint64(asleep))&asleep != 0 {
+			a.wake()
+			return
+		}
+		// A caller cleared the bit, and its Fold is on its way.
+	}
+	a.unpublish()
+}
+
+// pending reports whether the Tally holds anything not yet folded in.
+func (a *budgetActor) pending() bool {
+	if a.tally.firsts.Load()>>1 != a.folded {
+		return true
+	}
+	for i := range a.seen {
+		if a.tally.lat[i].Load() != a.seen[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// quote publishes the p-quantile, in p's place if it has one, else in
+// the place published longest ago.
+func (a *budgetActor) quote(p float64, d time.Duration, ok bool) {
+	i := 0
+	for i < published && !(a.watch[i] == p && a.tally.pub[i].p.Load() != noQuote) {
+		i++
+	}
+	if i == published {
+		i = a.next
+		a.next = (a.next + 1) % published
+		a.watch[i] = p
+	}
+	v := int64(-1)
+	if ok {
+		v = int64(d)
+	}
+	q := &a.tally.pub[i]
+	q.seq.Add(1)
+	q.p.Store(math.Float64bits(p))
+	q.d.Store(v)
+	q.seq.Add(1)
+}
+
+// publish works out the published quantiles again.
+func (a *budgetActor) publish() {
+	for i := range a.watch {
+		if a.tally.pub[i].p.Load() == noQuote {
+			continue
+		}
+		d, ok := a.lat.At(a.watch[i], a.at)
+		a.quote(a.watch[i], d, ok)
+	}
+}
+
+// unpublish withdraws every published quantile.
+func (a *budgetActor) unpublish() {
+	for i := range a.tally.pub {
+		q := &a.tally.pub[i]
+		q.seq.Add(1)
+		q.p.Store(noQuote)
+		q.seq.Add(1)
+	}
+}
