@@ -1,0 +1,269 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/policy"
+)
+
+// spend asks a budget for one retry at now.
+func spend(ref *engine.Ref, now int64) Permit {
+	m := &Spend{Now: now, Reply: make(chan Permit, 1)}
+	ref.Send(m)
+	return <-m.Reply
+}
+
+// latency asks a budget for its p-quantile at now.
+func latency(ref *engine.Ref, now int64, p float64) Permit {
+	m := &Latency{Now: now, P: p, Reply: make(chan Permit, 1)}
+	ref.Send(m)
+	return <-m.Reply
+}
+
+func spawnBudget(t *testing.T, h *harness, ratio, floor float64, window time.Duration) (*engine.Ref, *Tally) {
+	t.Helper()
+	ref, tally, err := SpawnBudget(h.e, "", ratio, floor, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref, tally
+}
+
+// TestBudgetDatesFirstsEarly: first attempts counted between two folds are
+// folded in dated at the earlier one, the first instant they can have
+// happened, however late the timer that folds them fires. Dated at the
+// fold that found them, they would stay in the window up to a fold longer
+// than they should, and let more retries through than the budget allows.
+func TestBudgetDatesFirstsEarly(t *testing.T) {
+	for _, late := range lateClocks {
+		t.Run(late.name, func(t *testing.T) {
+			h := newHarness(t, late.opts...)
+			ref, tally := spawnBudget(t, h, 0.1, 1, 10*time.Second)
+			tally.First() // wakes the actor, which folds it in at t0
+			if got := left(ref, "", h.t0); got != 10 {
+				t.Fatalf("Left = %v, want the floor of 10", got)
+			}
+			h.clock.Advance(400 * time.Millisecond)
+			for range 999 {
+				tally.First() // the actor is awake: no message, only a count
+			}
+			// The fold timer, due at +500ms, fires (late, maybe) and
+			// finds them; the barrier after it finds nothing more.
+			h.clock.Advance(200 * time.Millisecond)
+			if got := left(ref, "", h.clock.Now()); got != 100 {
+				t.Fatalf("at +600ms Left = %v, want 100", got)
+			}
+			h.clock.AdvanceTo(h.at(10*time.Second - 1))
+			if got := left(ref, "", h.clock.Now()); got != 100 {
+				t.Fatalf("at +10s−1ns Left = %v, want 100", got)
+			}
+			h.clock.AdvanceTo(h.at(10 * time.Second))
+			if got := left(ref, "", h.clock.Now()); got != 10 {
+				t.Fatalf("at +10s Left = %v, want the floor of 10: first attempts counted after +400ms were dated later than t0", got)
+			}
+		})
+	}
+}
+
+// TestBudgetWindowSlides: with every timer late by its own seeded draw,
+// a budget under steady traffic keeps the retries of every window within
+// its share of that window's first attempts, on the engine's clock, and
+// once the traffic stops its window empties and its timer stops.
+func TestBudgetWindowSlides(t *testing.T) {
+	for _, late := range lateClocks {
+		t.Run(late.name, func(t *testing.T) {
+			h := newHarness(t, late.opts...)
+			const window = time.Second
+			ref, tally := spawnBudget(t, h, 0.2, 0, window)
+			var firsts, spends []int64
+			for step := range 3000 { // 3s of 1ms steps
+				now := h.clock.Now()
+				for range 3 {
+					tally.First()
+					firsts = append(firsts, now)
+				}
+				if step%2 == 0 { // a retry wanted every 2ms: 500/s against 300/s of share
+					if p := spend(ref, now); p.OK {
+						spends = append(spends, now)
+					}
+				}
+				h.clock.Advance(time.Millisecond)
+			}
+			for _, at := range spends {
+				n, f := 0, 0
+				for _, s := range spends {
+					if s <= at && at-s < int64(window) {
+						n++
+					}
+				}
+				for _, s := range firsts {
+					if s <= at && at-s < int64(window) {
+						f++
+					}
+				}
+				if float64(n) > 0.2*float64(f) {
+					t.Fatalf("at +%v: %d retries in the window, over a fifth of %d first attempts",
+						time.Duration(at-h.t0), n, f)
+				}
+			}
+			// The share is 3 a millisecond × 0.2 over 1,500 asked: most of
+			// it is spent, minus the first window's warm-up.
+			if len(spends) < 1400 {
+				t.Fatalf("%d retries allowed of 1,500 asked, want most", len(spends))
+			}
+			h.advance(ref, 2*window)
+			if got := left(ref, "", h.clock.Now()); got != 0 {
+				t.Fatalf("after the traffic, Left = %v, want 0", got)
+			}
+			if n := h.clock.Pending(); n != 0 {
+				t.Fatalf("an idle budget has %d timers pending", n)
+			}
+		})
+	}
+}
+
+// TestBudgetPublishes: while the actor is awake, a quantile asked of it
+// is published on the Tally, worked out again at each fold, and withdrawn
+// when the actor sleeps.
+func TestBudgetPublishes(t *testing.T) {
+	h := newHarness(t)
+	ref, tally := spawnBudget(t, h, 0.1, 1, 2*time.Second)
+	for range 100 {
+		tally.Observe(10 * time.Millisecond)
+	}
+	if _, _, found := tally.Quote(0.5); found {
+		t.Fatal("a quantile nobody asked for is published")
+	}
+	p := latency(ref, h.t0, 0.5)
+	if !p.OK || p.After != policy.QuantileValue(policy.QuantileBucket(10*time.Millisecond)) {
+		t.Fatalf("Latency(0.5) = %+v", p)
+	}
+	d, ok, found := tally.Quote(0.5)
+	if !found || !ok || d != p.After {
+		t.Fatalf("Quote(0.5) = %v, %v, %v; want %v published", d, ok, found, p.After)
+	}
+	for range 200 {
+		tally.Observe(time.Second)
+	}
+	h.clock.Advance(100 * time.Millisecond) // a fold: a twentieth of the window
+	left(ref, "", h.clock.Now())            // a barrier: the Tick is handled
+	if d, ok, found := tally.Quote(0.5); !found || !ok || math.Abs(float64(d-time.Second)) > float64(time.Second)/32 {
+		t.Fatalf("after a fold Quote(0.5) = %v, %v, %v; want 1s", d, ok, found)
+	}
+	// Five more quantiles: the oldest place goes to the newest.
+	for _, q := range []float64{0.1, 0.2, 0.3, 0.4, 0.6} {
+		latency(ref, h.clock.Now(), q)
+	}
+	if _, _, found := tally.Quote(0.5); found {
+		t.Fatal("Quote(0.5) still published after four newer ones")
+	}
+	if _, _, found := tally.Quote(0.6); !found {
+		t.Fatal("Quote(0.6) not published")
+	}
+	h.advance(ref, 300*time.Millisecond) // folds that find nothing: the actor sleeps
+	if n := h.clock.Pending(); n != 0 {
+		t.Fatalf("%d timers pending after the actor went to sleep", n)
+	}
+	if _, _, found := tally.Quote(0.6); found {
+		t.Fatal("a quantile stays published while the actor sleeps")
+	}
+	latency(ref, h.clock.Now(), 0.6)
+	if _, _, found := tally.Quote(0.6); found {
+		t.Fatal("a quantile asked of a sleeping actor is published")
+	}
+}
+
+// TestBudgetStopped: a stopped budget refuses, and a count that wakes it
+// afterwards goes nowhere.
+func TestBudgetStopped(t *testing.T) {
+	h := newHarness(t)
+	ref, tally := spawnBudget(t, h, 0.1, 1, time.Second)
+	tally.First()
+	if err := ref.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if p := spend(ref, h.t0); p.OK || !errors.Is(p.Err, ErrStopped) {
+		t.Fatalf("Spend after Stop = %+v", p)
+	}
+	if p := latency(ref, h.t0, 0.5); p.OK || !errors.Is(p.Err, ErrStopped) {
+		t.Fatalf("Latency after Stop = %+v", p)
+	}
+	tally.First()
+	tally.Observe(time.Second)
+	if n := h.clock.Pending(); n != 0 {
+		t.Fatalf("%d timers pending after Stop", n)
+	}
+	if _, _, err := SpawnBudget(nil, "", 0.1, 1, time.Second); err == nil {
+		t.Fatal("SpawnBudget(nil) = nil error")
+	}
+}
+
+// TestBudgetConcurrent: callers counting and spending on many goroutines
+// while the clock moves lose no count, and leave no timer behind once
+// they stop.
+func TestBudgetConcurrent(t *testing.T) {
+	h := newHarness(t)
+	ref, tally := spawnBudget(t, h, 0.5, 0, 100*time.Millisecond)
+	const workers, each = 8, 2000
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	ticking := make(chan struct{})
+	go func() {
+		defer close(ticking)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				h.clock.Advance(time.Millisecond)
+			}
+		}
+	}()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				tally.First()
+				tally.Observe(time.Duration(i) * time.Microsecond)
+				if i%10 == w%10 {
+					spend(ref, h.clock.Now())
+				}
+				if i%100 == 0 {
+					latency(ref, h.clock.Now(), 0.9)
+					tally.Quote(0.9)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-ticking
+	if got := tally.Firsts(); got != workers*each {
+		t.Fatalf("Firsts = %d, want %d", got, workers*each)
+	}
+	h.advance(ref, 300*time.Millisecond)
+	if n := h.clock.Pending(); n != 0 {
+		t.Fatalf("%d timers pending once the callers stopped", n)
+	}
+	if got := left(ref, "", h.clock.Now()); got != 0 {
+		t.Fatalf("Left = %v once the window passed, want 0", got)
+	}
+}
+
+// TestBudgetLeftSamples: Spend answers with what is left after it.
+func TestBudgetLeftSamples(t *testing.T) {
+	h := newHarness(t)
+	ref, _ := spawnBudget(t, h, 0.1, 3, time.Second)
+	for i, want := range []Permit{{OK: true, Left: 2}, {OK: true, Left: 1}, {OK: true, Left: 0}, {Left: 0}} {
+		if p := spend(ref, h.t0); p != want {
+			t.Fatalf("spend %d = %+v, want %+v", i, p, want)
+		}
+	}
+}
