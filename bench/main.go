@@ -21,6 +21,7 @@
 //	go run ./bench -only Postgres   # a real PostgreSQL: about two minutes
 //	go run ./bench -only Redis      # a real redis-server: about a minute
 //	go run ./bench -only Fleet      # fleets of replicas through an outage: about a minute
+//	go run ./bench -only Retry      # retry budgets and hedging: about twenty seconds
 //
 // The Postgres suite is not in the default run: it takes longer than all
 // the others together, and needs PostgreSQL's server binaries (initdb,
@@ -185,13 +186,14 @@ var suites = []suite{
 	{name: "Postgres", serve: postgresSuite, slow: true},
 	{name: "Redis", serve: redisSuite},
 	{name: "Fleet", serve: fleetSuite, slow: true},
+	{name: "Retry", rows: retryRows},
 }
 
 func main() {
 	quick := flag.Bool("quick", false, "a few seconds: fewer callers, rounds and keys")
 	full := flag.Bool("full", false, "the long run: longer slices, more rounds and samples")
 	out := flag.String("out", "", "also write results.md and one SVG per pair into this directory")
-	only := flag.String("only", "", "comma-separated suites to run (Pool,Rate,Gate,Breaker,Core,Keyed,Postgres,Redis,Fleet); all but Postgres and Fleet if empty")
+	only := flag.String("only", "", "comma-separated suites to run (Pool,Rate,Gate,Breaker,Core,Keyed,Postgres,Redis,Fleet,Retry); all but Postgres and Fleet if empty")
 	noise := flag.Bool("noise", false, "a noisy neighbour: GOMAXPROCS goroutines burning CPU beside the benchmark")
 	flag.Parse()
 	stopOnInterrupt()
@@ -361,7 +363,7 @@ func pick(only string) ([]suite, error) {
 		}
 	}
 	if len(picked) != len(names) {
-		return nil, fmt.Errorf("-only %q: the suites are Pool, Rate, Gate, Breaker, Core, Keyed, Postgres, Redis and Fleet", only)
+		return nil, fmt.Errorf("-only %q: the suites are Pool, Rate, Gate, Breaker, Core, Keyed, Postgres, Redis, Fleet and Retry", only)
 	}
 	return picked, nil
 }

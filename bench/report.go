@@ -26,6 +26,9 @@ var suiteWhat = map[string]string{
 	"Fleet": "N replicas, each its own engine and pool of 10, in front of one TCP backend that dies and comes back; each request takes a connection, sends a byte and reads it back; " +
 		"sides: the README's ward per replica, the same joined to a fleet ward in a real redis-server, gobreaker per replica around a puddle pool, gobreaker's DistributedCircuitBreaker over the same redis-server; " +
 		"dials are the connections that reached the backend, counted there",
+	"Retry": "retries in front of a simulated backend that fails for a while and thrashes past its room, and hedged HTTP GETs in front of one with a heavy tail; " +
+		"sides: client.Retry with a retry budget and without, failsafe-go's retrypolicy and hedgepolicy with its budget, gRPC's own retries with retryThrottling; " +
+		"attempts are counted at the backend",
 }
 
 // check is one target and how this run did against it.
@@ -196,6 +199,7 @@ func targets(results []result) []check {
 	}
 	cs = append(cs, pgTargets(results)...)
 	cs = append(cs, redisTargets(results)...)
+	cs = append(cs, retryTargets(results)...)
 	return append(cs, fleetTargets(results)...)
 }
 
@@ -313,7 +317,7 @@ func writeTable(w io.Writer, m machine, results []result, checks []check) {
 			fmt.Fprintf(w, "\n%s: %s\n", strings.ToUpper(suite), suiteWhat[suite])
 		}
 		fmt.Fprintf(w, "\n  %s %s\n", r.row.suite, r.row.name)
-		if head, body, ok := tableOf(r); ok {
+		if head, body, ok := anyTable(r); ok {
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 			for _, cells := range append([][]string{head}, body...) {
 				last := len(cells) - 1 // the note, left to run on
@@ -337,6 +341,14 @@ func writeTable(w io.Writer, m machine, results []result, checks []check) {
 		}
 		tw.Flush()
 	}
+}
+
+// anyTable is the table of a row that does not print the common columns.
+func anyTable(r result) (head []string, body [][]string, ok bool) {
+	if head, body, ok := retryTable(r); ok {
+		return head, body, true
+	}
+	return tableOf(r)
 }
 
 // notOnly says whether results hold a row of a suite other than suite.
@@ -379,6 +391,10 @@ func writeOut(dir string, m machine, results []result, checks []check) error {
 	}
 	more, err := fleetPlots(dir, results)
 	if err != nil {
+		return err
+	}
+	plots = append(plots, more...)
+	if more, err = retryPlots(dir, results); err != nil {
 		return err
 	}
 	plots = append(plots, more...)
@@ -444,7 +460,7 @@ func writeMarkdown(w io.Writer, m machine, results []result, checks []check, plo
 			fmt.Fprintf(w, "\n## %s\n\n%s.\n", suite, suiteWhat[suite])
 		}
 		fmt.Fprintf(w, "\n### %s %s\n\n", r.row.suite, r.row.name)
-		if head, body, ok := tableOf(r); ok {
+		if head, body, ok := anyTable(r); ok {
 			fmt.Fprintf(w, "| %s |\n|", strings.Join(head, " | "))
 			for _, h := range head {
 				if h == "side" || h == "note" {
