@@ -22,10 +22,15 @@ import (
 //
 // It also holds the quantiles the actor last worked out for the latencies
 // asked most recently, so a caller that wants a hedge delay finds it here
-// while the actor is awake, without a message.
+// without a message. An answer is published only while the actor folds on
+// its timer, which a Latency starts, and is worked out again at each fold.
 type Tally struct {
-	firsts atomic.Uint64 // first attempts ever, shifted left one; the low bit is set while the actor sleeps
-	_      [56]byte      // keeps firsts, written on every request, off the other fields' line
+	// firsts count first attempts ever, in stripes on lines of their own:
+	// a caller adds to the one its goroutine's stack falls on (see
+	// stackSpot), so callers on different processors seldom meet.
+	firsts [creditStripes]stripe
+	asleep atomic.Bool // the actor folds on no timer: the next count wakes it
+	_      [63]byte    // keeps asleep, read on every count, off the lines written
 	ref    *engine.Ref
 	pub    [published]quote
 	lat    [policy.QuantileBuckets]atomic.Uint32 // latencies ever, by bucket, wrapping
@@ -46,12 +51,10 @@ type quote struct {
 // noQuote is the bits of a NaN, which no caller's p matches.
 var noQuote = math.Float64bits(math.NaN())
 
-// asleep is the low bit of Tally.firsts.
-const asleep = 1
-
 // First counts one first attempt.
 func (t *Tally) First() {
-	if t.firsts.Add(2)&asleep != 0 {
+	t.firsts[stackSpot()&(creditStripes-1)].w.Add(1)
+	if t.asleep.Load() {
 		t.wake()
 	}
 }
@@ -59,13 +62,22 @@ func (t *Tally) First() {
 // Observe counts one latency.
 func (t *Tally) Observe(d time.Duration) {
 	t.lat[policy.QuantileBucket(d)].Add(1)
-	if t.firsts.Load()&asleep != 0 {
+	if t.asleep.Load() {
 		t.wake()
 	}
 }
 
 // Firsts is how many first attempts have been counted, ever.
-func (t *Tally) Firsts() int64 { return int64(t.firsts.Load() >> 1) }
+func (t *Tally) Firsts() int64 { return int64(t.sum()) }
+
+// sum adds up the stripes.
+func (t *Tally) sum() uint64 {
+	var n uint64
+	for i := range t.firsts {
+		n += t.firsts[i].w.Load()
+	}
+	return n
+}
 
 // Quote is the p-quantile the actor last published: d and ok as
 // policy.Quantile.At answers, and found false when none is published for
@@ -90,10 +102,9 @@ func (t *Tally) Quote(p float64) (d time.Duration, ok, found bool) {
 	return 0, false, false
 }
 
-// wake clears the asleep bit and, if this caller cleared it, sends the
-// actor a Fold.
+// wake sends the actor a Fold, if this caller is the one to wake it.
 func (t *Tally) wake() {
-	if t.firsts.And(^uint64(asleep))&asleep != 0 {
+	if t.asleep.CompareAndSwap(true, false) {
 		t.ref.Send(Fold{})
 	}
 }
@@ -120,7 +131,7 @@ func SpawnBudget(e *engine.Engine, name string, ratio, minPerSecond float64, win
 	}
 	a.every = max(a.budget.Window()/20, time.Millisecond)
 	a.alarm.clock = e.Clock()
-	a.tally.firsts.Store(asleep)
+	a.tally.asleep.Store(true)
 	for i := range a.tally.pub {
 		a.tally.pub[i].p.Store(noQuote)
 	}
@@ -178,9 +189,12 @@ func (a *budgetActor) handle(msg any) {
 		a.fold(m.Now)
 		a.foldLatencies()
 		d, ok := a.lat.At(m.P, a.at)
-		reply(m.Reply, Permit{OK: ok, After: d})
+		m.answer(Permit{OK: ok, After: d})
 		a.answered()
-		if a.awake && !math.IsNaN(m.P) {
+		if !math.IsNaN(m.P) {
+			// Published, the answer must be kept current: by folds on the
+			// timer, until one finds nothing new.
+			a.wake()
 			a.quote(m.P, d, ok)
 		}
 	case *Left:
@@ -211,7 +225,7 @@ func (a *budgetActor) handle(msg any) {
 // dated then: the books stand at a.at, and what is folded in is counted
 // there before they move on. It reports whether there were any.
 func (a *budgetActor) fold(now int64) bool {
-	f := a.tally.firsts.Load() >> 1
+	f := a.tally.sum()
 	n := f - a.folded
 	a.folded = f
 	for left := n; left > 0; { // First takes an int
@@ -239,11 +253,13 @@ func (a *budgetActor) foldLatencies() bool {
 }
 
 // wake arms the alarm that folds while callers count, if it is not armed.
+// Callers stop waking the actor: it will fold what they count.
 func (a *budgetActor) wake() {
 	if a.awake {
 		return
 	}
 	a.awake = true
+	a.tally.asleep.Store(false)
 	a.alarm.set(a.at, later(a.at, a.every), true)
 }
 
@@ -252,21 +268,23 @@ func (a *budgetActor) wake() {
 // published go, since nothing keeps them current.
 func (a *budgetActor) sleep() {
 	a.awake = false
-	a.tally.firsts.Or(asleep)
+	// A caller counts, then looks at asleep; the actor sets asleep, then
+	// looks at the counts. One of the two sees the other.
+	a.tally.asleep.Store(true)
 	if a.pending() {
 		// Counted just now: take the wake-up back, if no caller has.
-		if a.tally.firsts.And(^uint64(asleep))&asleep != 0 {
+		if a.tally.asleep.CompareAndSwap(true, false) {
 			a.wake()
 			return
 		}
-		// A caller cleared the bit, and its Fold is on its way.
+		// A caller woke it, and its Fold is on its way.
 	}
 	a.unpublish()
 }
 
 // pending reports whether the Tally holds anything not yet folded in.
 func (a *budgetActor) pending() bool {
-	if a.tally.firsts.Load()>>1 != a.folded {
+	if a.tally.sum() != a.folded {
 		return true
 	}
 	for i := range a.seen {

@@ -128,9 +128,9 @@ func TestBudgetWindowSlides(t *testing.T) {
 	}
 }
 
-// TestBudgetPublishes: while the actor is awake, a quantile asked of it
-// is published on the Tally, worked out again at each fold, and withdrawn
-// when the actor sleeps.
+// TestBudgetPublishes: a quantile asked of the actor is published on the
+// Tally, worked out again at each fold, and withdrawn when the actor
+// sleeps.
 func TestBudgetPublishes(t *testing.T) {
 	h := newHarness(t)
 	ref, tally := spawnBudget(t, h, 0.1, 1, 2*time.Second)
@@ -173,9 +173,18 @@ func TestBudgetPublishes(t *testing.T) {
 	if _, _, found := tally.Quote(0.6); found {
 		t.Fatal("a quantile stays published while the actor sleeps")
 	}
+	// Asked again, the actor wakes to keep it current, and sleeps again
+	// once its folds find nothing new.
 	latency(ref, h.clock.Now(), 0.6)
-	if _, _, found := tally.Quote(0.6); found {
-		t.Fatal("a quantile asked of a sleeping actor is published")
+	if _, _, found := tally.Quote(0.6); !found {
+		t.Fatal("a quantile asked of a sleeping actor is not published")
+	}
+	if n := h.clock.Pending(); n != 1 {
+		t.Fatalf("%d timers pending after a Latency woke the actor, want 1", n)
+	}
+	h.advance(ref, 300*time.Millisecond)
+	if _, _, found := tally.Quote(0.6); found || h.clock.Pending() != 0 {
+		t.Fatal("the actor did not sleep again")
 	}
 }
 

@@ -332,6 +332,7 @@ type (
 		Now   int64
 		P     float64
 		Reply chan Permit
+		Slot  *engine.Reply[Permit] // if not nil, the answer goes here rather than to Reply
 	}
 	// Fold wakes a budget's actor to fold in what its Tally counted. A
 	// Tally sends it; no answer.
@@ -422,15 +423,21 @@ func (m *Enter) Refuse() { m.Reply <- Permit{Err: ErrStopped} }
 func (m *Spend) Refuse() { m.answer(Permit{Err: ErrStopped}) }
 
 // Refuse answers a Latency that reached a stopped actor.
-func (m *Latency) Refuse() { reply(m.Reply, Permit{Err: ErrStopped}) }
+func (m *Latency) Refuse() { answerTo(m.Slot, m.Reply, Permit{Err: ErrStopped}) }
 
 // answer sends a Spend's one answer where the caller waits for it.
-func (m *Spend) answer(p Permit) {
-	if m.Slot != nil {
-		m.Slot.Put(p)
+func (m *Spend) answer(p Permit) { answerTo(m.Slot, m.Reply, p) }
+
+// answer sends a Latency's one answer where the caller waits for it.
+func (m *Latency) answer(p Permit) { answerTo(m.Slot, m.Reply, p) }
+
+// answerTo puts p in slot, or else sends it on ch without blocking.
+func answerTo(slot *engine.Reply[Permit], ch chan Permit, p Permit) {
+	if slot != nil {
+		slot.Put(p)
 		return
 	}
-	reply(m.Reply, p)
+	reply(ch, p)
 }
 
 // handle is where a queue keeps the parking of a Take.

@@ -168,10 +168,25 @@ func (b *Budget) Hedge() bool {
 	return ok
 }
 
-// spendAsk is a Spend with its reply slot, for reuse.
-type spendAsk struct {
-	req  actors.Spend
-	slot engine.Reply[actors.Permit]
+// budgetAsk is a Spend or a Latency with its reply slot, for reuse.
+type budgetAsk struct {
+	spend   actors.Spend
+	latency actors.Latency
+	slot    engine.Reply[actors.Permit]
+}
+
+// ask sends the actor the request that fill makes of a pooled ask, and
+// returns its answer.
+func (b *Budget) ask(fill func(a *budgetAsk) any) actors.Permit {
+	a, _ := b.asks.Get().(*budgetAsk)
+	if a == nil {
+		a = new(budgetAsk)
+	}
+	a.slot.Ask(b.ref, fill(a))
+	a.slot.Await(b.ref, nil)
+	p := a.slot.Take()
+	b.asks.Put(a)
+	return p
 }
 
 // spend asks the actor for one retry or hedge.
@@ -179,15 +194,11 @@ func (b *Budget) spend(hedge bool) bool {
 	if b.closed.Load() {
 		return false
 	}
-	a, _ := b.asks.Get().(*spendAsk)
-	if a == nil {
-		a = new(spendAsk)
-	}
-	a.req = actors.Spend{Now: b.eng.Now(), Hedge: hedge, Slot: &a.slot}
-	a.slot.Ask(b.ref, &a.req)
-	a.slot.Await(b.ref, nil)
-	p := a.slot.Take()
-	b.asks.Put(a)
+	now := b.eng.Now()
+	p := b.ask(func(a *budgetAsk) any {
+		a.spend = actors.Spend{Now: now, Hedge: hedge, Slot: &a.slot}
+		return &a.spend
+	})
 	return p.OK
 }
 
@@ -205,10 +216,12 @@ func (b *Budget) Observe(d time.Duration) {
 // or above the quantile (100 for p 0.95; see policy.Quantile.At). The
 // duration is within 3.2% of the latency at that rank.
 //
-// While requests flow, the answer for a p asked recently is read without
-// a message; it is at most a twentieth of the window old. A p outside
-// [0, 1] is read as the nearest end; NaN, a nil Budget and a closed one
-// say false.
+// The first ask for a p goes to the budget's actor. It then publishes the
+// answer and works it out again every twentieth of the window, while
+// anything is counted or asked, so later asks cost a few atomic loads. An
+// answer is thus up to a twentieth of the window old. At most four p are
+// kept published. A p outside [0, 1] is read as the nearest end. NaN, a
+// nil Budget and a closed one say false.
 func (b *Budget) HedgeDelay(p float64) (time.Duration, bool) {
 	if b == nil || math.IsNaN(p) || b.closed.Load() {
 		return 0, false
@@ -217,9 +230,11 @@ func (b *Budget) HedgeDelay(p float64) (time.Duration, bool) {
 	if d, ok, found := b.tally.Quote(p); found {
 		return d, ok
 	}
-	ch := make(chan actors.Permit, 1)
-	b.ref.Send(&actors.Latency{Now: b.eng.Now(), P: p, Reply: ch})
-	r := <-ch
+	now := b.eng.Now()
+	r := b.ask(func(a *budgetAsk) any {
+		a.latency = actors.Latency{Now: now, P: p, Slot: &a.slot}
+		return &a.latency
+	})
 	return r.After, r.OK && r.Err == nil
 }
 
