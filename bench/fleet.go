@@ -21,6 +21,7 @@ import (
 	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/internal/redistest"
+	"github.com/moonpool-go/moonpool/moonredis"
 	"github.com/moonpool-go/moonpool/policy"
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
@@ -66,6 +67,9 @@ type fleetConfig struct {
 	faultReplicas int
 	fault         time.Duration
 	healthy       []int // callers of the healthy Get+Put row
+	// healthyRounds are its rounds: two sides a few percent apart need
+	// more than the run's plan gives.
+	healthyRounds int
 }
 
 // fleetSize is the pool of every replica on every side: DefaultLimits's ten.
@@ -92,7 +96,9 @@ const (
 )
 
 // fleetRuns keeps what the Fleet suite's scenarios measured, by row name,
-// for the tables, the targets and the plots of the same run.
+// for the tables, the targets and the plots of the same run. The harness's
+// result holds levels of timed slices, or a Postgres restart; the Fleet
+// rows keep their own facts here instead.
 var fleetRuns struct {
 	sync.Mutex
 	outage map[string]*fleetOutage
@@ -348,6 +354,7 @@ type fleetSide struct {
 func fleetSides() []fleetSide {
 	return []fleetSide{
 		{name: sideLocal, build: localReplica},
+		{name: sideFleet, ours: true, build: fleetReplica},
 		{name: sideGobreaker, build: gobreakerReplica},
 		{name: sideGobDist, build: gobDistReplica},
 	}
@@ -355,12 +362,13 @@ func fleetSides() []fleetSide {
 
 // wardPool is a replica's client.Pool of connections, with the README's
 // ward and, if fleet is not nil, the fleet ward too.
-func wardPool(eng *engine.Engine, d dialer) (*client.Pool[net.Conn], error) {
+func wardPool(eng *engine.Engine, d dialer, fleet client.Fleet) (*client.Pool[net.Conn], error) {
 	return client.NewPool(eng, client.PoolConfig[net.Conn]{
 		Open:   d.open,
 		Close:  func(c net.Conn) error { return c.Close() },
 		Limits: policy.DefaultLimits,
 		Ward:   wardOfReadme,
+		Fleet:  fleet,
 	})
 }
 
@@ -382,7 +390,7 @@ func poolRequest(p *client.Pool[net.Conn], d dialer) func(ctx context.Context) e
 // localReplica is a replica with the local ward only.
 func localReplica(_ fleetEnv, _ int, d dialer) (replica, error) {
 	eng := engine.New()
-	p, err := wardPool(eng, d)
+	p, err := wardPool(eng, d, nil)
 	if err != nil {
 		shutdownWithin(eng)
 		return replica{}, err
@@ -392,6 +400,36 @@ func localReplica(_ fleetEnv, _ int, d dialer) (replica, error) {
 		close: func() {
 			closeWithin(p.Close)
 			shutdownWithin(eng)
+		},
+	}, nil
+}
+
+// fleetReplica is a replica with the local ward joined to the fleet ward:
+// a moonredis.Fleet with its defaults, on a go-redis client of its own, as
+// a process would have.
+func fleetReplica(env fleetEnv, i int, d dialer) (replica, error) {
+	eng := engine.New()
+	rdb := commandsTo(env.redis, env.cmds)
+	fl, err := moonredis.NewFleet(eng, moonredis.FleetConfig{Client: rdb, Name: env.name, Replica: strconv.Itoa(i)})
+	if err != nil {
+		shutdownWithin(eng)
+		rdb.Close()
+		return replica{}, err
+	}
+	p, err := wardPool(eng, d, fl)
+	if err != nil {
+		closeWithin(fl.Close)
+		shutdownWithin(eng)
+		rdb.Close()
+		return replica{}, err
+	}
+	return replica{
+		do: poolRequest(p, d),
+		close: func() {
+			closeWithin(p.Close)
+			closeWithin(fl.Close)
+			shutdownWithin(eng)
+			rdb.Close()
 		},
 	}, nil
 }
@@ -850,6 +888,14 @@ func (s outageStat) curve(points []time.Duration) []float64 {
 	return ys
 }
 
+// rampAllows is the most new connections the fleet ward lets n replicas
+// open in the first d after the backend's return: the probe's, one at once
+// for each replica, and what the ramp's curve allows (the fleets here take
+// the default Ramp).
+func rampAllows(n int, d time.Duration) float64 {
+	return 1 + float64(n) + policy.Ramp{}.Allows(d)
+}
+
 // msText formats ns as milliseconds, "never" for +Inf.
 func msText(v float64) string {
 	switch {
@@ -897,6 +943,9 @@ func outageTable(o *fleetOutage) (head []string, body [][]string) {
 				notes = append(notes, fmt.Sprintf("%.0f failed before the outage", early))
 			}
 			notes = append(notes, fmt.Sprintf("%.0f failed after the return", s.medianOf(func(r outageRound) float64 { return float64(r.failedAfter) })))
+			if s.side == sideFleet {
+				notes = append(notes, fmt.Sprintf("the ramp allows %.0f new conns in 100 ms", math.Floor(rampAllows(lv.n, 100*time.Millisecond))))
+			}
 			cells[len(cells)-1] = strings.Join(notes, "; ")
 			body = append(body, cells)
 		}
@@ -1038,6 +1087,7 @@ func healthyRow(srv *redistest.Server, be *backend, cfg fleetConfig) row {
 		batch:   4,
 		every:   16,
 		count:   countFleet,
+		rounds:  cfg.healthyRounds,
 	}
 	for _, s := range fleetSides() {
 		r.sides = append(r.sides, side{name: s.name, ours: s.ours, build: build(s)})
@@ -1056,14 +1106,37 @@ func healthyContender(s fleetSide, env fleetEnv, cmds *atomic.Int64) (contender,
 	switch s.name {
 	case sideLocal, sideFleet:
 		eng := engine.New()
-		p, err := wardPool(eng, d)
+		var fleet client.Fleet
+		var rdb *redis.Client
+		var fl *moonredis.Fleet
+		if s.name == sideFleet {
+			rdb = commandsTo(env.redis, cmds)
+			var err error
+			if fl, err = moonredis.NewFleet(eng, moonredis.FleetConfig{Client: rdb, Name: env.name}); err != nil {
+				shutdownWithin(eng)
+				rdb.Close()
+				return contender{}, err
+			}
+			fleet = fl
+		}
+		p, err := wardPool(eng, d, fleet)
 		if err != nil {
+			if fl != nil {
+				closeWithin(fl.Close)
+				rdb.Close()
+			}
 			shutdownWithin(eng)
 			return contender{}, err
 		}
 		closeAll = func() {
 			closeWithin(p.Close)
+			if fl != nil {
+				closeWithin(fl.Close)
+			}
 			shutdownWithin(eng)
+			if rdb != nil {
+				rdb.Close()
+			}
 		}
 		if err := fillPool(ctx, p); err != nil {
 			closeAll()
@@ -1234,10 +1307,10 @@ func fleetTargets(results []result) []check {
 	if o != nil {
 		cs = append(cs, outageTargets(o)...)
 	}
-	ratio := check{group: group, target: "Fleet: healthy Get+Put with the fleet ward at most 1.05× the local ward"}
+	ratio := check{group: group, target: "Fleet: healthy Get+Put with the fleet ward at most 1.05× the local ward (median of each round's ratio)"}
 	cmds := check{group: group, target: "Fleet: healthy Get+Put with the fleet ward sends 0 Redis commands per Get"}
 	if healthy != nil {
-		s, worst, ok := vsAt(healthy, sideLocal, func(int) bool { return true }, ns)
+		s, worst, ok := pairedRatios(healthy, sideFleet, sideLocal)
 		ratio.measured, ratio.met, ratio.known = s, worst <= 1.05, ok
 		var parts []string
 		most := 0.0
@@ -1262,6 +1335,33 @@ func fleetTargets(results []result) []check {
 		}
 	}
 	return append(cs, held)
+}
+
+// pairedRatios lists, at each level of r, the median over rounds of a's
+// ns/op over b's in the same round, as "1: 1.01×, 8: 0.99×", with the
+// largest. The sides of a round run back to back, so a machine busy for a
+// moment slows both: the ratio of each round is steadier than the ratio
+// of the medians, on a machine shared with other work.
+func pairedRatios(r *result, a, b string) (string, float64, bool) {
+	var parts []string
+	worst := math.Inf(-1)
+	for _, lv := range r.levels {
+		x, y := sideOf(lv, a), sideOf(lv, b)
+		if x == nil || y == nil {
+			continue
+		}
+		var xs []float64
+		for i := range min(len(x.rounds), len(y.rounds)) {
+			xs = append(xs, x.rounds[i]/y.rounds[i])
+		}
+		if len(xs) == 0 {
+			continue
+		}
+		m := median(xs)
+		worst = max(worst, m)
+		parts = append(parts, fmt.Sprintf("%d: %s", lv.callers, times(m)))
+	}
+	return strings.Join(parts, ", "), worst, len(parts) > 0
 }
 
 // outageTargets: the fleet ward's dials while dead at the largest fleet,
@@ -1303,10 +1403,23 @@ func outageTargets(o *fleetOutage) []check {
 		back.known, back.met = true, p <= 100e6
 		back.measured = fmt.Sprintf("p99 %s, max %s", msText(p), msText(quantile(fl.firsts(), 1)))
 	}
-	return []check{one, fifth, back}
+	ramp := check{group: group, target: "Fleet: new connections in the first 100 ms after the return at most what the fleet ward's ramp allows, at every fleet size", met: true}
+	var parts []string
+	for _, lv := range o.levels {
+		if s := at(lv.n, sideFleet); s != nil {
+			got, most := s.newWithin(100*time.Millisecond), math.Floor(rampAllows(lv.n, 100*time.Millisecond))
+			ramp.known, ramp.met = true, ramp.met && got <= most
+			parts = append(parts, fmt.Sprintf("%d: %.0f of %.0f", lv.n, got, most))
+		}
+	}
+	ramp.measured = strings.Join(parts, ", ")
+	return []check{one, fifth, back, ramp}
 }
 
 // ---- the plots ----
+
+// fleetCurveFile is the outage's plot, beside results.md.
+const fleetCurveFile = "fleet-outage-new-connections.svg"
 
 // fleetPlots writes the outage's curve of new connections after the
 // backend's return into dir, and returns the file's name.
@@ -1317,11 +1430,10 @@ func fleetPlots(dir string, results []result) ([]string, error) {
 		if o == nil {
 			continue
 		}
-		name := "fleet-outage-new-connections.svg"
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(curvePlot(o)), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, fleetCurveFile), []byte(curvePlot(o)), 0o644); err != nil {
 			return nil, err
 		}
-		names = append(names, name)
+		names = append(names, fleetCurveFile)
 	}
 	return names, nil
 }
@@ -1331,10 +1443,10 @@ func fleetPlots(dir string, results []result) ([]string, error) {
 func curvePlot(o *fleetOutage) string {
 	const (
 		panelW, panelH = 300, 260
-		top, left, gap = 60, 60, 60
+		top, left, gap = 80, 70, 60
 		bottom         = 50
 	)
-	width := left + len(o.levels)*(panelW+gap)
+	width := max(left+len(o.levels)*(panelW+gap), left+(len(o.levels[0].sides)+1)*170) // the panels, or the legend
 	height := top + panelH + bottom
 	colours := []string{"#1f5fbf", "#e07b00", "#7a7a7a", "#2a9d3a"}
 	span := o.cfg.after
@@ -1351,6 +1463,11 @@ func curvePlot(o *fleetOutage) string {
 		x, y := left+si*170, 42
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n",
 			x, y-5, colours[si%len(colours)], x+20, y, html.EscapeString(s.side))
+		if s.side == sideFleet {
+			x := left + len(sides)*170
+			fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-dasharray="2 3"/><text x="%d" y="%d">what its ramp allows</text>`+"\n",
+				x, y-3, x+14, y-3, colours[si%len(colours)], x+20, y)
+		}
 	}
 	for p, lv := range o.levels {
 		x0 := float64(left + p*(panelW+gap))
@@ -1364,7 +1481,11 @@ func curvePlot(o *fleetOutage) string {
 		yMax = math.Max(step*math.Ceil(yMax/step), step)
 		xAt := func(t time.Duration) float64 { return x0 + float64(t)/float64(span)*panelW }
 		yAt := func(v float64) float64 { return float64(top) + panelH - v/yMax*panelH }
-		fmt.Fprintf(&b, `<text x="%.0f" y="%d" font-weight="bold">%d replicas</text>`+"\n", x0, top-6, lv.n)
+		title := fmt.Sprintf("%d replicas", lv.n)
+		if lv.n == 1 {
+			title = "1 replica"
+		}
+		fmt.Fprintf(&b, `<text x="%.0f" y="%d" font-weight="bold">%s</text>`+"\n", x0, top-6, title)
 		for v := 0.0; v <= yMax+step/2; v += step {
 			y := yAt(v)
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", x0, y, x0+panelW, y)
@@ -1379,6 +1500,19 @@ func curvePlot(o *fleetOutage) string {
 		x100 := xAt(100 * time.Millisecond)
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#999" stroke-dasharray="4 3"/>`+"\n", x100, top, x100, top+panelH)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#555">ms after the return</text>`+"\n", x0+panelW/2, top+panelH+34)
+		fmt.Fprintf(&b, `<text transform="translate(%.1f %d) rotate(-90)" text-anchor="middle" fill="#555">connections since the return</text>`+"\n", x0-44, top+panelH/2)
+		if i := slices.IndexFunc(lv.sides, func(s outageStat) bool { return s.side == sideFleet }); i >= 0 {
+			// What the fleet ward's ramp allows, dashed in its colour.
+			var pts []string
+			for _, t := range points {
+				v := rampAllows(lv.n, t)
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", xAt(t), yAt(min(v, yMax))))
+				if v >= yMax {
+					break
+				}
+			}
+			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1" stroke-dasharray="2 3" points="%s"/>`+"\n", colours[i%len(colours)], strings.Join(pts, " "))
+		}
 		for i, ys := range curves {
 			var pts []string
 			for j, t := range points {

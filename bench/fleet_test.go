@@ -215,7 +215,8 @@ func TestFleetSuite(t *testing.T) {
 	}
 	table := stdout.String()
 	want := []string{"FLEET", "Fleet outage: backend dead", "dials/s while dead", "back → first success: p50",
-		"Redis cmd/Get", "others' success before"}
+		"Redis cmd/Get", "others' success before", "TARGETS: fleet ward", "at most a fifth of the local ward's",
+		"does not hold the other N−1", "what the fleet ward's ramp allows"}
 	for _, s := range fleetSides() {
 		want = append(want, s.name)
 	}
@@ -224,11 +225,14 @@ func TestFleetSuite(t *testing.T) {
 			t.Errorf("the table has no %q:\n%s", want, table)
 		}
 	}
+	if strings.Contains(table, "not measured") {
+		t.Errorf("a target went unmeasured:\n%s", table)
+	}
 	md, err := os.ReadFile(filepath.Join(dir, "results.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Fleet", "| replicas | side |", "fleet-outage-new-connections.svg"} {
+	for _, want := range []string{"## Targets: fleet ward", "## Fleet", "| replicas | side |", "fleet-outage-new-connections.svg"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("results.md has no %q:\n%s", want, md)
 		}
@@ -267,5 +271,28 @@ func TestFleetWithoutServer(t *testing.T) {
 	}
 	if len(said) != 1 || !strings.Contains(said[0], "apt-get install redis-server") {
 		t.Errorf("want one line saying Fleet was skipped and how to get it; stderr:\n%s", stderr.String())
+	}
+}
+
+// TestPairedRatios checks the healthy row's target reads each round's
+// ratio: a side slower in one round only is not slower overall, and the
+// worst level decides.
+func TestPairedRatios(t *testing.T) {
+	r := &result{levels: []level{
+		{callers: 1, sides: []measured{
+			{side: sideFleet, rounds: []float64{100, 200, 100}},
+			{side: sideLocal, rounds: []float64{100, 100, 100}},
+		}},
+		{callers: 8, sides: []measured{
+			{side: sideFleet, rounds: []float64{110, 220, 330}},
+			{side: sideLocal, rounds: []float64{100, 200, 300}},
+		}},
+	}}
+	text, worst, ok := pairedRatios(r, sideFleet, sideLocal)
+	if !ok || worst != 1.1 || text != "1: 1.00×, 8: 1.10×" {
+		t.Errorf("pairedRatios = %q, %v, %v; want \"1: 1.00×, 8: 1.10×\", 1.1, true", text, worst, ok)
+	}
+	if _, _, ok := pairedRatios(r, sideFleet, sideGobDist); ok {
+		t.Error("pairedRatios reported a side the row does not have")
 	}
 }

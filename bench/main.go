@@ -99,7 +99,7 @@ var configs = map[string]config{
 		redis: redisConfig{callers: []int{1, 64}, keys: []int{1, 10_000}, ops: 3000, plan: plan{rounds: 3, samples: 10_000}},
 		fleet: fleetConfig{replicas: []int{1, 10}, callers: 2, every: 20 * time.Millisecond, timeout: 250 * time.Millisecond,
 			warm: 300 * time.Millisecond, dead: 1500 * time.Millisecond, jitter: time.Second, settle: 500 * time.Millisecond, after: 1200 * time.Millisecond,
-			rounds: 1, faultReplicas: 10, fault: 500 * time.Millisecond, healthy: []int{1}},
+			rounds: 1, faultReplicas: 10, fault: 500 * time.Millisecond, healthy: []int{1}, healthyRounds: 7},
 	},
 	"default": {
 		name:           "default",
@@ -119,7 +119,7 @@ var configs = map[string]config{
 		redis: redisConfig{callers: []int{1, 8, 64, 512}, keys: []int{1, 10_000}, ops: 20_000, plan: plan{rounds: 5, samples: 20_000}},
 		fleet: fleetConfig{replicas: []int{1, 10, 50}, callers: 2, every: 20 * time.Millisecond, timeout: 250 * time.Millisecond,
 			warm: 300 * time.Millisecond, dead: 2 * time.Second, jitter: time.Second, settle: 500 * time.Millisecond, after: 1500 * time.Millisecond,
-			rounds: 1, faultReplicas: 10, fault: time.Second, healthy: []int{1, 8}},
+			rounds: 1, faultReplicas: 10, fault: time.Second, healthy: []int{1, 8}, healthyRounds: 15},
 	},
 	"full": {
 		name:           "full",
@@ -139,7 +139,7 @@ var configs = map[string]config{
 		redis: redisConfig{callers: []int{1, 8, 64, 512}, keys: []int{1, 10_000}, ops: 50_000, plan: plan{rounds: 9, samples: 100_000}},
 		fleet: fleetConfig{replicas: []int{1, 10, 50}, callers: 2, every: 20 * time.Millisecond, timeout: 250 * time.Millisecond,
 			warm: 500 * time.Millisecond, dead: 3 * time.Second, jitter: time.Second, settle: 500 * time.Millisecond, after: 2 * time.Second,
-			rounds: 3, faultReplicas: 50, fault: 2 * time.Second, healthy: []int{1, 8, 64}},
+			rounds: 3, faultReplicas: 50, fault: 2 * time.Second, healthy: []int{1, 8, 64}, healthyRounds: 25},
 	},
 	// smoke runs every code path in a blink; the tests use it.
 	"smoke": {
@@ -160,7 +160,7 @@ var configs = map[string]config{
 		redis: redisConfig{callers: []int{1, 64}, keys: []int{1, 100}, ops: 256, plan: plan{rounds: 1, samples: 200}},
 		fleet: fleetConfig{replicas: []int{1, 3}, callers: 1, every: 20 * time.Millisecond, timeout: 100 * time.Millisecond,
 			warm: 50 * time.Millisecond, dead: 200 * time.Millisecond, jitter: 100 * time.Millisecond, settle: 50 * time.Millisecond, after: 200 * time.Millisecond,
-			rounds: 1, faultReplicas: 3, fault: 100 * time.Millisecond, healthy: []int{1, 2}},
+			rounds: 1, faultReplicas: 3, fault: 100 * time.Millisecond, healthy: []int{1, 2}, healthyRounds: 2},
 	},
 }
 

@@ -483,5 +483,8 @@ func writeMarkdown(w io.Writer, m machine, results []result, checks []check, plo
 	}
 	if len(plots) > 0 {
 		fmt.Fprintf(w, "\n## Plots\n\nThe same run wrote one SVG per pair, ns/op and p99 against callers, into the -out directory beside results.md: %s.\n", "`"+strings.Join(plots, "`, `")+"`")
+		if slices.Contains(plots, fleetCurveFile) {
+			fmt.Fprintf(w, "`%s` is the Fleet outage's instead: the connections reaching the backend after its return, against the time since, a panel per fleet size.\n", fleetCurveFile)
+		}
 	}
 }
