@@ -27,8 +27,8 @@ type BudgetConfig struct {
 	// Zero or less, or NaN, is 0.1 (gRFC A6's tokenRatio).
 	Ratio float64
 	// MinPerSecond lets a quiet client retry a little: the budget always
-	// allows MinPerSecond × Window over the window. Zero is 1; below
-	// zero is none.
+	// allows MinPerSecond × Window over the window. Zero is 1. Below
+	// zero, or NaN, is none.
 	MinPerSecond float64
 	// Window is how far back the budget counts. Zero or less is ten
 	// seconds (Finagle's). The latencies HedgeDelay reads are counted
@@ -36,30 +36,32 @@ type BudgetConfig struct {
 	Window time.Duration
 }
 
-// Budget is a retry budget shared by many callers. It lets retries and
-// hedges through while, over the last Window, they stay within
+// Budget is a retry budget shared by many callers. It lets a retry or a
+// hedge through only if, counting it, the retries and hedges of the last
+// Window are at most
 //
-//	max(Ratio × first attempts, MinPerSecond × Window)
+//	max(Ratio × the first attempts of the last Window, MinPerSecond × Window)
 //
-// So a failing backend sees at most Ratio more requests than callers
-// send, whatever their Attempts say. With the defaults an outage costs it
-// at most 1.1 attempts per request, once traffic passes ten a second.
-// Below that the floor lets a quiet client retry one request a second.
+// So a failing backend gets at most 1 + Ratio attempts per request,
+// whatever each caller's Attempts say, once first attempts pass
+// MinPerSecond/Ratio a second: ten a second with the defaults, which
+// hold an outage to 1.1 attempts per request. Below that the floor lets a
+// quiet client retry now and then.
 //
 // The ratio is gRFC A6's tokenRatio and the window Finagle's. Finagle
-// allows 20% plus ten a second, and Envoy 20% of active requests. A
-// tenth keeps an outage within 1.1 attempts per request.
+// allows 20% plus ten a second, and Envoy 20% of active requests. A tenth
+// is the smaller share, and the floor is a floor, not an addition, so the
+// bound does not grow with it.
 //
 // Give it to Retry with WithBudget, or to the HTTP and gRPC clients of
 // moonhttp and moongrpc. Each request counts as one First. A refused
-// retry returns the last error at once; a refused hedge is not sent.
+// retry returns the last error at once. A refused hedge is not sent.
 //
-// First and Observe cost one atomic add and never wait: the budget's
+// First and Observe cost one atomic add and never wait. The budget's
 // actor folds them in, dated no later than they happened, so a count
 // never stays in the window too long. Retry and Hedge ask the actor,
-// which answers at once. The bound holds for the window ending at each
-// retry or hedge; counting in twentieths of the window only refuses more
-// (see policy.Budget).
+// which answers at once. The window is counted in twentieths, and their
+// width only ever refuses more (see policy.Budget).
 //
 // A Budget is safe for concurrent use. A nil *Budget bounds nothing:
 // First and Observe do nothing, Retry and Hedge say yes. Build one with

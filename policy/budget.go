@@ -36,10 +36,11 @@ const (
 // ratio alone applies, so in a long outage attempts per request tend to
 // 1 + ratio at most.
 //
-// The window is counted in twenty slots. Spends are counted over the
-// window and the slot before it; firsts only over the slots wholly inside
-// the window. So the bound holds for the true window ending at each Spend,
-// and a slot's width errs towards refusing.
+// The window is counted in twenty slots. Firsts are counted over the
+// newest twenty, which lie inside the window ending now. Spends are
+// counted over those and the slot before, which cover it. So the bound
+// holds for the true window ending at each Spend, and a slot's width only
+// ever refuses more.
 //
 // Time is the caller's clock in nanoseconds; only differences matter. A
 // clock that goes backwards is read as standing still. The zero Budget is
