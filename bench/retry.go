@@ -83,8 +83,11 @@ type retryPlan struct {
 
 // hedgePlan is the heavy-tail scenario.
 type hedgePlan struct {
-	rate     int           // requests a second, evenly spaced
-	warm     time.Duration // not measured: the quantiles fill up
+	rate int // requests a second, evenly spaced
+	// warm is sent to each side before it is measured: the quantiles fill
+	// up. Our budget's actor takes in latencies every twentieth of its
+	// window, 500 ms by default, so hedging by quantile starts then.
+	warm     time.Duration
 	span     time.Duration // measured, per side
 	rounds   int           // the span cut in slices, the sides taking turns
 	base     time.Duration // a fast request's latency, ±20 %
@@ -104,21 +107,21 @@ var retryConfigs = map[string]retryConfig{
 		virtual:    retryPlan{rate: 200, warm: 10 * time.Second, outage: 20 * time.Second, after: 10 * time.Second, latency: 5 * time.Millisecond, shares: []float64{0.5, 1}, healthy: true},
 		real:       retryPlan{rate: 300, warm: 500 * time.Millisecond, outage: time.Second, after: time.Second, latency: 2 * time.Millisecond, shares: []float64{1}},
 		realWindow: 500 * time.Millisecond,
-		hedge:      hedgePlan{rate: 600, warm: 200 * time.Millisecond, span: 600 * time.Millisecond, rounds: 3, base: 2 * time.Millisecond, delay: 5 * time.Millisecond, quantile: 0.97},
+		hedge:      hedgePlan{rate: 600, warm: 600 * time.Millisecond, span: 600 * time.Millisecond, rounds: 3, base: 2 * time.Millisecond, delay: 5 * time.Millisecond, quantile: 0.97},
 		healthy:    []int{1}, healthyRounds: 3,
 	},
 	"default": {
-		virtual:    retryPlan{rate: 500, warm: 10 * time.Second, outage: 20 * time.Second, after: 10 * time.Second, latency: 5 * time.Millisecond, shares: []float64{0.5, 1}, healthy: true},
-		real:       retryPlan{rate: 400, warm: 500 * time.Millisecond, outage: time.Second, after: 1500 * time.Millisecond, latency: 2 * time.Millisecond, shares: []float64{0.5, 1}},
+		virtual:    retryPlan{rate: 400, warm: 10 * time.Second, outage: 20 * time.Second, after: 10 * time.Second, latency: 5 * time.Millisecond, shares: []float64{0.5, 1}, healthy: true},
+		real:       retryPlan{rate: 400, warm: 500 * time.Millisecond, outage: time.Second, after: 1200 * time.Millisecond, latency: 2 * time.Millisecond, shares: []float64{0.5, 1}},
 		realWindow: 500 * time.Millisecond,
-		hedge:      hedgePlan{rate: 800, warm: 250 * time.Millisecond, span: 1250 * time.Millisecond, rounds: 5, base: 2 * time.Millisecond, delay: 5 * time.Millisecond, quantile: 0.97},
-		healthy:    []int{1, 8}, healthyRounds: 5,
+		hedge:      hedgePlan{rate: 800, warm: 600 * time.Millisecond, span: time.Second, rounds: 5, base: 2 * time.Millisecond, delay: 5 * time.Millisecond, quantile: 0.97},
+		healthy:    []int{1, 8}, healthyRounds: 4,
 	},
 	"full": {
 		virtual:    retryPlan{rate: 1000, warm: 10 * time.Second, outage: 40 * time.Second, after: 20 * time.Second, latency: 5 * time.Millisecond, shares: []float64{0.5, 1}, healthy: true},
 		real:       retryPlan{rate: 500, warm: time.Second, outage: 2 * time.Second, after: 3 * time.Second, latency: 2 * time.Millisecond, shares: []float64{0.5, 1}},
 		realWindow: time.Second,
-		hedge:      hedgePlan{rate: 800, warm: 300 * time.Millisecond, span: 4 * time.Second, rounds: 10, base: 2 * time.Millisecond, delay: 5 * time.Millisecond, quantile: 0.97},
+		hedge:      hedgePlan{rate: 800, warm: time.Second, span: 4 * time.Second, rounds: 10, base: 2 * time.Millisecond, delay: 5 * time.Millisecond, quantile: 0.97},
 		healthy:    []int{1, 8, 64}, healthyRounds: 9,
 	},
 }
@@ -1331,6 +1334,8 @@ func hedgeRow(eng *engine.Engine, name string, p hedgePlan, say progress) error 
 			return fmt.Errorf("hedging, %s: %w", s.name, err)
 		}
 		rigs = append(rigs, r)
+		// One side at a time: all at once, the machine would stall, and
+		// the stall would spend the budgets and skew the quantiles.
 		say(fmt.Sprintf("Retry hedging heavy-tail %s warm-up", dashed(s.name)))
 		r.send(warm, p.rate)
 	}
