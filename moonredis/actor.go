@@ -126,6 +126,8 @@ type limiter struct {
 	asked  atomic.Int64 // asks the actor has taken in: a test hook
 	flying atomic.Int64 // calls in flight, as the actor counts them: a test hook
 	armed  atomic.Bool  // the late timer is set and has not fired; written by the actor alone, read by tests
+	trips  atomic.Int64 // times the breaker tripped: a test hook
+	closes atomic.Int64 // times it closed again: a test hook; it is tripped while trips > closes
 	asks   sync.Pool    // of *ask, for l.now: each limiter's own, so a channel stays in the synctest bubble it was made in
 	// held is when, on the engine's clock, FailLocal stops holding what
 	// Redis lets through to the local share as well: math.MaxInt64 while
@@ -576,6 +578,7 @@ func (o *owner) land(f *flight, failed error) {
 	switch {
 	case f.probe:
 		if o.breaker.probed(sent && failed == nil) {
+			o.l.closes.Add(1)
 			o.hold(now)
 		}
 		if !o.late {
@@ -587,10 +590,12 @@ func (o *owner) land(f *flight, failed error) {
 		tripped := o.breaker.failure(now)
 		o.hold(now) // its requests go to the local share
 		if tripped {
+			o.l.trips.Add(1)
 			o.tripped()
 		}
 	default:
 		if o.breaker.success() {
+			o.l.closes.Add(1)
 			o.hold(now)
 		}
 	}

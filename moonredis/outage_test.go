@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -27,6 +28,7 @@ const (
 	outageRate    = 50.0
 	outageBurst   = 10.0
 	outageTimeout = 100 * time.Millisecond
+	outageBreaker = 3                    // failed calls in a row that trip the breaker
 	outageCallers = 2                    // goroutines calling in each process
 	outagePace    = 2 * time.Millisecond // each caller's pause between calls
 )
@@ -42,134 +44,210 @@ const (
 // outageCall is one Allow a process made: when it began and ended, from
 // the run's start (the processes share the machine's wall clock), whether
 // it was let through, and, by its end, how many requests Redis had let
-// through in that process and how many calls it had sent to Redis.
+// through in that process and how many calls it had sent to Redis. trips
+// and closes count the breaker's trips and closes when the call began.
 type outageCall struct {
-	start, end time.Duration
-	ok         bool
-	byRedis    int64
-	calls      int64
+	start, end    time.Duration
+	ok            bool
+	byRedis       int64
+	calls         int64
+	trips, closes int64
 }
+
+// tripped says whether the breaker was tripped when c began.
+func (c outageCall) tripped() bool { return c.trips > c.closes }
 
 // TestOutage: three processes share a limit on a real redis-server, which
 // is killed for 2 s and started again on the same port. Two use
-// go-redis's default retries, one none (MaxRetries -1) and ContextTimeoutEnabled.
-// Once each has seen a few calls fail, its calls are answered by the local
-// share in well under a millisecond, not after Config.Timeout; from the
-// kill on, the fleet never lets through more than the limit plus one
-// burst in any stretch of time (the local shares start full, and so does
-// Redis, which comes back empty); and Redis lets requests through again
-// once it is back.
+// go-redis's default retries, one none (MaxRetries -1) and
+// ContextTimeoutEnabled. Each process's breaker trips after a few calls
+// wait for the dead Redis, and stays tripped until Redis is started
+// again. Meanwhile the local share answers all but one call in a hundred
+// in under a millisecond. From the kill on, the fleet never lets through
+// more than the limit plus one burst in any stretch of time, the limit
+// being the bucket's rate over the stretch plus its burst. Redis lets
+// requests through again once it is back.
+//
+// A machine shared with other work may hold a process back for a while,
+// so calls are judged by whether the breaker had tripped in their process
+// when they began, not by a fixed time after the kill; and the slow calls
+// are counted, not each one failed.
 func TestOutage(t *testing.T) {
 	srv := redistest.New(t)
 	prefix := fmt.Sprintf("test:%d:", time.Now().UnixNano())
-	start := time.Now().Add(300 * time.Millisecond) // time for the processes to start
 	outs := make([]bytes.Buffer, outageProcs)
+	logs := make([]bytes.Buffer, outageProcs)
 	errs := make([]error, outageProcs)
-	ctx, cancel := context.WithTimeout(context.Background(), outageEnd+30*time.Second)
-	defer cancel()
+	ins := make([]io.WriteCloser, outageProcs)
+	ready := make(chan error, outageProcs)
 	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), outageEnd+time.Minute) // ends a process that hangs
+	defer cancel()
 	for i := range outageProcs {
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), childEnv+"=outage", "MOONREDIS_ADDR="+srv.Addr(), "MOONREDIS_PREFIX="+prefix,
-			fmt.Sprint("MOONREDIS_START=", start.UnixNano()), fmt.Sprint("MOONREDIS_SEED=", i))
-		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
-		wg.Go(func() { errs[i] = cmd.Run() })
+			fmt.Sprint("MOONREDIS_SEED=", i))
+		cmd.Stderr = &logs[i]
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ins[i] = in
+		wg.Go(func() {
+			r := bufio.NewReader(out)
+			line, err := r.ReadString('\n')
+			if line == "ready\n" {
+				err = nil
+			} else {
+				err = fmt.Errorf("process %d said %q, not that it was ready: %v", i, line, err)
+			}
+			ready <- err
+			_, err = io.Copy(&outs[i], r)
+			if err2 := cmd.Wait(); err == nil {
+				err = err2
+			}
+			errs[i] = err
+		})
+	}
+	// Each process says when it is ready to call, and the run starts once
+	// all are: a machine slow to start a process does not shorten its run.
+	// A process that never says so ends with ctx.
+	for range outageProcs {
+		if err := <-ready; err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now().Add(20 * time.Millisecond)
+	for _, in := range ins {
+		fmt.Fprintln(in, start.UnixNano())
+		in.Close()
 	}
 	time.Sleep(time.Until(start.Add(outageKill)))
 	srv.Kill()
 	killed := time.Since(start) // no call that begins after this reaches the old server
 	time.Sleep(time.Until(start.Add(outageBack)))
+	restarting := time.Since(start) // no call that ends before this reaches the new one
 	if err := srv.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
 	back := time.Since(start)
 	wg.Wait()
-	t.Logf("Redis killed at %v, answering again at %v", killed.Round(time.Millisecond), back.Round(time.Millisecond))
+	t.Logf("Redis killed at %v, started again at %v, answering at %v", killed.Round(time.Millisecond),
+		restarting.Round(time.Millisecond), back.Round(time.Millisecond))
 
 	var all []outageCall // admitted by the fleet, begun after the kill
 	for i := range outageProcs {
 		if errs[i] != nil {
-			t.Fatalf("process %d: %v\n%s", i, errs[i], outs[i].String())
+			t.Fatalf("process %d: %v\n%s", i, errs[i], logs[i].String())
 		}
-		calls, err := readOutageCalls(&outs[i])
+		calls, err := readOutage(&outs[i])
 		if err != nil {
 			t.Fatalf("process %d: %v", i, err)
 		}
-		var during []outageCall
+		slices.SortFunc(calls, func(a, b outageCall) int { return int(a.start - b.start) })
+		var before, waited, after []outageCall // in the outage: begun with the breaker closed, of those the ones that waited for Redis, begun with it tripped
 		var redisBefore, redisAfter int64
+		closes := int64(-1) // the breaker's closes when the first call of the outage began
 		for _, c := range calls {
 			switch {
-			case c.start >= killed && c.end < back:
-				during = append(during, c)
 			case c.start < killed:
-				redisBefore = c.byRedis
+				redisBefore = max(redisBefore, c.byRedis)
+			case c.end < restarting:
+				if closes < 0 {
+					closes = c.closes
+				}
+				if c.closes != closes {
+					t.Errorf("process %d: the breaker closed while Redis was down: %d closes by %v after the kill, %d at first",
+						i, c.closes, (c.start - killed).Round(time.Millisecond), closes)
+					closes = c.closes
+				}
+				if c.tripped() {
+					after = append(after, c)
+					break
+				}
+				before = append(before, c)
+				if c.end-c.start >= outageTimeout/2 {
+					waited = append(waited, c)
+				}
 			}
 			if c.start >= killed && c.ok {
 				all = append(all, c)
 			}
-			redisAfter = c.byRedis
+			redisAfter = max(redisAfter, c.byRedis)
 		}
-		// The first few calls wait for Redis; once the breaker trips, the
-		// local share answers. A machine shared with other work may hold
-		// a goroutine a millisecond now and then, but never for as long as
-		// a call to Redis would take.
-		var first, took []time.Duration
-		lo, hi := int64(math.MaxInt64), int64(0) // the calls to Redis so far, over the outage once the breaker tripped
-		for _, c := range during {
-			d := c.end - c.start
-			if c.start-killed < outageSettle {
-				first = append(first, d)
-				continue
-			}
-			took = append(took, d)
+		if len(after) == 0 {
+			t.Errorf("process %d: its breaker never tripped while Redis was down (%d calls in the outage)", i, len(before))
+			continue
+		}
+		tripped := after[0].start - killed
+
+		// A few calls wait for the dead Redis: those in the call out when
+		// it died, and those in the failed calls that trip the breaker.
+		// Each caller waits in each of them at most once.
+		if most := outageCallers * (outageBreaker + 1); len(waited) > most {
+			t.Errorf("process %d: %d calls in the outage waited for the dead Redis with the breaker closed, want at most %d; it first tripped %v after the kill",
+				i, len(waited), most, tripped.Round(time.Millisecond))
+		}
+
+		// Once the breaker trips, it answers at once, and no request goes
+		// to Redis: only the probes, one a Timeout.
+		var took []time.Duration
+		lo, hi := int64(math.MaxInt64), int64(0) // the calls to Redis so far
+		for _, c := range after {
 			lo, hi = min(lo, c.calls), max(hi, c.calls)
-			if d >= outageTimeout {
-				t.Errorf("process %d: a call %v after the kill took %v: it waited for Redis", i, (c.start - killed).Round(time.Millisecond), d)
-			}
+			took = append(took, c.end-c.start)
 		}
-		// No request goes to Redis: only the probes, one a Timeout.
-		probes := int64((back-killed-outageSettle)/outageTimeout) + 1
-		if hi-lo > probes {
+		if probes := int64((restarting-killed-tripped)/outageTimeout) + 1; hi-lo > probes {
 			t.Errorf("process %d sent %d calls to Redis in the outage once its breaker tripped, want at most %d probes", i, hi-lo, probes)
 		}
-		slices.Sort(first)
 		slices.Sort(took)
 		slow := len(took) - countBelow(took, time.Millisecond)
-		t.Logf("process %d: %d calls in the outage's first %v, %d over 1ms, the slowest %v; %d after, median %v, 99th percentile %v, %d over 1ms, slowest %v, %d probes; Redis let through %d before the kill, %d after it came back",
-			i, len(first), outageSettle, len(first)-countBelow(first, time.Millisecond), pct(first, 100), len(took), pct(took, 50), pct(took, 99), slow, pct(took, 100), hi-lo, redisBefore, redisAfter-redisBefore)
+		t.Logf("process %d: breaker tripped %v after the kill, %d calls waited for Redis before; %d calls after, median %v, 99th percentile %v, %d over 1ms, slowest %v; %d probes; Redis let through %d before the kill, %d after it came back",
+			i, tripped.Round(time.Millisecond), len(waited), len(took), pct(took, 50), pct(took, 99), slow, pct(took, 100),
+			hi-lo, redisBefore, redisAfter-redisBefore)
 		if len(took) < 200 {
-			t.Errorf("process %d made only %d calls in the outage after its first %v, want hundreds: they waited for Redis", i, len(took), outageSettle)
+			t.Errorf("process %d made only %d calls in the outage once its breaker tripped, want hundreds", i, len(took))
 		} else if slow > len(took)/100 {
-			t.Errorf("process %d: %d of %d calls in the outage after its first %v took over a millisecond", i, slow, len(took), outageSettle)
+			t.Errorf("process %d: %d of %d calls once its breaker tripped took over a millisecond, the slowest %v; want at most one in a hundred",
+				i, slow, len(took), pct(took, 100))
 		}
 		if redisAfter == redisBefore {
 			t.Errorf("process %d: Redis let nothing through once it was back", i)
 		}
 	}
-	// Every stretch from an admission to a later one, both begun after
-	// the kill, holds at most the limit plus one burst.
+
+	// The limit in a stretch of time is what the bucket itself lets
+	// through: its rate over the stretch, and its burst. From the kill on,
+	// the fleet may let through one burst more: the local shares start
+	// full, and so does Redis, which comes back with no state. Every
+	// stretch from an admission to a later one, both begun after the kill,
+	// is checked.
+	limit := func(d time.Duration) float64 { return outageRate*d.Seconds() + outageBurst }
 	slices.SortFunc(all, func(a, b outageCall) int { return int(a.end - b.end) })
-	worst, at := math.Inf(-1), time.Duration(0)
+	worst, at := math.Inf(-1), time.Duration(0) // the most let through over the limit, and where
 	for i := range all {
 		for j := i; j < len(all); j++ {
-			over := float64(j-i+1) - (outageRate*(all[j].end-all[i].end).Seconds() + outageBurst)
-			if over > worst {
+			if over := float64(j-i+1) - limit(all[j].end-all[i].end); over > worst {
 				worst, at = over, all[i].end
 			}
 		}
 	}
 	span := all[len(all)-1].end - killed
-	t.Logf("the fleet let through %d from the kill on, in %v: %.1f a second against a limit of %v; the most over the limit (%v a second plus a burst of %v) in any stretch: %.1f, from %v",
+	t.Logf("the fleet let through %d from the kill on, in %v: %.1f a second against a rate of %v; the most over the limit (%v a second plus a burst of %v) in any stretch: %.1f, from %v",
 		len(all), span.Round(time.Millisecond), float64(len(all))/span.Seconds(), outageRate, outageRate, outageBurst, worst, at.Round(time.Millisecond))
 	if worst > outageBurst {
-		t.Errorf("the fleet let through %.1f more than the limit plus one burst in the stretch from %v", worst-outageBurst, at.Round(time.Millisecond))
+		t.Errorf("the fleet let through %.1f over the limit (%v a second plus a burst of %v) in the stretch from %v, want at most one burst over",
+			worst, outageRate, outageBurst, at.Round(time.Millisecond))
 	}
 }
-
-// outageSettle is how long from the kill on calls may wait for Redis: the
-// three failed calls in a row that trip the breaker, each up to the
-// Timeout, and one more for a call that went just before.
-const outageSettle = 4*outageTimeout + 50*time.Millisecond
 
 // countBelow is how many of sorted ds are below d.
 func countBelow(ds []time.Duration, d time.Duration) int {
@@ -185,15 +263,15 @@ func pct(ds []time.Duration, p int) time.Duration {
 	return ds[(len(ds)-1)*p/100].Round(time.Microsecond)
 }
 
-// readOutageCalls reads what outageChild printed: a line a call.
-func readOutageCalls(out *bytes.Buffer) ([]outageCall, error) {
+// readOutage reads what outageChild printed: a line a call.
+func readOutage(out *bytes.Buffer) ([]outageCall, error) {
 	var calls []outageCall
 	s := bufio.NewScanner(out)
 	for s.Scan() {
 		var c outageCall
 		var start, end int64
 		var ok int
-		if _, err := fmt.Sscanf(s.Text(), "call %d %d %d %d %d", &start, &end, &ok, &c.byRedis, &c.calls); err != nil {
+		if _, err := fmt.Sscanf(s.Text(), "call %d %d %d %d %d %d %d", &start, &end, &ok, &c.byRedis, &c.calls, &c.trips, &c.closes); err != nil {
 			return nil, fmt.Errorf("said %q: %v", s.Text(), err)
 		}
 		c.start, c.end, c.ok = time.Duration(start), time.Duration(end), ok == 1
@@ -202,14 +280,13 @@ func readOutageCalls(out *bytes.Buffer) ([]outageCall, error) {
 	return calls, s.Err()
 }
 
-// outageChild is one process of TestOutage: it calls Allow on the hot key
-// from outageCallers goroutines from the run's start to its end, and
-// prints each call.
+// outageChild is one process of TestOutage. Once its limiter is built it
+// says it is ready, then reads the run's start from its input. It calls
+// Allow on the hot key from outageCallers goroutines from the run's start
+// to its end, then prints each call.
 func outageChild() int {
 	addr, prefix := os.Getenv("MOONREDIS_ADDR"), os.Getenv("MOONREDIS_PREFIX")
-	ns, _ := strconv.ParseInt(os.Getenv("MOONREDIS_START"), 10, 64)
 	seed, _ := strconv.Atoi(os.Getenv("MOONREDIS_SEED"))
-	start := time.Unix(0, ns)
 	redis.SetLogger(quiet{}) // the dead Redis is the point
 	opts := &redis.Options{Addr: addr}
 	if seed == 1 {
@@ -218,12 +295,20 @@ func outageChild() int {
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
 	eng := engine.New()
-	cfg := Config{Client: rdb, Prefix: prefix, Timeout: outageTimeout, FailMode: FailLocal, ExpectedProcesses: outageProcs}
+	cfg := Config{Client: rdb, Prefix: prefix, Timeout: outageTimeout, FailMode: FailLocal, ExpectedProcesses: outageProcs,
+		BreakerFailures: outageBreaker}
 	b, err := NewBucket(eng, cfg, outageRate, outageBurst)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	fmt.Println("ready")
+	var ns int64
+	if _, err := fmt.Fscan(os.Stdin, &ns); err != nil {
+		fmt.Fprintln(os.Stderr, "no start:", err)
+		return 1
+	}
+	start := time.Unix(0, ns)
 	time.Sleep(time.Until(start))
 	calls := make([][]outageCall, outageCallers)
 	var wg sync.WaitGroup
@@ -234,10 +319,11 @@ func outageChild() int {
 				if from >= outageEnd {
 					return
 				}
+				trips, closes := b.l.trips.Load(), b.l.closes.Load()
 				ok := b.Allow("hot")
 				end := time.Since(start)
 				st := b.Stats()
-				calls[g] = append(calls[g], outageCall{start: from, end: end, ok: ok, byRedis: st.Admitted, calls: st.Calls})
+				calls[g] = append(calls[g], outageCall{start: from, end: end, ok: ok, byRedis: st.Admitted, calls: st.Calls, trips: trips, closes: closes})
 				time.Sleep(outagePace)
 			}
 		})
@@ -256,7 +342,7 @@ func outageChild() int {
 			if c.ok {
 				ok = 1
 			}
-			fmt.Fprintf(w, "call %d %d %d %d %d\n", c.start, c.end, ok, c.byRedis, c.calls)
+			fmt.Fprintf(w, "call %d %d %d %d %d %d %d\n", c.start, c.end, ok, c.byRedis, c.calls, c.trips, c.closes)
 		}
 	}
 	w.Flush()
