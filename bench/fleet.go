@@ -334,6 +334,9 @@ func (d dialer) roundTrip(ctx context.Context, c net.Conn) error {
 type replica struct {
 	do    func(ctx context.Context) error
 	close func()
+	// fleet, with the fleet ward, is the replica's moonredis.Fleet: what
+	// it says of Redis explains a fleet that fell back on its local wards.
+	fleet *moonredis.Fleet
 }
 
 // fleetEnv is what the replicas of one run share.
@@ -431,6 +434,7 @@ func fleetReplica(env fleetEnv, i int, d dialer) (replica, error) {
 			shutdownWithin(eng)
 			rdb.Close()
 		},
+		fleet: fl,
 	}, nil
 }
 
@@ -717,6 +721,10 @@ type outageRound struct {
 	redis       int64         // Redis commands the replicas sent while the backend was dead
 	failedEarly int64         // requests that failed before the backend died
 	failedAfter int64         // requests that failed after it was back
+	// With the fleet ward: the replicas' calls to Redis that failed or
+	// took longer than the fleet's Timeout, and the times a replica lost
+	// Redis and followed its local ward alone.
+	redisFailed, alone int64
 }
 
 // outageStat is one side's rounds at one fleet size.
@@ -808,9 +816,19 @@ func outageOnce(srv *redistest.Server, s fleetSide, n int, dead time.Duration, c
 	c1 := cmds.Load()
 	time.Sleep(cfg.after)
 	l.end()
+	var redisFailed, alone int64
+	for _, rep := range reps {
+		if rep.fleet != nil {
+			st := rep.fleet.Stats()
+			redisFailed += st.Failed
+			alone += st.Alone
+		}
+	}
 	closeReplicas(reps)
 
 	r := outageRound{
+		redisFailed: redisFailed,
+		alone:       alone,
 		dead:        time.Duration(up - down),
 		settleDials: be.arrivedIn(down, down+int64(cfg.settle)),
 		dials:       be.arrivedIn(down+int64(cfg.settle), up),
@@ -945,6 +963,11 @@ func outageTable(o *fleetOutage) (head []string, body [][]string) {
 			notes = append(notes, fmt.Sprintf("%.0f failed after the return", s.medianOf(func(r outageRound) float64 { return float64(r.failedAfter) })))
 			if s.side == sideFleet {
 				notes = append(notes, fmt.Sprintf("the ramp allows %.0f new conns in 100 ms", math.Floor(rampAllows(lv.n, 100*time.Millisecond))))
+				failed := s.medianOf(func(r outageRound) float64 { return float64(r.redisFailed) })
+				alone := s.medianOf(func(r outageRound) float64 { return float64(r.alone) })
+				if failed > 0 || alone > 0 {
+					notes = append(notes, fmt.Sprintf("%.0f Redis calls failed or timed out, replicas alone %.0f times", failed, alone))
+				}
 			}
 			cells[len(cells)-1] = strings.Join(notes, "; ")
 			body = append(body, cells)
