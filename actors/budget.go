@@ -153,9 +153,11 @@ type budgetActor struct {
 	at     int64                          // the latest instant seen: the last fold's
 	every  time.Duration                  // how often to fold while awake
 	awake  bool                           // the alarm folds every every
-	watch  [published]float64             // the quantiles published, by the Tally's index
-	next   int                            // the index the next new quantile takes
-	alarm  alarm
+	// counted is whether a fold found something since the last Tick.
+	counted bool
+	watch   [published]float64 // the quantiles published, by the Tally's index
+	next    int                // the index the next new quantile takes
+	alarm   alarm
 	inFlight
 }
 
@@ -207,8 +209,12 @@ func (a *budgetActor) handle(msg any) {
 		a.wake()
 	case *Tick:
 		a.alarm.fired(m)
-		firsts := a.fold(m.Now)
-		if a.foldLatencies() || firsts {
+		a.fold(m.Now)
+		a.foldLatencies()
+		if a.counted {
+			// Something was counted since the last Tick, folded in by it
+			// or by a request: callers are still counting.
+			a.counted = false
 			a.publish()
 			a.alarm.set(a.at, later(a.at, a.every), true)
 		} else {
@@ -223,33 +229,31 @@ func (a *budgetActor) handle(msg any) {
 // fold brings the books to now (or the latest instant seen, if later),
 // folding in the first attempts the Tally counted since the last fold,
 // dated then: the books stand at a.at, and what is folded in is counted
-// there before they move on. It reports whether there were any.
-func (a *budgetActor) fold(now int64) bool {
+// there before they move on.
+func (a *budgetActor) fold(now int64) {
 	f := a.tally.sum()
 	n := f - a.folded
 	a.folded = f
-	for left := n; left > 0; { // First takes an int
-		k := min(left, math.MaxInt32)
+	a.counted = a.counted || n > 0
+	for n > 0 { // First takes an int
+		k := min(n, math.MaxInt32)
 		a.budget.First(a.at, int(k))
-		left -= k
+		n -= k
 	}
 	a.at = max(a.at, now)
-	return n > 0
 }
 
 // foldLatencies folds in the latencies the Tally counted since the last
-// time, at the latest instant seen. It reports whether there were any.
-// Only the answers about latencies need them, and the timer.
-func (a *budgetActor) foldLatencies() bool {
-	folded := false
+// time, at the latest instant seen. Only the answers about latencies need
+// them, and the timer.
+func (a *budgetActor) foldLatencies() {
 	for i := range a.seen {
 		if c := a.tally.lat[i].Load(); c != a.seen[i] {
 			a.lat.AddN(policy.QuantileValue(i), int(c-a.seen[i]), a.at)
 			a.seen[i] = c
-			folded = true
+			a.counted = true
 		}
 	}
-	return folded
 }
 
 // wake arms the alarm that folds while callers count, if it is not armed.
