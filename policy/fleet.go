@@ -228,7 +228,7 @@ func (v FleetView) recheck() time.Duration {
 // The ramp reads the time, so an owner with a fleet gives Take and Fill a
 // fresh time whatever Stamps says.
 func (p *Pool[T]) SetFleet(v FleetView, now int64) {
-	now = p.clock(now)
+	p.clock(now) // the pool's time moves on; the view carries its own
 	if v.State > FleetAlone {
 		v.State = FleetAlone
 	}
