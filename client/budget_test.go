@@ -274,7 +274,8 @@ func TestBudgetClose(t *testing.T) {
 	if err := b.Close(ctx); err != nil {
 		t.Fatalf("a second Close = %v", err)
 	}
-	if err := b.Close(nil); err == nil { //nolint:staticcheck // a nil ctx is refused
+	//lint:ignore SA1012 a nil ctx is the point
+	if err := b.Close(nil); err == nil { //nolint:staticcheck
 		t.Fatal("Close(nil) = nil")
 	}
 	b2, err := client.NewBudget(eng, client.BudgetConfig{})
