@@ -5,9 +5,11 @@ import (
 	"errors"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/policy"
 )
@@ -274,5 +276,67 @@ func TestBudgetLeftSamples(t *testing.T) {
 		if p := spend(ref, h.t0); p != want {
 			t.Fatalf("spend %d = %+v, want %+v", i, p, want)
 		}
+	}
+}
+
+// folds is an actor that counts the Folds it gets, and closes a ping.
+type folds struct{ n atomic.Int64 }
+
+type ping chan struct{}
+
+func (f *folds) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case Fold:
+		f.n.Add(1)
+	case ping:
+		close(m)
+	}
+}
+
+// TestBudgetCountsSendNothing: while the actor is awake, First and
+// Observe send it nothing: each is a count on the Tally. Once the actor
+// has gone to sleep, the first count to come sends one Fold, and the
+// counts after it none. The Tally's Folds go to a counting actor here,
+// so that the budget's own actor never hears them.
+func TestBudgetCountsSendNothing(t *testing.T) {
+	h := newHarness(t)
+	ref, tally := spawnBudget(t, h, 0.1, 1, time.Second)
+	latency(ref, h.t0, 0.5) // wakes the actor: it folds on its timer now
+	counter := &folds{}
+	cref, err := h.e.Spawn("", counter, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tally.ref = cref
+	barrier := func() {
+		p := make(ping)
+		cref.Send(p) // every Fold sent before it is counted once it is closed
+		<-p
+	}
+	for range 1000 {
+		tally.First()
+		tally.Observe(time.Millisecond)
+	}
+	barrier()
+	if n := counter.n.Load(); n != 0 {
+		t.Fatalf("2,000 counts to an awake actor sent %d Folds, want none", n)
+	}
+	if got := left(ref, "", h.t0); got != 100 {
+		t.Fatalf("Left = %v, want 100: the counts are folded in all the same", got)
+	}
+	// A fold that finds nothing new: the actor sleeps.
+	h.clock.Advance(50 * time.Millisecond) // folds the 1000, counted by Left's fold
+	left(ref, "", h.clock.Now())
+	h.clock.Advance(50 * time.Millisecond) // finds nothing: sleeps
+	left(ref, "", h.clock.Now())
+	if n := h.clock.Pending(); n != 0 {
+		t.Fatalf("%d timers pending, want the actor asleep", n)
+	}
+	for range 100 {
+		tally.First()
+	}
+	barrier()
+	if n := counter.n.Load(); n != 1 {
+		t.Fatalf("100 counts to a sleeping actor sent %d Folds, want 1", n)
 	}
 }
