@@ -4,6 +4,7 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/moonpool-go/moonpool/engine"
@@ -27,13 +28,33 @@ import (
 type Tally struct {
 	// firsts count first attempts ever, in stripes on lines of their own:
 	// a caller adds to the one its goroutine's stack falls on (see
-	// stackSpot), so callers on different processors seldom meet.
-	firsts [creditStripes]stripe
+	// tallySpot), so callers on different processors seldom meet.
+	firsts [tallyStripes]tallyStripe
 	asleep atomic.Bool // the actor folds on no timer: the next count wakes it
 	_      [63]byte    // keeps asleep, read on every count, off the lines written
 	ref    *engine.Ref
 	pub    [published]quote
 	lat    [policy.QuantileBuckets]atomic.Uint32 // latencies ever, by bucket, wrapping
+}
+
+// tallyStripes is how many stripes a Tally counts first attempts in.
+const tallyStripes = 8
+
+// tallyStripe is one stripe's count, on a cache line of its own.
+type tallyStripe struct {
+	n atomic.Uint64
+	_ [56]byte
+}
+
+// tallySpot is the stripe for the calling goroutine: picked by where its
+// stack is, which differs between goroutines and stays put for one
+// (unless its stack moves). Goroutines' stacks start at 2 KB and double,
+// so the address is taken in 2 KB units and mixed, lest stacks of 8 KB
+// all land on one stripe.
+func tallySpot() int {
+	var mark byte
+	h := uint64(uintptr(unsafe.Pointer(&mark)) >> 11)
+	return int(h * 0x9e3779b97f4a7c15 >> 61) // the top three bits: 0 to 7
 }
 
 // published is how many quantiles a Tally holds ready.
@@ -53,7 +74,7 @@ var noQuote = math.Float64bits(math.NaN())
 
 // First counts one first attempt.
 func (t *Tally) First() {
-	t.firsts[stackSpot()&(creditStripes-1)].w.Add(1)
+	t.firsts[tallySpot()].n.Add(1)
 	if t.asleep.Load() {
 		t.wake()
 	}
@@ -74,7 +95,7 @@ func (t *Tally) Firsts() int64 { return int64(t.sum()) }
 func (t *Tally) sum() uint64 {
 	var n uint64
 	for i := range t.firsts {
-		n += t.firsts[i].w.Load()
+		n += t.firsts[i].n.Load()
 	}
 	return n
 }
