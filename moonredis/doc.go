@@ -115,4 +115,28 @@
 // its next request: until its probe comes back, it may let its share
 // through on top of the limit. So may a process that cannot reach Redis
 // while others can, all the while.
+//
+// # Fleet
+//
+// A Fleet shares a pool's ward with the same pool in other processes
+// (give it to client.PoolConfig.Fleet). What the replicas share lives in
+// Redis: which of them saw makes fail within the Window, whether the
+// fleet is held, and who holds its probe lease. Once Quorum replicas
+// have failed within the Window (3, or every live one if fewer), every
+// replica's pool holds its makes. One replica at a time takes the lease
+// and makes the fleet's probe, once a ProbeEvery for the whole fleet.
+// When a probe works, Redis publishes it and every replica hears at once.
+// Each then ramps its makes up along one curve shared by the fleet
+// (FleetConfig.Ramp). Each replica decides the rest alone. Its local ward
+// still spaces, backs off, throttles and sheds its own makes. A replica
+// whose makes fail while others' work holds only itself, by its ward. A
+// ramp ends on each replica's clock, without a word to Redis. A healthy
+// pool sends Redis nothing: each replica runs one script a Heartbeat (1 s
+// by default), to stay a member and to read the state in case a message
+// was lost. When a call fails or takes longer than Timeout (100 ms), the
+// replica is alone, and Stats says since when. Its pools then follow their
+// local wards, as if it had no fleet. It tries Redis again from
+// ProbeEvery, doubling up to a Heartbeat apart. When Redis answers, it
+// takes the state Redis has then; a hold whose Hold ran out meanwhile is
+// over, so a replica never comes back to a hold that has ended.
 package moonredis

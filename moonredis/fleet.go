@@ -37,7 +37,10 @@ type FleetConfig struct {
 	// Window is how recent those failures must be; <= 0 is 2 s.
 	Window time.Duration
 	// ProbeEvery is how often the held fleet probes the backend, once
-	// across all replicas; <= 0 is 100 ms, and below a millisecond is one.
+	// across all replicas; <= 0 is 50 ms, and below a millisecond is one.
+	// A backend that returns waits about that long for the next probe,
+	// and every replica hears of it then. The probe is paid once, not once
+	// a replica, so it can be short.
 	ProbeEvery time.Duration
 	// Lease is how long the replica that takes the probe lease keeps it
 	// while its probe is out; <= 0 is 1 s. A probe that takes longer may
@@ -80,7 +83,7 @@ func (c FleetConfig) normal() (FleetConfig, error) {
 		c.Window = 2 * time.Second
 	}
 	if c.ProbeEvery <= 0 {
-		c.ProbeEvery = 100 * time.Millisecond
+		c.ProbeEvery = 50 * time.Millisecond
 	}
 	c.ProbeEvery = max(c.ProbeEvery, time.Millisecond)
 	if c.Lease <= 0 {

@@ -154,14 +154,17 @@ func parseFleetLine(s string) (fleetLine, error) {
 	return l, nil
 }
 
-// newer reports whether l says more than k, the state last heard: a later
-// epoch, or a new birth (Redis lost the state, and its epochs begin
-// again). The same epoch says more when Redis read it later: it may find
-// the hold renewed, or over.
+// newer reports whether l says more than k, the state last heard. Within
+// one history (one birth) a later epoch says more, and the same epoch
+// read later, which may find the hold renewed or over. Across histories
+// (Redis lost the state, and its epochs began again) the one read later
+// says more: a read from before the state was first written is older
+// than the state, not a loss of it. Read at the same microsecond, the one
+// born later does.
 func (l fleetLine) newer(k fleetLine) bool {
 	switch {
 	case l.born != k.born:
-		return l.born > k.born || l.born == 0
+		return l.at > k.at || l.at == k.at && l.born > k.born
 	case l.epoch != k.epoch:
 		return l.epoch > k.epoch
 	}

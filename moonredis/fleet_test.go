@@ -2,9 +2,11 @@ package moonredis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -300,8 +302,8 @@ func TestFleetQuorum(t *testing.T) {
 		r.all(t, "every replica held", func(v client.FleetView) bool { return v.State == client.FleetHeld })
 		for i, p := range r.pools {
 			v := p.last()
-			if v.Since != t0 || v.Probe || v.ProbeEvery != 100*time.Millisecond {
-				t.Errorf("replica %d's view %+v, want held since %d, ProbeEvery 100ms, no probe", i, v, t0)
+			if v.Since != t0 || v.Probe || v.ProbeEvery != 50*time.Millisecond {
+				t.Errorf("replica %d's view %+v, want held since %d, ProbeEvery 50ms, no probe", i, v, t0)
 			}
 			if st := r.fleets[i].Stats(); st.Holds != 1 || st.State != client.FleetHeld || st.Epoch != 1 {
 				t.Errorf("replica %d: Stats %+v, want one hold, held, epoch 1", i, st)
@@ -614,10 +616,86 @@ func TestFleetLine(t *testing.T) {
 		{fleetLine{born: 100, epoch: 4, at: 999}, false},  // the same, read earlier
 		{fleetLine{born: 0, epoch: 0, at: 2000}, true},    // Redis lost the state
 		{fleetLine{born: 200, epoch: 1, at: 2000}, true},  // and wrote it again
-		{fleetLine{born: 50, epoch: 9, at: 2000}, false},  // a history older than the one known
+		{fleetLine{born: 0, epoch: 0, at: 99}, false},     // read before the state was first written
+		{fleetLine{born: 0, epoch: 0, at: 1000}, false},   // the same microsecond
+		{fleetLine{born: 101, epoch: 1, at: 1000}, true},  // written again, the same microsecond
+		{fleetLine{born: 50, epoch: 9, at: 999}, false},   // another history, read earlier
 	} {
 		if got := tc.l.newer(k); got != tc.want {
 			t.Errorf("step %d: %+v newer than %+v = %v, want %v", i, tc.l, k, got, tc.want)
 		}
 	}
+}
+
+// TestFleetPoolHealthyPath: two client.Pools joined to their replicas'
+// fleets make a thousand connections each and lend them four thousand
+// times; while every Open works, no pool reports anything and neither
+// replica sends Redis a command (the clock does not move, so no
+// heartbeat is due). One failed Open is reported, once.
+func TestFleetPoolHealthyPath(t *testing.T) {
+	r := newFleetRig(t, 2, FleetConfig{})
+	var fail atomic.Bool
+	var next atomic.Int64
+	pools := make([]*client.Pool[int64], 2)
+	for i := range pools {
+		p, err := client.NewPool(r.eng, client.PoolConfig[int64]{
+			Open: func(context.Context) (int64, error) {
+				if fail.Load() {
+					return 0, errors.New("refused")
+				}
+				return next.Add(1), nil
+			},
+			Limits: client.Limits{Size: 4, Idle: 4},
+			Ward:   client.Ward{Backoff: client.DefaultBackoff},
+			Fleet:  r.fleets[i],
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close(context.Background())
+		pools[i] = p
+	}
+	r.settle(t)
+	before := r.steps.read()
+	ctx := context.Background()
+	for n := range 4000 {
+		p := pools[n%2]
+		c, err := p.Get(ctx)
+		if err != nil {
+			t.Fatalf("Get %d: %v", n, err)
+		}
+		if n%4 < 2 {
+			err = p.Discard(c) // the next Get makes a new one
+		} else {
+			err = p.Put(c)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.settle(t)
+	if after := r.steps.read(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("healthy pools made Redis calls: %v before, %v after", before, after)
+	}
+	for i, p := range pools {
+		if st := p.Stats(); st.Made < 1000 || st.Fleet != client.FleetOpen {
+			t.Errorf("pool %d: made %d, fleet %v; want a thousand made, open", i, st.Made, st.Fleet)
+		}
+		if st := r.fleets[i].Stats(); st.Reports != 0 {
+			t.Errorf("replica %d sent %d reports while every Open worked", i, st.Reports)
+		}
+	}
+	// A failure reaches Redis: the count above can tell.
+	fail.Store(true)
+	for n := 0; ; n++ {
+		c, err := pools[0].Get(ctx) // the idle ones first, then an Open
+		if err != nil {
+			break
+		}
+		if n == 4 {
+			t.Fatalf("Get with Open failing handed %v", c)
+		}
+		pools[0].Discard(c)
+	}
+	awaitTold(t, "the failure reported", func() bool { return r.steps.read()[stepFail] == 1 }, r.tell)
 }

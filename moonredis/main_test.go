@@ -18,6 +18,8 @@ func TestMain(m *testing.M) {
 	case "":
 	case "outage":
 		os.Exit(outageChild())
+	case "fleet":
+		os.Exit(fleetChild())
 	default:
 		os.Exit(child())
 	}
