@@ -226,6 +226,11 @@ func TestEachCallLateAtItsDeadline(t *testing.T) {
 		if n := b.l.flying.Load(); n != int64(len(sent)-i-1) {
 			t.Errorf("at %v, %d calls out, want %d", due, n, len(sent)-i-1)
 		}
+		if i < len(sent)-1 {
+			// The actor sets the timer again for the next call's deadline
+			// after it answers this one: the clock moves on only then.
+			waitFor(t, "the late timer set for the next call", func() bool { return clock.Pending() == 1 })
+		}
 	}
 	if st := b.Stats(); st.Failures != 3 || st.Fallbacks != 3 {
 		t.Errorf("Stats = %+v, want 3 calls failed and their requests answered by the mode", st)
