@@ -180,6 +180,10 @@ type FleetStats struct {
 // wait for Redis: until Redis answers, its view is FleetOpen. A nil eng,
 // a Config without a Client or a Name, and a stopped engine are refused
 // with an error.
+//
+// Its listener waits on a network read, which a testing/synctest bubble
+// never counts as durably blocked, so a bubble's clock would not move:
+// build a Fleet outside any bubble.
 func NewFleet(eng *client.Engine, cfg FleetConfig) (*Fleet, error) {
 	if eng == nil {
 		return nil, errors.New("moonredis: NewFleet: nil engine")

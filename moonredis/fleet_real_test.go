@@ -399,3 +399,52 @@ func fleetChild() int {
 	w.Flush()
 	return 0
 }
+
+// TestFleetRedisKilled: two replicas on a real redis-server hold their
+// fleet; the server is killed, and both are alone within moments (their
+// pools follow their local wards); it restarts empty (it saves nothing),
+// and both take what it says then: no hold.
+func TestFleetRedisKilled(t *testing.T) {
+	srv := redistest.New(t)
+	eng := realEngine(t)
+	rdb := realClient(t, srv.Addr())
+	pools := make([]*poolSide, 2)
+	fleets := make([]*Fleet, 2)
+	name := fmt.Sprint("killed-", time.Now().UnixNano())
+	for i := range fleets {
+		fl, err := NewFleet(eng, FleetConfig{Client: rdb, Name: name, Replica: fmt.Sprint("r", i), Heartbeat: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fleets[i], pools[i] = fl, &poolSide{}
+		pools[i].report, pools[i].leave = fl.Join(pools[i].set)
+	}
+	every := func(what string, ok func(client.FleetView) bool) {
+		t.Helper()
+		waitFor(t, what, func() bool { return ok(pools[0].last()) && ok(pools[1].last()) })
+	}
+	waitFor(t, "both members", func() bool { return fleets[0].Stats().Members == 2 && fleets[1].Stats().Members == 2 })
+	pools[0].report(client.FleetReport{Failures: 1})
+	pools[1].report(client.FleetReport{Failures: 1})
+	every("both held", func(v client.FleetView) bool { return v.State == client.FleetHeld })
+	srv.Kill()
+	killed := time.Now()
+	every("both alone", func(v client.FleetView) bool { return v.State == client.FleetAlone })
+	t.Logf("both alone %v after the kill", time.Since(killed).Round(time.Millisecond))
+	from := []int{pools[0].seen(), pools[1].seen()}
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	every("both back", func(v client.FleetView) bool { return v.State != client.FleetAlone })
+	t.Logf("both back %v after the restart", time.Since(back).Round(time.Millisecond))
+	for i, p := range pools {
+		for _, s := range p.states(from[i]) {
+			if s != client.FleetOpen {
+				t.Errorf("replica %d was handed %v after Redis restarted empty, want open", i, s)
+			}
+		}
+	}
+}

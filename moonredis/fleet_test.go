@@ -559,18 +559,21 @@ func TestFleetHealthyPathQuiet(t *testing.T) {
 }
 
 // TestFleetClose: Close hands the pools FleetAlone, so they follow their
-// local wards; no view reaches a pool after its leave has returned; a
-// report after Close does nothing, and a second Close returns nil. The
-// engine's Shutdown stops a fleet too (TestMain finds any goroutine left).
+// local wards, and so does the engine's Shutdown; no view reaches a pool
+// after its leave has returned; a report after Close does nothing, and a
+// second Close returns nil. TestMain finds any goroutine left behind.
 func TestFleetClose(t *testing.T) {
-	r := newFleetRig(t, 2, FleetConfig{})
-	r.pools[1].leave()
-	n := r.pools[1].seen()
+	r := newFleetRig(t, 3, FleetConfig{})
+	r.pools[2].leave()
+	n := r.pools[2].seen()
 	r.fail(t, 0)
-	r.fail(t, 1) // two live: both must fail
-	waitFor(t, "replica 0 held", func() bool { return r.pools[0].last().State == client.FleetHeld })
-	waitFor(t, "replica 1 held", func() bool { return r.fleets[1].Stats().State == client.FleetHeld })
-	if got := r.pools[1].seen(); got != n {
+	r.fail(t, 1)
+	r.fail(t, 2)
+	for i := range 2 {
+		awaitTold(t, fmt.Sprint("replica ", i, " held"), func() bool { return r.pools[i].last().State == client.FleetHeld }, r.tell)
+	}
+	awaitTold(t, "replica 2 held", func() bool { return r.fleets[2].Stats().State == client.FleetHeld }, r.tell)
+	if got := r.pools[2].seen(); got != n {
 		t.Errorf("a pool that left was handed %d views after its leave returned", got-n)
 	}
 	fl := r.fleets[0]
@@ -586,6 +589,46 @@ func TestFleetClose(t *testing.T) {
 	}
 	if st := fl.Stats(); st.State != client.FleetAlone {
 		t.Errorf("Stats after Close: %+v", st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	if err := r.eng.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := r.pools[1].last(); v.State != client.FleetAlone {
+		t.Errorf("after the engine's Shutdown the pool's view is %v, want alone", v.State)
+	}
+	if _, err := NewFleet(r.eng, FleetConfig{Client: r.rdb, Name: "db"}); err == nil {
+		t.Error("NewFleet on an engine shut down: no error")
+	}
+}
+
+// TestFleetBadInput: a Fleet without an engine, a Client or a Name is
+// refused with an error; odd numbers take their defaults.
+func TestFleetBadInput(t *testing.T) {
+	f := newFake(t)
+	for _, tc := range []struct {
+		name string
+		eng  *client.Engine
+		cfg  FleetConfig
+	}{
+		{"nil engine", nil, FleetConfig{Client: f.rdb, Name: "db"}},
+		{"no client", f.eng, FleetConfig{Name: "db"}},
+		{"no name", f.eng, FleetConfig{Client: f.rdb}},
+	} {
+		if fl, err := NewFleet(tc.eng, tc.cfg); err == nil {
+			fl.Close(context.Background())
+			t.Errorf("%s: no error", tc.name)
+		}
+	}
+	c, err := FleetConfig{Client: f.rdb, Name: "db", Quorum: -1, Window: -1, ProbeEvery: time.Nanosecond, Lease: -1, Hold: -1, Heartbeat: -1, Timeout: -1}.normal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := FleetConfig{Client: f.rdb, Name: "db", Replica: c.Replica, Quorum: 3, Window: 2 * time.Second, ProbeEvery: time.Millisecond,
+		Lease: time.Second, Hold: 10 * time.Second, Heartbeat: time.Second, Timeout: 100 * time.Millisecond}
+	if c != want || c.Replica == "" {
+		t.Errorf("normal = %+v, want %+v and a Replica", c, want)
 	}
 }
 
