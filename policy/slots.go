@@ -52,9 +52,11 @@ func (s *slots[T]) advance(now int64) (at int64, turned bool) {
 	if gap := h - s.head; gap < 0 || gap >= int64(len(s.ring)) {
 		clear(s.ring)
 	} else {
+		// Counting the steps, not the slot numbers, so a head at the end
+		// of the clock cannot wrap round and loop for ever.
 		var empty T
-		for n := s.head + 1; n <= h; n++ {
-			s.ring[s.place(n)] = empty
+		for i := int64(1); i <= gap; i++ {
+			s.ring[s.place(s.head+i)] = empty
 		}
 	}
 	s.head = h

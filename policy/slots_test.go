@@ -103,3 +103,29 @@ func TestSlotsCut(t *testing.T) {
 		}
 	}
 }
+
+// TestSlotsEndOfClock: slots of a nanosecond reach the last instant the
+// clock can give, and the breaker and the shedder built on them answer
+// there rather than loop for ever.
+func TestSlotsEndOfClock(t *testing.T) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var s slots[int]
+		s.cut(4*time.Nanosecond, 4)
+		s.advance(math.MaxInt64 - 2)
+		*s.newest() = 7
+		if at, turned := s.advance(math.MaxInt64); at != math.MaxInt64 || !turned {
+			t.Errorf("advance(MaxInt64) = %d, %v; want MaxInt64, true", at, turned)
+		}
+		b := NewBreaker(2, 10*time.Nanosecond)
+		b.Allow(math.MaxInt64 - 5)
+		b.Failure(math.MaxInt64 - 5)
+		b.Allow(math.MaxInt64)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slots never reached the end of the clock")
+	}
+}
