@@ -1680,7 +1680,7 @@ func outagePlot(o *retryOutage) string {
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" fill="#555">%g</text>`+"\n", x0-6, y+4, v)
 		}
 		tStep := niceStep(span.Seconds() / 5)
-		for s := 0.0; s <= span.Seconds()+tStep/2; s += tStep {
+		for s := 0.0; s <= span.Seconds()*1.0001; s += tStep {
 			x := xAt(time.Duration(s * float64(time.Second)))
 			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%g</text>`+"\n", x, top+panelH+16, s)
 		}
