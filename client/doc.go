@@ -6,12 +6,14 @@
 //
 //   - Pool lends resources made by its Open and closed by its Close: Get,
 //     Put, Discard. Its Ward stands in front of the backend (a bucket of
-//     opens, a backoff, a breaker, a shedder).
+//     opens, a backoff, a breaker, a shedder). A Fleet shares the ward
+//     with the pool's replicas in other processes.
 //   - Bucket and Window limit a rate or a quota; KeyedBucket, KeyedWindow
 //     and TieredBucket keep one limit per key. Allow takes or refuses, Try
 //     also says how long to wait (for Retry-After), Wait blocks in line.
 //   - Gate limits how many run at once, and answers rather than queues.
-//   - Retry runs a function under a Backoff; it needs no engine.
+//   - Retry runs a function under a Backoff; it needs no engine. A
+//     Budget caps its retries, and hedges, at a share of first attempts.
 //
 // Every call that can block takes ctx first. When ctx ends, the call
 // returns an error matching ctx.Err() and leaves nothing behind: no place

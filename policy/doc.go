@@ -8,6 +8,11 @@
 // each Pool builds state of its own from it, so one Ward may serve many
 // pools. Take's Shed and Later answers carry a Reason saying which part
 // refused or held back. Bucket, Breaker and Shedder are also usable alone.
+// A FleetView, set with Pool.SetFleet, lays a fleet's hold, probe and ramp
+// over the Ward.
+//
+// Budget bounds retries and hedges to a share of first attempts, and
+// Quantile tracks the latency a hedge waits for.
 //
 // Nothing here opens, closes, sleeps, reads a clock, draws a random number,
 // locks or does I/O. The pool says what to do with a resource, the backoff
