@@ -13,6 +13,8 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
+require go.uber.org/atomic v1.12.0 // indirect
+
 require (
 	github.com/Workiva/go-datastructures v1.1.3 // indirect
 	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9 // indirect
@@ -28,11 +30,13 @@ require (
 	github.com/lithammer/shortuuid/v4 v4.0.0 // indirect
 	github.com/lmittmann/tint v1.0.3 // indirect
 	github.com/matttproud/golang_protobuf_extensions v1.0.4 // indirect
+	github.com/moonpool-go/moonpool/moonredis v0.0.0-00010101000000-000000000000
 	github.com/orcaman/concurrent-map v1.0.0 // indirect
 	github.com/prometheus/client_golang v1.17.0 // indirect
 	github.com/prometheus/client_model v0.5.0 // indirect
 	github.com/prometheus/common v0.44.0 // indirect
 	github.com/prometheus/procfs v0.11.1 // indirect
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/twmb/murmur3 v1.1.8 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.45.0 // indirect
@@ -51,3 +55,5 @@ replace github.com/moonpool-go/moonpool => ../
 replace github.com/moonpool-go/moonpool/moongrpc => ../moongrpc
 
 replace github.com/moonpool-go/moonpool/internal/pgtest => ../internal/pgtest
+
+replace github.com/moonpool-go/moonpool/moonredis => ../moonredis

@@ -8,7 +8,8 @@
 // transaction) is discarded instead of put back, so the pool makes a new
 // one. A ward stands in front of the database, so that when it restarts
 // the pool tries one connection at a time instead of every caller dialling
-// at once.
+// at once. WithFleet shares that ward with the pool's other replicas, so a
+// restart costs the database one probe at a time for the whole fleet.
 //
 //	eng := client.NewEngine()
 //	defer eng.Shutdown(ctx)
@@ -58,9 +59,14 @@ const closeTimeout = 5 * time.Second
 // holds further dials back (client.DefaultBackoff: 100 ms doubling to 1 s,
 // then one probe at a time); and a database that keeps refusing has a
 // share of dials refused before they are tried (client.DefaultBreaker).
-func New(eng *client.Engine, cfg *pgx.ConnConfig, size int) (*Pool, error) {
+// WithFleet shares that ward with the same pool in other replicas.
+func New(eng *client.Engine, cfg *pgx.ConnConfig, size int, opts ...Option) (*Pool, error) {
 	if cfg == nil {
 		return nil, errors.New("pgpool: nil pgx.ConnConfig")
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
 	}
 	cfg = cfg.Copy()
 	if cfg.ConnectTimeout <= 0 {
@@ -85,11 +91,31 @@ func New(eng *client.Engine, cfg *pgx.ConnConfig, size int) (*Pool, error) {
 			Backoff: client.DefaultBackoff,
 			Breaker: client.DefaultBreaker,
 		},
+		Fleet: o.fleet,
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &Pool{conns: conns}, nil
+}
+
+// Option changes how New builds a Pool.
+type Option func(*options)
+
+type options struct {
+	fleet client.Fleet
+}
+
+// WithFleet shares the pool's ward with the same pool in other replicas
+// of the service, through f (see client.Fleet; moonredis.NewFleet builds
+// one on Redis). When dials fail in several replicas at once, the fleet
+// holds every replica's dials and one replica at a time probes the
+// database. When the probe works, every replica hears of it within
+// milliseconds, so a restart costs the database one probe an interval, not
+// one a replica. A nil f is no fleet. The pool leaves the fleet at Close;
+// closing f is the caller's.
+func WithFleet(f client.Fleet) Option {
+	return func(o *options) { o.fleet = f }
 }
 
 // Do lends f a connection and takes it back when f returns, returning f's
