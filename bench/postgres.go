@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +19,9 @@ import (
 	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/examples/pgpool"
 	"github.com/moonpool-go/moonpool/internal/pgtest"
+	"github.com/moonpool-go/moonpool/internal/redistest"
+	"github.com/moonpool-go/moonpool/moonredis"
+	"github.com/redis/go-redis/v9"
 )
 
 // The Postgres suite pools real connections to a real PostgreSQL, through
@@ -25,7 +30,10 @@ import (
 // puddle), and database/sql over pgx's stdlib driver. Each side has the
 // same most connections, and keeps as many idle, so none of them closes
 // and reopens connections in the steady state. The suite starts its own
-// throwaway cluster (internal/pgtest) and removes it at the end.
+// throwaway cluster (internal/pgtest) and removes it at the end. The
+// restart has a fourth side, "moonpool fleet": examples/pgpool sharing its
+// ward through a moonredis Fleet over a throwaway redis-server
+// (internal/redistest), left out with a note when there is none.
 
 // query is one workload: what a request asks the database.
 type query struct {
@@ -59,12 +67,17 @@ type dbPool struct {
 	close func()
 }
 
-// dbSide builds one side's pool of size connections.
+// dbSide builds one side's pool of size connections. A side that cannot
+// run here has a note saying why, and no build.
 type dbSide struct {
 	name  string
 	ours  bool
 	build func(size int) (dbPool, error)
+	note  string
 }
+
+// pgFleetSide is the restart's name for examples/pgpool with a Fleet.
+const pgFleetSide = "moonpool fleet"
 
 // countingDial is a pgx DialFunc that counts its calls: every attempt to
 // reach the database, refused or not.
@@ -164,6 +177,69 @@ func dbSides(eng *engine.Engine, srv *pgtest.Server) []dbSide {
 // startServer is how the suite gets its cluster; the tests share it.
 var startServer = pgtest.Start
 
+// fleetDBSide is examples/pgpool with a moonredis Fleet over the
+// redis-server at addr, alone in its fleet: each pool it builds joins a
+// fleet of its own name, so no round inherits another's state.
+func fleetDBSide(eng *engine.Engine, srv *pgtest.Server, addr string) dbSide {
+	connString := fmt.Sprintf("%s connect_timeout=%d", srv.ConnString(), int(pgpool.DialTimeout/time.Second))
+	var rounds atomic.Int64
+	return dbSide{name: pgFleetSide, build: func(size int) (dbPool, error) {
+		dials := new(atomic.Int64)
+		cfg, err := pgx.ParseConfig(connString)
+		if err != nil {
+			return dbPool{}, err
+		}
+		cfg.DialFunc = countingDial(dials)
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		name := fmt.Sprintf("bench-postgres-%d-%d", os.Getpid(), rounds.Add(1))
+		fl, err := moonredis.NewFleet(eng, moonredis.FleetConfig{Client: rdb, Name: name})
+		if err != nil {
+			rdb.Close()
+			return dbPool{}, err
+		}
+		db, err := pgpool.New(eng, cfg, size, pgpool.WithFleet(fl))
+		if err != nil {
+			closeWithin(fl.Close)
+			rdb.Close()
+			return dbPool{}, err
+		}
+		return dbPool{
+			do: func(ctx context.Context, q query) error {
+				return db.Do(ctx, func(c *pgx.Conn) error { return pgOn(ctx, c, q) })
+			},
+			dials: dials,
+			close: func() {
+				closeWithin(db.Close)
+				closeWithin(fl.Close)
+				if err := rdb.Close(); err != nil {
+					warn("Postgres %s: closing the Redis client: %v", pgFleetSide, err)
+				}
+			},
+		}, nil
+	}}
+}
+
+// startFleetRedis starts the redis-server of the restart's fleet side. It
+// returns the side, and a func that stops the server; without a
+// redis-server the side has only a note.
+func startFleetRedis(eng *engine.Engine, srv *pgtest.Server) (dbSide, func(), error) {
+	dir, err := os.MkdirTemp("", "moonpool-pgfleet-")
+	if err != nil {
+		return dbSide{}, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rs, err := startRedis(ctx, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		if errors.Is(err, redistest.ErrNoServer) {
+			return dbSide{name: pgFleetSide, note: "skipped: " + err.Error()}, func() {}, nil
+		}
+		return dbSide{}, nil, err
+	}
+	return fleetDBSide(eng, srv, rs.Addr()), func() { rs.Stop(); os.RemoveAll(dir) }, nil
+}
+
 // postgresSuite starts the cluster and returns the suite's rows: each
 // query at each pool size, at each level of callers, then the restart.
 func postgresSuite(eng *engine.Engine, cfg config) ([]row, func(), error) {
@@ -173,9 +249,15 @@ func postgresSuite(eng *engine.Engine, cfg config) ([]row, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	forget := onInterrupt(func() { _ = srv.Stop() })
+	fleet, stopRedis, err := startFleetRedis(eng, srv)
+	if err != nil {
+		_ = srv.Stop()
+		return nil, nil, err
+	}
+	forget := onInterrupt(func() { _ = srv.Stop(); stopRedis() })
 	stop := func() {
 		forget()
+		stopRedis()
 		if err := srv.Stop(); err != nil {
 			warn("stopping PostgreSQL: %v", err)
 		}
@@ -210,7 +292,7 @@ func postgresSuite(eng *engine.Engine, cfg config) ([]row, func(), error) {
 		suite: "Postgres",
 		name:  fmt.Sprintf("restart, %s at %d/s, size=%d", restartQuery.name, rp.rate, rp.size),
 		scenario: func(say progress) (result, error) {
-			return restartRow(srv, sides, rp, say)
+			return restartRow(srv, append(slices.Clip(sides), fleet), rp, say)
 		},
 	})
 	return rows, stop, nil
@@ -263,6 +345,8 @@ type restartRound struct {
 	recovered   bool          // no request failed in the last second of the run
 	dialsDown   int64         // connection attempts while pg_ctl restart ran
 	dialsAfter  int64         // connection attempts after it was back
+	back        time.Duration // from the restart's start to the server's return, as a watcher saw it
+	firstAfter  time.Duration // from the server's return to the end of the first request to succeed after it
 	firstErr    string        // the first error after the restart began
 	lastErr     string        // the last one
 }
@@ -271,6 +355,7 @@ type restartRound struct {
 type restartSide struct {
 	side   string
 	ours   bool
+	note   string // why the side did not run, when it did not
 	rounds []restartRound
 }
 
@@ -299,6 +384,12 @@ func (s restartSide) sinceBack() float64 {
 	return s.median(func(r restartRound) float64 { return float64(r.lastFailure - r.outage) })
 }
 
+// firstAfter is the first success after the server's return, as a
+// watcher of the suite's own saw it: how soon the pool found out.
+func (s restartSide) firstAfter() float64 {
+	return s.median(func(r restartRound) float64 { return float64(r.firstAfter) })
+}
+
 func (s restartSide) dialsDown() float64 {
 	return s.median(func(r restartRound) float64 { return float64(r.dialsDown) })
 }
@@ -308,11 +399,14 @@ func (s restartSide) dialsDown() float64 {
 func restartRow(srv *pgtest.Server, sides []dbSide, p restartPlan, say progress) (result, error) {
 	out := make([]restartSide, len(sides))
 	for i, s := range sides {
-		out[i] = restartSide{side: s.name, ours: s.ours}
+		out[i] = restartSide{side: s.name, ours: s.ours, note: s.note}
 	}
 	for round := range p.rounds {
 		for j := range sides {
 			i := (j + round) % len(sides)
+			if sides[i].build == nil {
+				continue
+			}
 			say(fmt.Sprintf("Postgres restart %s round %d/%d", sides[i].name, round+1, p.rounds))
 			r, err := restartOnce(srv, sides[i], p)
 			if err != nil {
@@ -344,6 +438,7 @@ func restartOnce(srv *pgtest.Server, s dbSide, p restartPlan) (restartRound, err
 		began    atomic.Int64 // mono() when the restart began; 0 before
 		mu       sync.Mutex   // guards lastFail and r's errors
 		lastFail int64        // mono() when the last failed request ended
+		oks      []int64      // mono() when each request that succeeded after the restart began ended
 		requests sync.WaitGroup
 	)
 	request := func() {
@@ -356,6 +451,9 @@ func restartOnce(srv *pgtest.Server, s dbSide, p restartPlan) (restartRound, err
 		defer mu.Unlock()
 		if err == nil {
 			r.slowest = max(r.slowest, time.Duration(end-start))
+			if began.Load() != 0 {
+				oks = append(oks, end)
+			}
 			return
 		}
 		r.failed++
@@ -398,15 +496,29 @@ func restartOnce(srv *pgtest.Server, s dbSide, p restartPlan) (restartRound, err
 	t0 := mono()
 	began.Store(t0)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	watched := make(chan int64, 1)
+	go func() { watched <- watchReturn(ctx, srv) }()
 	err = srv.Restart(ctx)
-	cancel()
 	t1 := mono()
 	d1 := db.dials.Load()
 	if err != nil {
+		cancel()
+		<-watched
 		close(stop)
 		<-paced
 		requests.Wait()
 		return r, err
+	}
+	var back int64
+	select {
+	case back = <-watched:
+	case <-time.After(time.Second): // it never saw the server down
+		cancel()
+		back = <-watched
+	}
+	cancel()
+	if back == 0 || back > t1 {
+		back = t1 // the watcher never saw the server down: pg_ctl's word
 	}
 	time.Sleep(p.after)
 	end := mono()
@@ -420,15 +532,52 @@ func restartOnce(srv *pgtest.Server, s dbSide, p restartPlan) (restartRound, err
 	if lastFail > 0 {
 		r.lastFailure = time.Duration(lastFail - t0)
 	}
+	r.back = time.Duration(back - t0)
+	r.firstAfter = time.Duration(end - back) // no success at all: the whole run after the return
+	for _, ok := range oks {
+		if ok >= back {
+			r.firstAfter = min(r.firstAfter, time.Duration(ok-back))
+		}
+	}
 	// A failure that ended in the run's last second, while requests were
 	// still arriving, means the pool had not recovered.
 	r.recovered = lastFail < end-int64(time.Second)
 	return r, nil
 }
 
+// watchReturn connects to srv every 2 ms from the restart's start, over a
+// connection of its own that no side counts, and returns mono() when a
+// connection works after one failed: the server's return. pg_ctl looks
+// only every 100 ms. It returns 0 if ctx ends first.
+func watchReturn(ctx context.Context, srv *pgtest.Server) int64 {
+	down := false
+	for ctx.Err() == nil {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		c, err := pgx.Connect(cctx, srv.ConnString()+" application_name=bench-watcher")
+		cancel()
+		if err == nil {
+			at := mono()
+			c.Close(context.Background())
+			if down {
+				return at
+			}
+		} else {
+			down = true
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	return 0
+}
+
 // restartFacts are the columns of the restart table, for one side.
 func restartFacts(s restartSide) []string {
 	ms := func(v float64) string { return fmt.Sprintf("%.0f ms", v/1e6) }
+	if len(s.rounds) == 0 {
+		return []string{s.side, "", "", "", "", "", "", "", "", "", s.note}
+	}
 	outage := s.median(func(r restartRound) float64 { return float64(r.outage) })
 	requests := s.median(func(r restartRound) float64 { return float64(r.requests) })
 	dialsAfter := s.median(func(r restartRound) float64 { return float64(r.dialsAfter) })
@@ -461,6 +610,7 @@ func restartFacts(s restartSide) []string {
 		ms(s.lastFailure()),
 		ms(outage),
 		ms(s.sinceBack()),
+		ms(s.firstAfter()),
 		fmt.Sprintf("%.0f", s.dialsDown()),
 		fmt.Sprintf("%.0f", dialsAfter),
 		note,
@@ -486,7 +636,7 @@ func shorten(s string, n int) string {
 func ownTable(r result) (head []string, body [][]string, ok bool) {
 	switch {
 	case r.restart != nil:
-		head = []string{"side", "requests", "failed", "slowest success", "last failure", "restart took", "last failure after it", "dials during restart", "dials after", "note"}
+		head = []string{"side", "requests", "failed", "slowest success", "last failure", "restart took", "last failure after it", "first success after return", "dials during restart", "dials after", "note"}
 		for _, s := range r.restart {
 			body = append(body, restartFacts(s))
 		}
@@ -570,15 +720,18 @@ func allOf(xs []float64, ok func(float64) bool) bool {
 // restartTargets: no more failed requests than pgxpool, at most half its
 // connection attempts while the server is down, and the errors over no
 // later than pgxpool's, counted from when the server was back (medians
-// over the rounds).
+// over the rounds). The fleet side's first success after the server's
+// return must come before pgxpool's.
 func restartTargets(sides []restartSide) []check {
-	var ours, theirs *restartSide
+	var ours, theirs, fleet *restartSide
 	for i := range sides {
 		switch {
 		case sides[i].ours:
 			ours = &sides[i]
 		case sides[i].side == "pgxpool":
 			theirs = &sides[i]
+		case sides[i].side == pgFleetSide:
+			fleet = &sides[i]
 		}
 	}
 	if ours == nil || theirs == nil {
@@ -586,6 +739,14 @@ func restartTargets(sides []restartSide) []check {
 	}
 	failed, down, last := ours.failed(), ours.dialsDown(), ours.sinceBack()
 	tFailed, tDown, tLast := theirs.failed(), theirs.dialsDown(), theirs.sinceBack()
+	first := check{group: "PostgreSQL", target: "Postgres restart: moonpool fleet's first success after the server's return before pgxpool's"}
+	if fleet != nil && len(fleet.rounds) > 0 {
+		f, t := fleet.firstAfter(), theirs.firstAfter()
+		first.known, first.met = true, f < t
+		first.measured = fmt.Sprintf("%.0f ms against %.0f ms", f/1e6, t/1e6)
+	} else if fleet != nil {
+		first.measured = fleet.note
+	}
 	return []check{
 		{group: "PostgreSQL", target: "Postgres restart: no more failed requests than pgxpool", known: true, met: failed <= tFailed,
 			measured: fmt.Sprintf("%.0f against %.0f", failed, tFailed)},
@@ -593,6 +754,7 @@ func restartTargets(sides []restartSide) []check {
 			measured: fmt.Sprintf("%.0f against %.0f (%s)", down, tDown, times(down/tDown))},
 		{group: "PostgreSQL", target: "Postgres restart: errors over as soon as pgxpool's (last failure, from when the server was back)", known: true, met: last <= tLast,
 			measured: fmt.Sprintf("%.0f ms against %.0f ms", last/1e6, tLast/1e6)},
+		first,
 	}
 }
 
