@@ -767,6 +767,7 @@ func pgPlanLine(m machine, results []result) string {
 	pg := m.config.pg
 	rp := pg.restart
 	return fmt.Sprintf("Postgres: %d rounds of %v slices per side and level (at most %d latency samples per side and level), the server a throwaway cluster on the same machine; "+
-		"restart: %s requests arriving at %d/s, each with a %v timeout, on pools of %d, the server restarted (pg_ctl restart -m fast) after %v of load and the load kept on for %v after it was back, %d rounds in rotating order, medians shown",
+		"restart: %s requests arriving at %d/s, each with a %v timeout, on pools of %d, the server restarted (pg_ctl restart -m fast) after %v of load and the load kept on for %v after it was back, %d rounds in rotating order, medians shown; "+
+		"the moonpool fleet side shares its ward through a moonredis Fleet (its defaults) on a throwaway redis-server; the server's return is when a watcher's connection, tried every 2 ms, first works again",
 		pg.plan.rounds, pg.plan.slice, pg.plan.samples, restartQuery.name, rp.rate, rp.timeout, rp.size, rp.before, rp.after, rp.rounds)
 }
