@@ -176,6 +176,7 @@ type Pool[T comparable] struct {
 
 	closeFailures atomic.Int64
 	panics        atomic.Int64
+	closedLends   atomic.Int64 // Gets refused by lend as the pool closed, which the actor never saw
 
 	leakAfter time.Duration
 	loansMu   sync.Mutex
@@ -489,6 +490,7 @@ func (p *Pool[T]) lend(item T) (T, error) {
 	if p.closing.Load() {
 		var zero T
 		_ = p.give(item) // its Close, if it fails, is counted: it was never the caller's
+		p.closedLends.Add(1)
 		return zero, ErrClosed
 	}
 	if p.leakAfter > 0 {
@@ -1394,8 +1396,8 @@ func (p *Pool[T]) statsOf(s actors.Stats) Stats {
 		GetTime: s.WaitTime + time.Duration(p.getTime.Load()),
 		Waited:  s.Waited, WaitTime: s.WaitTime, Cancelled: s.Cancelled,
 
-		Shed:             s.Shed,
-		ShedClosed:       s.ShedBy[policy.ReasonClosed],
+		Shed:             s.Shed + p.closedLends.Load(),
+		ShedClosed:       s.ShedBy[policy.ReasonClosed] + p.closedLends.Load(),
 		ShedOverloaded:   s.ShedBy[policy.ReasonShedder],
 		ShedBreaker:      s.ShedBy[policy.ReasonBreaker],
 		TooManyWaiting:   s.ShedWaiting,

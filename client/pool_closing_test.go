@@ -106,6 +106,9 @@ func TestOpenLandingAsPoolClosesIsNotLent(t *testing.T) {
 	if made, closes := r.be.made.Load(), r.be.closes.Load(); made != 2 || closes != 2 {
 		t.Errorf("step 3: made %d, closed %d; want 2, 2", made, closes)
 	}
+	if st := r.pool.Stats(); st.ShedClosed != 1 || st.Shed != 1 {
+		t.Errorf("step 4: ShedClosed %d, Shed %d; want the refused Get counted once in each", st.ShedClosed, st.Shed)
+	}
 }
 
 // TestPutAsPoolClosesServesNoWaiter: a resource put back after Close has
