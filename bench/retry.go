@@ -1201,7 +1201,7 @@ func hedgeSides() []hedgeSide {
 			return hedgeClient{rt: base, close: func() {}, note: func() string { return "" }}, nil
 		}},
 		{name: sideHedgeFixed, ours: true, rule: ruleFixed, build: func(eng *client.Engine, base http.RoundTripper, p hedgePlan) (hedgeClient, error) {
-			return oursHedge(eng, base, moonhttp.Hedge{Delay: p.delay})
+			return oursHedge(eng, base, client.Hedge{Delay: p.delay})
 		}},
 		{name: "failsafe-go hedgepolicy+budget, fixed delay", rule: ruleFixed, build: func(_ *client.Engine, base http.RoundTripper, p hedgePlan) (hedgeClient, error) {
 			return theirHedge(base, hedgepolicy.NewBuilderWithDelay[*http.Response](p.delay)), nil
@@ -1212,7 +1212,7 @@ func hedgeSides() []hedgeSide {
 			return theirHedge(base, hedgepolicy.NewBuilderWithDelayQuantile[*http.Response](p.quantile, 1000, 100)), nil
 		}},
 		{name: sideHedgeQuant, ours: true, rule: ruleQuant, build: func(eng *client.Engine, base http.RoundTripper, p hedgePlan) (hedgeClient, error) {
-			return oursHedge(eng, base, moonhttp.Hedge{Quantile: p.quantile})
+			return oursHedge(eng, base, client.Hedge{Quantile: p.quantile})
 		}},
 	}
 }
@@ -1235,7 +1235,7 @@ func theirHedge(base http.RoundTripper, b hedgepolicy.Builder[*http.Response]) h
 
 // oursHedge is moonhttp's Transport hedging by h, under a budget of its
 // own at the defaults.
-func oursHedge(eng *client.Engine, base http.RoundTripper, h moonhttp.Hedge) (hedgeClient, error) {
+func oursHedge(eng *client.Engine, base http.RoundTripper, h client.Hedge) (hedgeClient, error) {
 	b, err := client.NewBudget(eng, client.BudgetConfig{})
 	if err != nil {
 		return hedgeClient{}, err

@@ -74,8 +74,11 @@ type ClientConfig struct {
 	// among all the clients of a backend.
 	Budget *client.Budget
 	// Hedge, when set, sends a copy of a slow call to race the first
-	// (see Hedge). Nil sends none.
-	Hedge *Hedge
+	// (see client.Hedge). Nil sends none. Only methods Hedgeable allows
+	// are hedged, and only calls whose reply is a protobuf message. An
+	// answer is a reply, or a code the interceptor would not retry. The
+	// caller's reply, header, trailer and peer are the winner's.
+	Hedge *client.Hedge
 	// Hedgeable says which methods may be hedged, by full name
 	// ("/pkg.Service/Method"). Nil hedges the methods whose .proto says
 	// they have no side effects (see NoSideEffects).
@@ -149,10 +152,10 @@ type call struct {
 	cc      *grpc.ClientConn
 	invoker grpc.UnaryInvoker
 	opts    []grpc.CallOption
-	made    bool   // the first attempt has gone out
-	last    error  // the latest failure, as the server sent it
-	hedge   *Hedge // cfg.Hedge if the call may be hedged, else nil
-	hedges  int    // hedges sent so far
+	made    bool          // the first attempt has gone out
+	last    error         // the latest failure, as the server sent it
+	hedge   *client.Hedge // cfg.Hedge if the call may be hedged, else nil
+	hedges  int           // hedges sent so far
 }
 
 // attempt makes the call once, and says by its error whether Retry should

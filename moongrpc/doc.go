@@ -31,7 +31,7 @@
 // the call's deadline.
 //
 // NewUnaryClientInterceptor does the same from a ClientConfig, which can
-// add a client.Budget and a Hedge. The budget holds retries and hedges to
+// add a client.Budget and a client.Hedge. The budget holds retries and hedges to
 // a share of the calls. With its defaults, an outage costs the server at
 // most 1.1 attempts per call once traffic passes ten a second. The hedge
 // races a slow call of a method without side effects with a copy, sent
@@ -42,7 +42,7 @@
 //		grpc.WithUnaryInterceptor(moongrpc.NewUnaryClientInterceptor(moongrpc.ClientConfig{
 //			Engine: eng,
 //			Budget: budget,
-//			Hedge:  &moongrpc.Hedge{}, // at the 95th percentile, one hedge at most
+//			Hedge:  &client.Hedge{}, // at the 95th percentile, one hedge at most
 //		})))
 //
 // The package imports gRPC; moonpool's own packages (policy, actors,

@@ -17,51 +17,8 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 )
 
-// Hedge says when the client interceptor sends a copy of a call whose
-// answer is late, to race the attempt already out. The first answer
-// wins: a reply, or a code the interceptor would not retry. A code it
-// would retry does not win while another attempt is still out. The other
-// attempts are cancelled. The caller's reply, and the header, trailer and
-// peer it asked for, are the winner's.
-//
-// A hedge cuts the tail of latency at the price of extra calls. With a
-// ClientConfig.Budget, each hedge asks the budget first, and a hedge it
-// refuses is not sent. Without one, nothing bounds the extra load when
-// the backend slows down.
-//
-// Only methods ClientConfig.Hedgeable allows are hedged, and only calls
-// whose reply is a protobuf message, so that each attempt can have one of
-// its own. Hedges do not count against Backoff.Attempts.
-type Hedge struct {
-	// Delay is how long an attempt goes unanswered before a hedge is
-	// sent. Zero or less reads it from ClientConfig.Budget instead (see
-	// Quantile). With neither, no hedge is sent.
-	Delay time.Duration
-	// Quantile picks the delay from the latencies of the first attempts
-	// the budget has seen: at 0.95, about one call in twenty is hedged.
-	// Outside (0, 1), zero included, it is 0.95. Until the budget has
-	// seen enough first attempts to tell, no hedge is sent.
-	Quantile float64
-	// Max is the most hedges one call sends, over all its attempts. Zero
-	// or less is 1. While no answer comes, one more goes out each delay.
-	Max int
-}
-
-// defaultQuantile is the latency quantile a hedge waits for by default:
-// it hedges about one call in twenty, the share "The Tail at Scale"
-// hedges at. A budget's default ratio of a tenth leaves room for it.
-const defaultQuantile = 0.95
-
-// most is how many hedges h lets one call send.
-func (h *Hedge) most() int { return max(h.Max, 1) }
-
-// quantile is the quantile h reads its delay at.
-func (h *Hedge) quantile() float64 {
-	if h.Quantile > 0 && h.Quantile < 1 {
-		return h.Quantile
-	}
-	return defaultQuantile
-}
+// most is how many hedges h lets one call send: Max, at least 1.
+func most(h *client.Hedge) int { return max(h.Max, 1) }
 
 // sideEffects caches NoSideEffects by method name.
 var sideEffects sync.Map // string → bool
@@ -99,18 +56,10 @@ func NoSideEffects(method string) bool {
 // false if it sends none: the call may not be hedged, its hedges are
 // spent, or nothing says how long.
 func (c *call) hedgeDelay() (time.Duration, bool) {
-	h := c.hedge
-	if h == nil || c.hedges >= h.most() {
+	if c.hedge == nil || c.hedges >= most(c.hedge) {
 		return 0, false
 	}
-	if h.Delay > 0 {
-		return h.Delay, true
-	}
-	if c.cfg.Budget == nil {
-		return 0, false
-	}
-	d, ok := c.cfg.Budget.HedgeDelay(h.quantile())
-	return d, ok && d > 0
+	return c.hedge.DelayFrom(c.cfg.Budget)
 }
 
 // race makes the attempt on a ctx of its own, and a hedge each delay
@@ -121,7 +70,7 @@ func (c *call) race(ctx context.Context, delay time.Duration) error {
 	first := !c.made // the call's first attempt, whose latency counts
 	c.made = true
 	clock := c.cfg.Engine.Clock()
-	rc := &race{c: *c, out: make(chan *entrant, 1+c.hedge.most()-c.hedges)}
+	rc := &race{c: *c, out: make(chan *entrant, 1+most(c.hedge)-c.hedges)}
 	start := clock.Now()
 	rc.run(ctx)
 	due := make(chan struct{}, 1)
@@ -145,7 +94,7 @@ func (c *call) race(ctx context.Context, delay time.Duration) error {
 			c.hedges++
 			rc.run(ctx)
 			out++
-			if c.hedges < c.hedge.most() {
+			if c.hedges < most(c.hedge) {
 				timer = clock.AfterFunc(delay, ring)
 			}
 		case e := <-rc.out:

@@ -214,7 +214,7 @@ func TestClientHedgeWins(t *testing.T) {
 	clock, eng := virtualEngine(t)
 	s := newStore(hang, atOnce)
 	conn := serveStore(t, s, moongrpc.NewUnaryClientInterceptor(moongrpc.ClientConfig{
-		Engine: eng, Hedge: &moongrpc.Hedge{Delay: 50 * time.Millisecond},
+		Engine: eng, Hedge: &client.Hedge{Delay: 50 * time.Millisecond},
 	}))
 	done := make(chan answer, 1)
 	go func() { done <- get(t.Context(), conn, getMethod) }()
@@ -248,7 +248,7 @@ func TestClientHedgeFirstWins(t *testing.T) {
 	release := make(chan struct{})
 	s := newStore(func(context.Context) error { <-release; return nil }, hang)
 	conn := serveStore(t, s, moongrpc.NewUnaryClientInterceptor(moongrpc.ClientConfig{
-		Engine: eng, Hedge: &moongrpc.Hedge{Delay: 50 * time.Millisecond},
+		Engine: eng, Hedge: &client.Hedge{Delay: 50 * time.Millisecond},
 	}))
 	done := make(chan answer, 1)
 	go func() { done <- get(t.Context(), conn, getMethod) }()
@@ -384,7 +384,7 @@ func TestClientHedgeOnlyHedgeable(t *testing.T) {
 			inBubble(t, func(t *testing.T, eng *client.Engine) {
 				l := newLagged(always(time.Second))
 				ic := moongrpc.NewUnaryClientInterceptor(moongrpc.ClientConfig{
-					Engine: eng, Hedge: &moongrpc.Hedge{Delay: 10 * time.Millisecond}, Hedgeable: c.hedgeable,
+					Engine: eng, Hedge: &client.Hedge{Delay: 10 * time.Millisecond}, Hedgeable: c.hedgeable,
 				})
 				a, took := intercept(context.Background(), ic, l, c.method)
 				if a.err != nil || a.value != "answer 1" || took != time.Second {
@@ -407,7 +407,7 @@ func TestClientHedgeMax(t *testing.T) {
 			inBubble(t, func(t *testing.T, eng *client.Engine) {
 				l := newLagged(lags(time.Second, time.Hour))
 				ic := moongrpc.NewUnaryClientInterceptor(moongrpc.ClientConfig{
-					Engine: eng, Hedge: &moongrpc.Hedge{Delay: 100 * time.Millisecond, Max: c.max},
+					Engine: eng, Hedge: &client.Hedge{Delay: 100 * time.Millisecond, Max: c.max},
 				})
 				a, _ := intercept(context.Background(), ic, l, getMethod)
 				if a.err != nil || a.value != "answer 1" || numberIn(a.trailer) != "1" {
@@ -437,7 +437,7 @@ func TestClientHedgeMax(t *testing.T) {
 func TestClientHedgeFailureIsNoAnswer(t *testing.T) {
 	inBubble(t, func(t *testing.T, eng *client.Engine) {
 		ic := moongrpc.NewUnaryClientInterceptor(moongrpc.ClientConfig{
-			Engine: eng, Hedge: &moongrpc.Hedge{Delay: 100 * time.Millisecond},
+			Engine: eng, Hedge: &client.Hedge{Delay: 100 * time.Millisecond},
 		})
 		l := newLagged(lags(time.Second, 0))
 		l.fail = func(n int) error {
@@ -484,7 +484,7 @@ func TestClientHedgeCancel(t *testing.T) {
 	inBubble(t, func(t *testing.T, eng *client.Engine) {
 		l := newLagged(always(time.Hour))
 		ic := moongrpc.NewUnaryClientInterceptor(moongrpc.ClientConfig{
-			Engine: eng, Hedge: &moongrpc.Hedge{Delay: 100 * time.Millisecond},
+			Engine: eng, Hedge: &client.Hedge{Delay: 100 * time.Millisecond},
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -528,7 +528,7 @@ func TestClientHedgeRefused(t *testing.T) {
 				}
 				l := newLagged(lags(time.Second, time.Hour))
 				ic := moongrpc.NewUnaryClientInterceptor(moongrpc.ClientConfig{
-					Engine: eng, Budget: b, Hedge: &moongrpc.Hedge{Delay: 100 * time.Millisecond, Max: 3},
+					Engine: eng, Budget: b, Hedge: &client.Hedge{Delay: 100 * time.Millisecond, Max: 3},
 				})
 				if a, _ := intercept(context.Background(), ic, l, getMethod); a.value != "answer 1" {
 					t.Fatalf("%+v, want the first attempt's reply", a)
@@ -561,7 +561,7 @@ func TestClientHedgeDelayFromBudget(t *testing.T) {
 			}
 			return 20 * time.Millisecond
 		})
-		ic := moongrpc.NewUnaryClientInterceptor(moongrpc.ClientConfig{Engine: eng, Budget: b, Hedge: &moongrpc.Hedge{}})
+		ic := moongrpc.NewUnaryClientInterceptor(moongrpc.ClientConfig{Engine: eng, Budget: b, Hedge: &client.Hedge{}})
 		call := func() time.Duration {
 			a, took := intercept(context.Background(), ic, l, getMethod)
 			if a.err != nil {
@@ -694,7 +694,7 @@ func TestClientOffAllocates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	on := moongrpc.NewUnaryClientInterceptor(moongrpc.ClientConfig{Engine: eng, Budget: b, Hedge: &moongrpc.Hedge{}})
+	on := moongrpc.NewUnaryClientInterceptor(moongrpc.ClientConfig{Engine: eng, Budget: b, Hedge: &client.Hedge{}})
 	if n := testing.AllocsPerRun(1000, func() { on(ctx, getMethod, in, out, nil, ok) }); n > retry+2 {
 		t.Fatalf("with a budget, %v allocations a call, want no more than client.Retry's %v and 2", n, retry)
 	}

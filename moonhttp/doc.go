@@ -38,14 +38,15 @@
 //
 // A client.Budget holds retries to a share of the requests. With its
 // defaults, an outage costs the backend at most 1.1 attempts per request
-// once traffic passes ten a second. A Hedge races a slow GET with a copy,
-// sent at the latency the budget has learned, within the same budget:
+// once traffic passes ten a second. A client.Hedge races a slow GET with
+// a copy, sent at the latency the budget has learned, within the same
+// budget:
 //
 //	budget, _ := client.NewBudget(eng, client.BudgetConfig{})
 //	hc := &http.Client{Transport: &moonhttp.Transport{
 //		Engine: eng,
 //		Budget: budget,
-//		Hedge:  &moonhttp.Hedge{}, // at the 95th percentile, one hedge at most
+//		Hedge:  &client.Hedge{}, // at the 95th percentile, one hedge at most
 //	}}
 //
 // # Time

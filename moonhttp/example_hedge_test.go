@@ -36,7 +36,7 @@ func ExampleHedge() {
 		Base:   srv.Client().Transport,
 		Engine: eng,
 		Budget: budget,
-		Hedge:  &moonhttp.Hedge{Delay: 10 * time.Millisecond},
+		Hedge:  &client.Hedge{Delay: 10 * time.Millisecond},
 	}}
 	resp, err := hc.Get(srv.URL)
 	if err != nil {

@@ -10,55 +10,12 @@ import (
 	"github.com/moonpool-go/moonpool/client"
 )
 
-// Hedge says when Transport sends a copy of a request whose answer is
-// late, to race the attempt already out. The first answer wins. The
-// others are cancelled, and a response one still brings is drained and
-// closed. An answer is what Transport would not retry. A failed
-// connection, or a 429, 502, 503 or 504, does not win while another
-// attempt is still out.
-//
-// A hedge cuts the tail of latency at the price of extra requests. With
-// a Transport.Budget, each hedge asks the budget first, and a hedge it
-// refuses is not sent. Without one, nothing bounds the extra load when
-// the backend slows down.
-//
-// Only requests that Hedgeable allows are hedged. Hedges do not count
-// against Backoff.Attempts.
-type Hedge struct {
-	// Delay is how long an attempt goes unanswered before a hedge is
-	// sent. Zero or less reads it from Transport.Budget instead (see
-	// Quantile). With neither, no hedge is sent.
-	Delay time.Duration
-	// Quantile picks the delay from the latencies of the first attempts
-	// Transport.Budget has seen: at 0.95, about one request in twenty is
-	// hedged. Outside (0, 1), zero included, it is 0.95. Until the budget
-	// has seen enough first attempts to tell, no hedge is sent.
-	Quantile float64
-	// Max is the most hedges one request sends, over all its attempts.
-	// Zero or less is 1. While no answer comes, one more goes out each
-	// delay.
-	Max int
-}
-
-// defaultQuantile is the latency quantile a hedge waits for by default:
-// it hedges about one request in twenty, the share "The Tail at Scale"
-// hedges at. A budget's default ratio of a tenth leaves room for it.
-const defaultQuantile = 0.95
-
-// most is how many hedges h lets one request send.
-func (h *Hedge) most() int { return max(h.Max, 1) }
-
-// quantile is the quantile h reads its delay at.
-func (h *Hedge) quantile() float64 {
-	if h.Quantile > 0 && h.Quantile < 1 {
-		return h.Quantile
-	}
-	return defaultQuantile
-}
+// most is how many hedges h lets one request send: Max, at least 1.
+func most(h *client.Hedge) int { return max(h.Max, 1) }
 
 // Hedgeable reports whether Transport may race req with copies of itself
-// (see Hedge). Its method must be GET, HEAD or OPTIONS, which RFC 9110
-// (section 9.2.1) calls safe. Its body, if any, must come again through
+// (see Transport.Hedge). Its method must be GET, HEAD or OPTIONS, which
+// RFC 9110 (section 9.2.1) calls safe. Its body, if any, must come again through
 // GetBody. It must not ask for a protocol upgrade.
 //
 // Other requests may still be retried (see Retryable), but a hedge copies
@@ -84,18 +41,10 @@ func Hedgeable(req *http.Request) bool {
 // false if it sends none: the request may not be hedged, its hedges are
 // spent, or nothing says how long.
 func (rt *roundTrip) hedgeDelay() (time.Duration, bool) {
-	h := rt.hedge
-	if h == nil || rt.hedges >= h.most() {
+	if rt.hedge == nil || rt.hedges >= most(rt.hedge) {
 		return 0, false
 	}
-	if h.Delay > 0 {
-		return h.Delay, true
-	}
-	if rt.t.Budget == nil {
-		return 0, false
-	}
-	d, ok := rt.t.Budget.HedgeDelay(h.quantile())
-	return d, ok && d > 0
+	return rt.hedge.DelayFrom(rt.t.Budget)
 }
 
 // race sends the attempt on a ctx of its own, and a hedge each delay
@@ -114,7 +63,7 @@ func (rt *roundTrip) race(ctx context.Context, delay time.Duration) error {
 		return err
 	}
 	clock := rt.t.Engine.Clock()
-	rc := &race{t: rt.t, base: rt.base, out: make(chan entrant, 1+rt.hedge.most()-rt.hedges)}
+	rc := &race{t: rt.t, base: rt.base, out: make(chan entrant, 1+most(rt.hedge)-rt.hedges)}
 	start := clock.Now()
 	rc.run(r, cancel, false)
 	due := make(chan struct{}, 1)
@@ -146,7 +95,7 @@ func (rt *roundTrip) race(ctx context.Context, delay time.Duration) error {
 			rt.hedges++
 			rc.run(h, hcancel, true)
 			out++
-			if rt.hedges < rt.hedge.most() {
+			if rt.hedges < most(rt.hedge) {
 				timer = clock.AfterFunc(delay, ring)
 			}
 		case e := <-rc.out:

@@ -69,7 +69,7 @@ func TestTransportHedgeWins(t *testing.T) {
 	r := newRig(t)
 	d := newDoor(hang, reply(200, "from the hedge"))
 	srv, c := serve(t, d)
-	tr := &moonhttp.Transport{Base: c.Transport, Engine: r.eng, Hedge: &moonhttp.Hedge{Delay: 50 * time.Millisecond}}
+	tr := &moonhttp.Transport{Base: c.Transport, Engine: r.eng, Hedge: &client.Hedge{Delay: 50 * time.Millisecond}}
 	done := make(chan result, 1)
 	go func() { done <- do(&http.Client{Transport: tr}, newReq(t, "GET", srv.URL, "")) }()
 	within10s(t, d.arrived, "the first attempt")
@@ -108,7 +108,7 @@ func TestTransportHedgeFirstWins(t *testing.T) {
 	}
 	d := newDoor(late, hang, reply(200, "at once"))
 	srv, c := serve(t, d)
-	tr := &moonhttp.Transport{Base: c.Transport, Engine: r.eng, Hedge: &moonhttp.Hedge{Delay: 50 * time.Millisecond}}
+	tr := &moonhttp.Transport{Base: c.Transport, Engine: r.eng, Hedge: &client.Hedge{Delay: 50 * time.Millisecond}}
 	hc := &http.Client{Transport: tr}
 	done := make(chan result, 1)
 	go func() { done <- do(hc, newReq(t, "GET", srv.URL, "")) }()
@@ -273,7 +273,7 @@ func TestTransportHedgeOnlySafe(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			inBubble(t, func(t *testing.T, eng *client.Engine) {
 				l := newLagged(always(time.Second))
-				tr := &moonhttp.Transport{Base: l, Engine: eng, Hedge: &moonhttp.Hedge{Delay: 10 * time.Millisecond}}
+				tr := &moonhttp.Transport{Base: l, Engine: eng, Hedge: &client.Hedge{Delay: 10 * time.Millisecond}}
 				req := tc.req(t)
 				if got := moonhttp.Hedgeable(req); got != (tc.sends == 2) {
 					t.Errorf("Hedgeable = %v", got)
@@ -302,7 +302,7 @@ func TestTransportHedgeMax(t *testing.T) {
 		t.Run(fmt.Sprint("Max ", c.max), func(t *testing.T) {
 			inBubble(t, func(t *testing.T, eng *client.Engine) {
 				l := newLagged(lags(time.Second, time.Hour)) // the first answers at 1s, hedges never
-				tr := &moonhttp.Transport{Base: l, Engine: eng, Hedge: &moonhttp.Hedge{Delay: 100 * time.Millisecond, Max: c.max}}
+				tr := &moonhttp.Transport{Base: l, Engine: eng, Hedge: &client.Hedge{Delay: 100 * time.Millisecond, Max: c.max}}
 				res := roundTrip(tr, newReq(t, "GET", "http://b.invalid/", ""))
 				if res.err != nil || res.body != "answer 1" {
 					t.Fatalf("%+v, want the first attempt's answer", res)
@@ -348,7 +348,7 @@ func TestTransportHedgeLoserClosed(t *testing.T) {
 			}
 			return &http.Response{StatusCode: 200, Header: http.Header{}, Body: bodies[n], Request: r}, nil
 		})
-		tr := &moonhttp.Transport{Base: base, Engine: eng, Hedge: &moonhttp.Hedge{Delay: 100 * time.Millisecond}}
+		tr := &moonhttp.Transport{Base: base, Engine: eng, Hedge: &client.Hedge{Delay: 100 * time.Millisecond}}
 		req := newReq(t, "GET", "http://b.invalid/", "")
 		res := roundTrip(tr, req)
 		if res.err != nil || res.body != "from the hedge" {
@@ -385,7 +385,7 @@ func TestTransportHedgeFailureIsNoAnswer(t *testing.T) {
 			}
 			return 200, io.NopCloser(strings.NewReader(fmt.Sprint("answer ", n)))
 		}
-		tr := &moonhttp.Transport{Base: l, Engine: eng, Hedge: &moonhttp.Hedge{Delay: 100 * time.Millisecond}}
+		tr := &moonhttp.Transport{Base: l, Engine: eng, Hedge: &client.Hedge{Delay: 100 * time.Millisecond}}
 		start := time.Now()
 		res := roundTrip(tr, newReq(t, "GET", "http://b.invalid/", ""))
 		if res.err != nil || res.body != "answer 1" || time.Since(start) != time.Second {
@@ -415,7 +415,7 @@ func TestTransportHedgeFailureIsNoAnswer(t *testing.T) {
 func TestTransportHedgeCancel(t *testing.T) {
 	inBubble(t, func(t *testing.T, eng *client.Engine) {
 		l := newLagged(always(time.Hour))
-		tr := &moonhttp.Transport{Base: l, Engine: eng, Hedge: &moonhttp.Hedge{Delay: 100 * time.Millisecond}}
+		tr := &moonhttp.Transport{Base: l, Engine: eng, Hedge: &client.Hedge{Delay: 100 * time.Millisecond}}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		start := time.Now()
@@ -453,7 +453,7 @@ func TestTransportHedgeRefused(t *testing.T) {
 					t.Fatal(err)
 				}
 				l := newLagged(lags(time.Second, time.Hour))
-				tr := &moonhttp.Transport{Base: l, Engine: eng, Budget: b, Hedge: &moonhttp.Hedge{Delay: 100 * time.Millisecond, Max: 3}}
+				tr := &moonhttp.Transport{Base: l, Engine: eng, Budget: b, Hedge: &client.Hedge{Delay: 100 * time.Millisecond, Max: 3}}
 				if res := roundTrip(tr, newReq(t, "GET", "http://b.invalid/", "")); res.body != "answer 1" {
 					t.Fatalf("%+v, want the first attempt's answer", res)
 				}
@@ -485,7 +485,7 @@ func TestTransportHedgeDelayFromBudget(t *testing.T) {
 			}
 			return 20 * time.Millisecond
 		})
-		tr := &moonhttp.Transport{Base: l, Engine: eng, Budget: b, Hedge: &moonhttp.Hedge{}}
+		tr := &moonhttp.Transport{Base: l, Engine: eng, Budget: b, Hedge: &client.Hedge{}}
 		get := func() time.Duration {
 			start := time.Now()
 			if res := roundTrip(tr, newReq(t, "GET", "http://b.invalid/", "")); res.err != nil || res.status != 200 {
@@ -633,7 +633,7 @@ func TestTransportOffAllocates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr.Budget, tr.Hedge = b, &moonhttp.Hedge{}
+	tr.Budget, tr.Hedge = b, &client.Hedge{}
 	if n := testing.AllocsPerRun(1000, func() { tr.RoundTrip(req) }); n > retry {
 		t.Fatalf("with a budget, %v allocations a request, want no more than client.Retry's %v", n, retry)
 	}

@@ -77,8 +77,11 @@ type Transport struct {
 	// too, for Hedge. Share one Budget among all the clients of a backend.
 	Budget *client.Budget
 	// Hedge, when set, sends a copy of a slow request to race the first
-	// (see Hedge and Hedgeable). Nil sends none.
-	Hedge *Hedge
+	// (see client.Hedge). Nil sends none. Only requests Hedgeable allows
+	// are hedged. An answer is what Transport would not retry: a failed
+	// connection, or a 429, 502, 503 or 504, does not win while another
+	// attempt is still out. A losing response is drained and closed.
+	Hedge *client.Hedge
 }
 
 // maxRetryBody is the most of a retryable response's body read into
@@ -136,7 +139,7 @@ type roundTrip struct {
 	once   bool           // req may be sent only once: every answer is final
 	sent   bool           // req itself (and its body) went to base
 	resp   *http.Response // the latest attempt's response, nil if it failed
-	hedge  *Hedge         // t.Hedge if req may be hedged, else nil
+	hedge  *client.Hedge  // t.Hedge if req may be hedged, else nil
 	hedges int            // hedges sent so far
 }
 

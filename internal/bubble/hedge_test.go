@@ -61,7 +61,7 @@ func TestTransportBudget(t *testing.T) {
 		}}
 		backoff := client.DefaultBackoff
 		backoff.Attempts = 5
-		tr := &moonhttp.Transport{Base: l, Engine: eng, Backoff: backoff, Budget: b, Hedge: &moonhttp.Hedge{}}
+		tr := &moonhttp.Transport{Base: l, Engine: eng, Backoff: backoff, Budget: b, Hedge: &client.Hedge{}}
 		start := time.Now()
 		for range 200 {
 			get(t, context.Background(), tr)
