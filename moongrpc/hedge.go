@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/internal/hedge"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -69,66 +70,30 @@ func (c *call) hedgeDelay() (time.Duration, bool) {
 func (c *call) race(ctx context.Context, delay time.Duration) error {
 	first := !c.made // the call's first attempt, whose latency counts
 	c.made = true
-	clock := c.cfg.Engine.Clock()
-	rc := &race{c: *c, out: make(chan *entrant, 1+most(c.hedge)-c.hedges)}
-	start := clock.Now()
-	rc.run(ctx)
-	due := make(chan struct{}, 1)
-	ring := func() {
-		select {
-		case due <- struct{}{}:
-		default:
-		}
+	rc := &hedge.Race[*entrant]{
+		Clock:  c.cfg.Engine.Clock(),
+		Budget: c.cfg.Budget,
+		Delay:  delay,
+		Left:   most(c.hedge) - c.hedges,
+		First:  first,
 	}
-	timer := clock.AfterFunc(delay, ring)
-	defer func() { timer.Stop() }()
-	out := 1          // entrants still running
-	firstOut := true  // entrant 0 is among them
-	var last *entrant // the latest failure
-	for {
-		select {
-		case <-due:
-			if !c.cfg.Budget.Hedge() {
-				continue // refused: this call sends no more hedges
-			}
-			c.hedges++
-			rc.run(ctx)
-			out++
-			if c.hedges < most(c.hedge) {
-				timer = clock.AfterFunc(delay, ring)
-			}
-		case e := <-rc.out:
-			out--
-			if e.i == 0 {
-				firstOut = false
-			}
-			judged, answer := c.judge(e.err, e.trailer)
-			if answer {
-				rc.end()
-				if first && e.i == 0 {
-					c.cfg.Budget.Observe(e.took)
-				} else if first && firstOut {
-					// The first attempt lost: its latency is at least
-					// this long. Leaving it out would make the quantile
-					// ever shorter and the hedges ever more.
-					c.cfg.Budget.Observe(time.Duration(clock.Now() - start))
-				}
-				c.take(e)
-				return judged
-			}
-			c.last = e.err
-			last = e
-			if out == 0 {
-				rc.end()
-				c.take(last)
-				return judged
-			}
-		case <-ctx.Done():
-			rc.end()
-			c.last = status.FromContextError(ctx.Err()).Err()
-			return client.Permanent(c.last)
-		}
+	cc := *c // a copy, read only: the call stays on its caller's stack
+	rc.Ready = func(ctx context.Context) (hedge.Send[*entrant], func(), bool) {
+		return cc.send(ctx), nil, true
 	}
+	actx, cancel := context.WithCancel(ctx)
+	e, err := rc.Run(ctx, cancel, cc.send(actx))
+	c.hedges += rc.Sent
+	if err != nil {
+		c.last = status.FromContextError(err).Err()
+		return client.Permanent(c.last)
+	}
+	e.Cancel() // the call is done
+	if e.Val.err != nil {
+		c.last = e.Val.err
+	}
+	c.take(e.Val)
+	return e.Err
 }
 
 // take gives the caller what e came back with: its reply, if it has
@@ -151,38 +116,20 @@ func (c *call) take(e *entrant) {
 	}
 }
 
-// race is the state of one attempt's race between the call and its
-// hedges.
-type race struct {
-	c   call          // a copy, read only: the call stays on its caller's stack
-	out chan *entrant // room for every entrant, so none ever blocks
-
-	mu      sync.Mutex
-	over    bool                 // a winner is chosen or the race given up
-	cancels []context.CancelFunc // each entrant's, by index
-}
-
 // entrant is one attempt of a race: what it was sent with and what it
 // came back with.
 type entrant struct {
-	i       int           // its index: 0 for the attempt, then each hedge
 	reply   proto.Message // its own, so attempts never share one
 	err     error         // what the invoker returned
 	header  metadata.MD
 	trailer metadata.MD
 	peer    peer.Peer
-	took    time.Duration // from sending to the answer
 }
 
-// run makes one more attempt of the call on a goroutine of its own, on a
-// ctx the race can cancel, and hands what comes back to the race.
-func (rc *race) run(ctx context.Context) {
-	c := &rc.c
-	ctx, cancel := context.WithCancel(ctx)
-	rc.mu.Lock()
-	e := &entrant{i: len(rc.cancels), reply: c.reply.(proto.Message).ProtoReflect().New().Interface()}
-	rc.cancels = append(rc.cancels, cancel)
-	rc.mu.Unlock()
+// send readies one more attempt of the call on ctx, for a race. It
+// returns what makes the attempt and judges what comes back.
+func (c *call) send(ctx context.Context) hedge.Send[*entrant] {
+	e := &entrant{reply: c.reply.(proto.Message).ProtoReflect().New().Interface()}
 	// The caller's header, trailer and peer options would be written by
 	// every attempt at once: each gets its own, and take copies the
 	// winner's.
@@ -195,26 +142,9 @@ func (rc *race) run(ctx context.Context) {
 		}
 	}
 	opts = append(opts, grpc.Header(&e.header), grpc.Trailer(&e.trailer), grpc.Peer(&e.peer))
-	go func() {
-		clock := c.cfg.Engine.Clock()
-		start := clock.Now()
+	return func() hedge.Result[*entrant] {
 		e.err = c.invoker(ctx, c.method, c.req, e.reply, c.cc, opts...)
-		e.took = time.Duration(clock.Now() - start)
-		rc.mu.Lock()
-		defer rc.mu.Unlock()
-		if !rc.over {
-			rc.out <- e
-		}
-	}()
-}
-
-// end closes the race and cancels every entrant: the losers, and the
-// winner, whose call is done.
-func (rc *race) end() {
-	rc.mu.Lock()
-	rc.over = true
-	rc.mu.Unlock()
-	for _, cancel := range rc.cancels {
-		cancel()
+		judged, answer := c.judge(e.err, e.trailer)
+		return hedge.Result[*entrant]{Val: e, Err: judged, Answer: answer}
 	}
 }

@@ -699,3 +699,29 @@ func TestClientOffAllocates(t *testing.T) {
 		t.Fatalf("with a budget, %v allocations a call, want no more than client.Retry's %v and 2", n, retry)
 	}
 }
+
+// A hedge that answers with a code not worth retrying, after the attempt
+// it raced failed with one worth retrying, is what the caller gets.
+func TestClientHedgeAnswerAfterFailure(t *testing.T) {
+	inBubble(t, func(t *testing.T, eng *client.Engine) {
+		ic := moongrpc.NewUnaryClientInterceptor(moongrpc.ClientConfig{
+			Engine: eng, Hedge: &client.Hedge{Delay: 100 * time.Millisecond},
+		})
+		// The attempt fails at 200ms. Its hedge, sent at 100ms, answers
+		// at 400ms.
+		l := newLagged(lags(200*time.Millisecond, 300*time.Millisecond))
+		l.fail = func(n int) error {
+			if n == 1 {
+				return status.Error(codes.Unavailable, "busy")
+			}
+			return status.Error(codes.NotFound, "no such key")
+		}
+		a, took := intercept(context.Background(), ic, l, getMethod)
+		if status.Code(a.err) != codes.NotFound || took != 400*time.Millisecond || numberIn(a.trailer) != "2" {
+			t.Fatalf("%+v after %v, want the hedge's NotFound at 400ms", a, took)
+		}
+		if s := l.sent(); len(s) != 2 {
+			t.Fatalf("sent %d times, want the attempt and its hedge", len(s))
+		}
+	})
+}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/internal/hedge"
 )
 
 // most is how many hedges h lets one request send: Max, at least 1.
@@ -62,170 +62,58 @@ func (rt *roundTrip) race(ctx context.Context, delay time.Duration) error {
 		cancel()
 		return err
 	}
-	clock := rt.t.Engine.Clock()
-	rc := &race{t: rt.t, base: rt.base, out: make(chan entrant, 1+most(rt.hedge)-rt.hedges)}
-	start := clock.Now()
-	rc.run(r, cancel, false)
-	due := make(chan struct{}, 1)
-	ring := func() {
-		select {
-		case due <- struct{}{}:
-		default:
-		}
-	}
-	timer := clock.AfterFunc(delay, ring)
-	defer func() { timer.Stop() }()
-	out := 1         // entrants still running
-	firstOut := true // entrant 0 is among them
-	var last entrant // the latest failure
-	for {
-		select {
-		case <-due:
-			hctx, hcancel := context.WithCancel(ctx)
-			h, err := rt.again(hctx)
+	t, base := rt.t, rt.base
+	cp := *rt // a copy, read only: rt stays on its caller's stack
+	rc := &hedge.Race[*http.Response]{
+		Clock:  t.Engine.Clock(),
+		Budget: t.Budget,
+		Delay:  delay,
+		Left:   most(rt.hedge) - rt.hedges,
+		First:  first,
+		Ready: func(ctx context.Context) (hedge.Send[*http.Response], func(), bool) {
+			h, err := cp.again(ctx)
 			if err != nil {
-				hcancel()
-				continue // the body cannot be had again: no hedge
+				return nil, nil, false // the body cannot be had again
 			}
-			if !rt.t.Budget.Hedge() {
-				closeBody(h)
-				hcancel()
-				continue // refused: this request sends no more hedges
-			}
-			rt.hedges++
-			rc.run(h, hcancel, true)
-			out++
-			if rt.hedges < most(rt.hedge) {
-				timer = clock.AfterFunc(delay, ring)
-			}
-		case e := <-rc.out:
-			out--
-			if e.i == 0 {
-				firstOut = false
-			}
-			switch {
-			case e.unsent:
-			case e.err == nil:
-				rc.end(e.i)
-				discard(last.resp)
-				if first && e.i == 0 {
-					rt.t.Budget.Observe(e.took)
-				} else if first && firstOut {
-					// The first attempt lost: its latency is at least
-					// this long. Leaving it out would make the quantile
-					// ever shorter and the hedges ever more.
-					rt.t.Budget.Observe(time.Duration(clock.Now() - start))
-				}
-				rt.resp = rc.winner(e)
-				return nil
-			default:
-				discard(last.resp)
-				last = e
-			}
-			if out == 0 {
-				rc.end(-1)
-				rt.resp = last.resp
-				return last.err
-			}
-		case <-ctx.Done():
-			rc.end(-1)
-			discard(last.resp)
-			return client.Permanent(ctx.Err())
-		}
+			return send(ctx, t, base, h), func() { closeBody(h) }, true
+		},
+		Release: discard,
 	}
-}
-
-// race is the state of one attempt's race between the request and its
-// hedges.
-type race struct {
-	t    *Transport
-	base http.RoundTripper
-	out  chan entrant // room for every entrant, so none ever blocks
-
-	mu      sync.Mutex
-	over    bool                 // a winner is chosen or the race given up
-	cancels []context.CancelFunc // each entrant's, by index
-}
-
-// entrant is what one attempt of a race came back with.
-type entrant struct {
-	i      int            // its index: 0 for the attempt, then each hedge
-	resp   *http.Response // as attempt keeps it; nil if none
-	err    error          // as attempt returns it
-	took   time.Duration  // from sending to the answer
-	unsent bool           // the hedge was never sent: its Bucket wait failed
-	cancel context.CancelFunc
-}
-
-// run sends r on a goroutine of its own, after waiting for the Bucket if
-// wait says so, and hands what comes back to the race.
-func (rc *race) run(r *http.Request, cancel context.CancelFunc, wait bool) {
-	rc.mu.Lock()
-	i := len(rc.cancels)
-	rc.cancels = append(rc.cancels, cancel)
-	rc.mu.Unlock()
-	go func() {
-		ctx := r.Context()
-		if wait && rc.t.Bucket != nil {
-			if err := rc.t.Bucket.Wait(ctx); err != nil {
-				closeBody(r)
-				rc.hand(entrant{i: i, unsent: true, cancel: cancel})
-				return
-			}
-		}
-		clock := rc.t.Engine.Clock()
-		start := clock.Now()
-		resp, err := rc.base.RoundTrip(r)
-		resp, err = rc.t.judge(ctx, false, resp, err)
-		rc.hand(entrant{i: i, resp: resp, err: err, took: time.Duration(clock.Now() - start), cancel: cancel})
-	}()
-}
-
-// hand gives e to the race, or drains and closes its response if the
-// race is over.
-func (rc *race) hand(e entrant) {
-	rc.mu.Lock()
-	if !rc.over {
-		rc.out <- e
-		rc.mu.Unlock()
-		return
+	if t.Bucket != nil {
+		rc.Wait = t.Bucket.Wait
 	}
-	rc.mu.Unlock()
-	e.cancel()
-	discard(e.resp)
+	e, err := rc.Run(ctx, cancel, send(actx, t, base, r))
+	rt.hedges += rc.Sent
+	switch {
+	case err != nil:
+		return client.Permanent(err)
+	case !e.Answer:
+		rt.resp = e.Val
+		return e.Err
+	}
+	rt.resp = winner(e)
+	return nil
 }
 
-// end closes the race: every entrant but the winner (-1 for none) is
-// cancelled, and what the others already brought is drained and closed.
-// Entrants that come back later drain their own.
-func (rc *race) end(winner int) {
-	rc.mu.Lock()
-	rc.over = true
-	rc.mu.Unlock()
-	for i, cancel := range rc.cancels {
-		if i != winner {
-			cancel()
-		}
-	}
-	for {
-		select {
-		case e := <-rc.out:
-			discard(e.resp)
-		default:
-			return
-		}
+// send is how one entrant of a race sends r through base on ctx. An
+// answer is what t would not retry.
+func send(ctx context.Context, t *Transport, base http.RoundTripper, r *http.Request) hedge.Send[*http.Response] {
+	return func() hedge.Result[*http.Response] {
+		resp, err := base.RoundTrip(r)
+		resp, err = t.judge(ctx, false, resp, err)
+		return hedge.Result[*http.Response]{Val: resp, Err: err, Answer: err == nil}
 	}
 }
 
 // winner is the winning entrant's response. Its attempt's ctx must live
 // until the body has been read, so closing the body cancels it.
-func (rc *race) winner(e entrant) *http.Response {
-	if e.resp.Body == nil || e.resp.Body == http.NoBody {
-		e.cancel()
-		return e.resp
+func winner(e hedge.Entrant[*http.Response]) *http.Response {
+	if e.Val.Body == nil || e.Val.Body == http.NoBody {
+		e.Cancel()
+		return e.Val
 	}
-	e.resp.Body = &cancelBody{ReadCloser: e.resp.Body, cancel: e.cancel}
-	return e.resp
+	e.Val.Body = &cancelBody{ReadCloser: e.Val.Body, cancel: e.Cancel}
+	return e.Val
 }
 
 // cancelBody is a response body that cancels its request's ctx when

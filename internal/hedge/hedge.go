@@ -1,0 +1,210 @@
+// Package hedge races an attempt against copies of itself, for the
+// clients of moonhttp and moongrpc. The leaves say how to ready, send
+// and let go of one attempt. The race itself is the same for both.
+package hedge
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/engine"
+)
+
+// Result is what one attempt came back with.
+type Result[T any] struct {
+	Val T
+	Err error
+	// Answer says the attempt wins: no other attempt could do better.
+	Answer bool
+}
+
+// Send makes one readied attempt and says what came back.
+type Send[T any] func() Result[T]
+
+// Entrant is one attempt of a race, and what it came back with.
+type Entrant[T any] struct {
+	Result[T]
+	I    int           // its index: 0 for the attempt, then each hedge
+	Took time.Duration // from sending to the answer
+	// Cancel ends the attempt's ctx. Run has not called it for a winner,
+	// whose answer may still need its ctx.
+	Cancel context.CancelFunc
+	unsent bool // the hedge was never sent: its Wait failed
+}
+
+// Race is one attempt's race between the attempt and its hedges. Set its
+// fields, then call Run once.
+type Race[T any] struct {
+	Clock  engine.Clock
+	Budget *client.Budget // asked before each hedge; nil allows all
+	Delay  time.Duration  // how long an attempt goes unanswered before a hedge
+	Left   int            // the most hedges this race sends
+	// First says the attempt is its request's first, so its latency is
+	// given to Budget.Observe.
+	First bool
+	// Ready readies one hedge on ctx, its own. It returns the send, and
+	// drop to let go of what it readied if the hedge is not sent. A
+	// hedge it cannot ready is skipped. Drop may be nil.
+	Ready func(ctx context.Context) (send Send[T], drop func(), ok bool)
+	// Wait, if set, runs before each hedge is sent. A hedge whose Wait
+	// fails is not sent, and is neither an answer nor a failure.
+	Wait func(ctx context.Context) error
+	// Release lets go of what a losing attempt brought. Nil releases
+	// nothing.
+	Release func(T)
+	// Sent is how many hedges Run sent.
+	Sent int
+
+	out chan Entrant[T] // room for every entrant, so none ever blocks
+
+	mu      sync.Mutex
+	over    bool                 // a winner is chosen or the race given up
+	cancels []context.CancelFunc // each entrant's, by index
+}
+
+// Run sends the attempt, made by send on a ctx that cancel ends, and a
+// hedge each Delay while no answer has come. It stops sending hedges at
+// Left, or when the budget refuses one. The first answer wins, and Run
+// returns it. If every attempt fails, Run returns the last failure. If
+// ctx ends first, Run returns its error. Every entrant but a winner is
+// cancelled, and what the losers bring is released.
+func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[T]) (Entrant[T], error) {
+	r.out = make(chan Entrant[T], 1+r.Left)
+	start := r.Clock.Now()
+	r.run(ctx, send, nil, cancel, false)
+	due := make(chan struct{}, 1)
+	ring := func() {
+		select {
+		case due <- struct{}{}:
+		default:
+		}
+	}
+	timer := r.Clock.AfterFunc(r.Delay, ring)
+	defer func() { timer.Stop() }()
+	out := 1            // entrants still running
+	firstOut := true    // entrant 0 is among them
+	var last Entrant[T] // the latest failure
+	for {
+		select {
+		case <-due:
+			hctx, hcancel := context.WithCancel(ctx)
+			send, drop, ok := r.Ready(hctx)
+			if !ok {
+				hcancel()
+				continue // this hedge cannot be readied
+			}
+			if !r.Budget.Hedge() {
+				if drop != nil {
+					drop()
+				}
+				hcancel()
+				continue // refused: this race sends no more hedges
+			}
+			r.Sent++
+			r.run(hctx, send, drop, hcancel, true)
+			out++
+			if r.Sent < r.Left {
+				timer = r.Clock.AfterFunc(r.Delay, ring)
+			}
+		case e := <-r.out:
+			out--
+			if e.I == 0 {
+				firstOut = false
+			}
+			switch {
+			case e.unsent:
+			case e.Answer:
+				r.end(e.I)
+				r.release(last)
+				if r.First && e.I == 0 {
+					r.Budget.Observe(e.Took)
+				} else if r.First && firstOut {
+					// The first attempt lost: its latency is at least
+					// this long. Leaving it out would make the quantile
+					// ever shorter and the hedges ever more.
+					r.Budget.Observe(time.Duration(r.Clock.Now() - start))
+				}
+				return e, nil
+			default:
+				r.release(last)
+				last = e
+			}
+			if out == 0 {
+				r.end(-1)
+				return last, nil
+			}
+		case <-ctx.Done():
+			r.end(-1)
+			r.release(last)
+			return Entrant[T]{}, ctx.Err()
+		}
+	}
+}
+
+// run makes one entrant on a goroutine of its own, after Wait if it is
+// a hedge, and hands what comes back to the race.
+func (r *Race[T]) run(ctx context.Context, send Send[T], drop func(), cancel context.CancelFunc, hedge bool) {
+	r.mu.Lock()
+	i := len(r.cancels)
+	r.cancels = append(r.cancels, cancel)
+	r.mu.Unlock()
+	go func() {
+		if hedge && r.Wait != nil {
+			if err := r.Wait(ctx); err != nil {
+				if drop != nil {
+					drop()
+				}
+				r.hand(Entrant[T]{I: i, Cancel: cancel, unsent: true})
+				return
+			}
+		}
+		start := r.Clock.Now()
+		res := send()
+		r.hand(Entrant[T]{Result: res, I: i, Took: time.Duration(r.Clock.Now() - start), Cancel: cancel})
+	}()
+}
+
+// hand gives e to the race, or cancels and releases it if the race is
+// over.
+func (r *Race[T]) hand(e Entrant[T]) {
+	r.mu.Lock()
+	if !r.over {
+		r.out <- e
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	e.Cancel()
+	r.release(e)
+}
+
+// end closes the race: every entrant but the winner (-1 for none) is
+// cancelled, and what the others already brought is released. Entrants
+// that come back later release their own.
+func (r *Race[T]) end(winner int) {
+	r.mu.Lock()
+	r.over = true
+	r.mu.Unlock()
+	for i, cancel := range r.cancels {
+		if i != winner {
+			cancel()
+		}
+	}
+	for {
+		select {
+		case e := <-r.out:
+			r.release(e)
+		default:
+			return
+		}
+	}
+}
+
+// release lets go of what e brought, if anything.
+func (r *Race[T]) release(e Entrant[T]) {
+	if r.Release != nil && !e.unsent && e.Cancel != nil {
+		r.Release(e.Val)
+	}
+}
