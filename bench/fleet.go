@@ -95,53 +95,18 @@ const (
 	sideGobDist   = "gobreaker distributed"
 )
 
-// fleetRuns keeps what the Fleet suite's scenarios measured, by row name,
-// for the tables, the targets and the plots of the same run. The harness's
-// result holds levels of timed slices, or a Postgres restart; the Fleet
-// rows keep their own facts here instead.
-var fleetRuns struct {
-	sync.Mutex
-	outage map[string]*fleetOutage
-	fault  map[string]*fleetFault
-}
-
-func keepOutage(name string, o *fleetOutage) {
-	fleetRuns.Lock()
-	defer fleetRuns.Unlock()
-	if fleetRuns.outage == nil {
-		fleetRuns.outage = map[string]*fleetOutage{}
-	}
-	fleetRuns.outage[name] = o
-}
-
-func keepFault(name string, f *fleetFault) {
-	fleetRuns.Lock()
-	defer fleetRuns.Unlock()
-	if fleetRuns.fault == nil {
-		fleetRuns.fault = map[string]*fleetFault{}
-	}
-	fleetRuns.fault[name] = f
-}
+// fleetOutages and fleetFaults keep what the Fleet suite's scenarios
+// measured: its rows keep their own facts rather than timed slices.
+var (
+	fleetOutages byRow[fleetOutage]
+	fleetFaults  byRow[fleetFault]
+)
 
 // outageOf is the outage r measured, or nil.
-func outageOf(r result) *fleetOutage {
-	if r.row.suite != "Fleet" {
-		return nil
-	}
-	fleetRuns.Lock()
-	defer fleetRuns.Unlock()
-	return fleetRuns.outage[r.row.name]
-}
+func outageOf(r result) *fleetOutage { return fleetOutages.of(r, "Fleet") }
 
 // faultOf is the local fault r measured, or nil.
-func faultOf(r result) *fleetFault {
-	if r.row.suite != "Fleet" {
-		return nil
-	}
-	fleetRuns.Lock()
-	defer fleetRuns.Unlock()
-	return fleetRuns.fault[r.row.name]
-}
+func faultOf(r result) *fleetFault { return fleetFaults.of(r, "Fleet") }
 
 // ---- the backend ----
 
@@ -780,7 +745,7 @@ func outageRow(srv *redistest.Server, sides []fleetSide, cfg fleetConfig, say pr
 		run++
 		o.levels = append(o.levels, lv)
 	}
-	keepOutage(outageName(cfg), o)
+	fleetOutages.keep(outageName(cfg), o)
 	return result{}, nil
 }
 
@@ -1019,7 +984,7 @@ func faultRow(srv *redistest.Server, sides []fleetSide, cfg fleetConfig, say pro
 		}
 		f.sides = append(f.sides, st)
 	}
-	keepFault(faultName(cfg), f)
+	fleetFaults.keep(faultName(cfg), f)
 	return result{}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 )
 
@@ -487,4 +488,31 @@ func writeMarkdown(w io.Writer, m machine, results []result, checks []check, plo
 			fmt.Fprintf(w, "`%s` is the Fleet outage's instead: the connections reaching the backend after its return, against the time since, a panel per fleet size.\n", fleetCurveFile)
 		}
 	}
+}
+
+// byRow keeps what a suite measured beyond the harness's timed slices, by
+// row name, for the tables, the targets and the plots of the same run.
+type byRow[T any] struct {
+	mu sync.Mutex
+	m  map[string]*T
+}
+
+// keep notes v as what the row named name measured.
+func (k *byRow[T]) keep(name string, v *T) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.m == nil {
+		k.m = map[string]*T{}
+	}
+	k.m[name] = v
+}
+
+// of is what r measured, or nil when r is not of suite or kept nothing.
+func (k *byRow[T]) of(r result, suite string) *T {
+	if r.row.suite != suite {
+		return nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.m[r.row.name]
 }

@@ -680,46 +680,16 @@ type retryOutage struct {
 	runs  []retryRun
 }
 
-// retryRuns keeps what the Retry suite's scenarios measured, by row name,
-// for the tables, the targets and the plots of the same run.
-var retryRuns struct {
-	sync.Mutex
-	outage map[string]*retryOutage
-	hedge  map[string]*retryHedge
-}
+// retryOutages and retryHedges keep what the Retry suite's scenarios
+// measured, for the tables, the targets and the plots of the same run.
+var (
+	retryOutages byRow[retryOutage]
+	retryHedges  byRow[retryHedge]
+)
 
-func keepRetry(name string, o *retryOutage, h *retryHedge) {
-	retryRuns.Lock()
-	defer retryRuns.Unlock()
-	if retryRuns.outage == nil {
-		retryRuns.outage = map[string]*retryOutage{}
-		retryRuns.hedge = map[string]*retryHedge{}
-	}
-	if o != nil {
-		retryRuns.outage[name] = o
-	}
-	if h != nil {
-		retryRuns.hedge[name] = h
-	}
-}
+func retryOutageOf(r result) *retryOutage { return retryOutages.of(r, "Retry") }
 
-func retryOutageOf(r result) *retryOutage {
-	if r.row.suite != "Retry" {
-		return nil
-	}
-	retryRuns.Lock()
-	defer retryRuns.Unlock()
-	return retryRuns.outage[r.row.name]
-}
-
-func retryHedgeOf(r result) *retryHedge {
-	if r.row.suite != "Retry" {
-		return nil
-	}
-	retryRuns.Lock()
-	defer retryRuns.Unlock()
-	return retryRuns.hedge[r.row.name]
-}
+func retryHedgeOf(r result) *retryHedge { return retryHedges.of(r, "Retry") }
 
 func outagePlanName(clock string, p retryPlan) string {
 	return fmt.Sprintf("outage, %s clock: %d requests/s, %v healthy, %v failing, %v after", clock, p.rate, p.warm, p.outage, p.after)
@@ -769,7 +739,7 @@ func virtualRow(name string, p retryPlan, say progress) error {
 			o.runs = append(o.runs, run)
 		}
 	}
-	keepRetry(name, o, nil)
+	retryOutages.keep(name, o)
 	return nil
 }
 
@@ -783,7 +753,7 @@ func realRow(eng *engine.Engine, name string, rc retryConfig, say progress) erro
 		}
 		o.runs = append(o.runs, runs...)
 	}
-	keepRetry(name, o, nil)
+	retryOutages.keep(name, o)
 	return nil
 }
 
@@ -1356,7 +1326,7 @@ func hedgeRow(eng *engine.Engine, name string, p hedgePlan, say progress) error 
 	for _, r := range rigs {
 		h.sides = append(h.sides, r.stat(warm))
 	}
-	keepRetry(name, nil, h)
+	retryHedges.keep(name, h)
 	return nil
 }
 
