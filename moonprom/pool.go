@@ -51,7 +51,7 @@ type poolCollector struct {
 //     _panics_total, _duplicates_total, _resets_total and _leaked_total
 //     (loans reported past PoolConfig.LeakAfter);
 //   - counters moonpool_pool_shed_total{reason=closed|shedder|breaker|too_many_waiting}
-//     (Gets refused), _held_total{reason=backoff|probe|bucket} (opens the
+//     (Gets refused), _held_total{reason=backoff|probe|bucket|fleet|ramp} (opens the
 //     ward held back), _held_past_deadline_total, _cancelled_total (Gets
 //     whose ctx ended in line), _waited_total and _wait_seconds_total (Gets
 //     answered after waiting in line, and their time there);
@@ -86,7 +86,7 @@ func NewPoolCollector(pool Pool, name string) prometheus.Collector {
 		resets:           desc("resets_total", "Calls of Reset on the open pool."),
 		leaked:           desc("leaked_total", "Resources reported lent for longer than LeakAfter."),
 		shed:             desc("shed_total", "Gets refused, by reason.", "reason"),
-		held:             desc("held_total", "Opens the ward held back, by reason.", "reason"),
+		held:             desc("held_total", "Opens the ward or its fleet held back, by reason.", "reason"),
 		heldPastDeadline: desc("held_past_deadline_total", "Gets refused at once because the ward's hold would outlast their deadline."),
 		cancelled:        desc("cancelled_total", "Gets whose ctx ended while they waited in line."),
 		waited:           desc("waited_total", "Gets answered after waiting in line."),
@@ -158,6 +158,8 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.held, s.HeldBackoff, "backoff")
 	counter(c.held, s.HeldProbe, "probe")
 	counter(c.held, s.HeldBucket, "bucket")
+	counter(c.held, s.HeldFleet, "fleet")
+	counter(c.held, s.HeldRamp, "ramp")
 	counter(c.heldPastDeadline, s.HeldPastDeadline)
 	counter(c.cancelled, s.Cancelled)
 	counter(c.waited, s.Waited)

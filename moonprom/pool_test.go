@@ -123,11 +123,13 @@ moonpool_pool_gets_total{pool="db"} 5
 # HELP moonpool_pool_held_past_deadline_total Gets refused at once because the ward's hold would outlast their deadline.
 # TYPE moonpool_pool_held_past_deadline_total counter
 moonpool_pool_held_past_deadline_total{pool="db"} 0
-# HELP moonpool_pool_held_total Opens the ward held back, by reason.
+# HELP moonpool_pool_held_total Opens the ward or its fleet held back, by reason.
 # TYPE moonpool_pool_held_total counter
 moonpool_pool_held_total{pool="db",reason="backoff"} 0
 moonpool_pool_held_total{pool="db",reason="bucket"} 0
+moonpool_pool_held_total{pool="db",reason="fleet"} 0
 moonpool_pool_held_total{pool="db",reason="probe"} 0
+moonpool_pool_held_total{pool="db",reason="ramp"} 0
 # HELP moonpool_pool_idle Resources idle in the pool, ready to lend.
 # TYPE moonpool_pool_idle gauge
 moonpool_pool_idle{pool="db"} 1
