@@ -1325,33 +1325,6 @@ func fleetTargets(results []result) []check {
 	return append(cs, held)
 }
 
-// pairedRatios lists, at each level of r, the median over rounds of a's
-// ns/op over b's in the same round, as "1: 1.01×, 8: 0.99×", with the
-// largest. The sides of a round run back to back, so a machine busy for a
-// moment slows both: the ratio of each round is steadier than the ratio
-// of the medians, on a machine shared with other work.
-func pairedRatios(r *result, a, b string) (string, float64, bool) {
-	var parts []string
-	worst := math.Inf(-1)
-	for _, lv := range r.levels {
-		x, y := sideOf(lv, a), sideOf(lv, b)
-		if x == nil || y == nil {
-			continue
-		}
-		var xs []float64
-		for i := range min(len(x.rounds), len(y.rounds)) {
-			xs = append(xs, x.rounds[i]/y.rounds[i])
-		}
-		if len(xs) == 0 {
-			continue
-		}
-		m := median(xs)
-		worst = max(worst, m)
-		parts = append(parts, fmt.Sprintf("%d: %s", lv.callers, times(m)))
-	}
-	return strings.Join(parts, ", "), worst, len(parts) > 0
-}
-
 // outageTargets: the fleet ward's dials while dead at the largest fleet,
 // against its own at one replica and the local ward's at the same size,
 // and the return to the first success at every replica.

@@ -516,3 +516,30 @@ func (k *byRow[T]) of(r result, suite string) *T {
 	defer k.mu.Unlock()
 	return k.m[r.row.name]
 }
+
+// pairedRatios lists, at each level of r, the median over rounds of a's
+// ns/op over b's in the same round, as "1: 1.01×, 8: 0.99×", with the
+// largest. The sides of a round run back to back, so a machine busy for a
+// moment slows both: the ratio of each round is steadier than the ratio
+// of the medians, on a machine shared with other work.
+func pairedRatios(r *result, a, b string) (string, float64, bool) {
+	var parts []string
+	worst := math.Inf(-1)
+	for _, lv := range r.levels {
+		x, y := sideOf(lv, a), sideOf(lv, b)
+		if x == nil || y == nil {
+			continue
+		}
+		var xs []float64
+		for i := range min(len(x.rounds), len(y.rounds)) {
+			xs = append(xs, x.rounds[i]/y.rounds[i])
+		}
+		if len(xs) == 0 {
+			continue
+		}
+		m := median(xs)
+		worst = max(worst, m)
+		parts = append(parts, fmt.Sprintf("%d: %s", lv.callers, times(m)))
+	}
+	return strings.Join(parts, ", "), worst, len(parts) > 0
+}

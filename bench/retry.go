@@ -968,7 +968,7 @@ func retryTargets(results []result) []check {
 	cs = append(cs, hedgeTargets(hedge)...)
 	cost := check{group: group, target: "Retry: healthy path, Retry+budget at most 1.1× Retry alone (median of each round's ratio)"}
 	if healthy != nil {
-		s, worst, ok := roundRatios(healthy, sideRetryBudget, sideRetry)
+		s, worst, ok := pairedRatios(healthy, sideRetryBudget, sideRetry)
 		cost.measured, cost.met, cost.known = s, worst <= 1.1, ok
 	}
 	return append(cs, cost)
@@ -1508,33 +1508,6 @@ func hedgeTargets(h *retryHedge) []check {
 	}
 	half.measured, theirs.measured = strings.Join(hs, "; "), strings.Join(ts, "; ")
 	return []check{half, theirs}
-}
-
-// roundRatios lists, at each level of r, the median over rounds of a's
-// ns/op over b's in the same round, as "1: 1.01×, 8: 0.99×", with the
-// largest. A round's sides run back to back, so a moment the machine is
-// busy slows both: each round's ratio is steadier than the ratio of the
-// medians.
-func roundRatios(r *result, a, b string) (string, float64, bool) {
-	var parts []string
-	worst := math.Inf(-1)
-	for _, lv := range r.levels {
-		x, y := sideOf(lv, a), sideOf(lv, b)
-		if x == nil || y == nil {
-			continue
-		}
-		var xs []float64
-		for i := range min(len(x.rounds), len(y.rounds)) {
-			xs = append(xs, x.rounds[i]/y.rounds[i])
-		}
-		if len(xs) == 0 {
-			continue
-		}
-		m := median(xs)
-		worst = max(worst, m)
-		parts = append(parts, fmt.Sprintf("%d: %s", lv.callers, times(m)))
-	}
-	return strings.Join(parts, ", "), worst, len(parts) > 0
 }
 
 // ---- the plots ----
