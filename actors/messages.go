@@ -483,3 +483,61 @@ func (m *Allow) answer(p Permit) {
 	}
 	reply(m.Reply, p)
 }
+
+// Adaptive gate requests (see SpawnAdaptive). An adaptive gate also takes
+// Leave (room given back), Fold (wake to read the AdaptiveRoom) and Tick.
+type (
+	// AdaptiveEnter asks an adaptive gate for room for a caller of Class
+	// (0, the lowest, to AdaptiveClasses-1; out of range is clamped). It
+	// is answered OK at once when there is room and nobody waits. Without
+	// Wait it is refused at once otherwise, with ErrOverLimit. With Wait
+	// the caller is parked in line: higher classes first, first come first
+	// within a class. It is refused at once with ErrDeadline, After the
+	// expected wait, when it could not get in and finish by Deadline (0:
+	// none), and with ErrTooManyWaiting when the line is full of callers
+	// of its class or higher. A parked caller may be evicted by a higher
+	// class (ErrTooManyWaiting), or as the limit falls (ErrOverLimit).
+	AdaptiveEnter struct {
+		Now      int64
+		Class    int
+		Wait     bool
+		Deadline int64
+		Slot     *engine.Reply[Permit]
+	}
+	// AdaptiveWithdraw withdraws a parked AdaptiveEnter, which is then
+	// answered with ErrCancelled unless it was granted first. Either way
+	// the Enter gets exactly one answer. No answer of its own.
+	AdaptiveWithdraw struct{ Enter *AdaptiveEnter }
+	// AdaptiveInspect asks an adaptive gate for its stats.
+	AdaptiveInspect struct{ Reply chan AdaptiveStats }
+)
+
+// AdaptiveClasses is how many priority classes an adaptive gate knows.
+const AdaptiveClasses = 4
+
+// AdaptiveStats is an adaptive gate's state and its counts since it
+// started.
+type AdaptiveStats struct {
+	Limit    int           // how many may be inside at once now
+	InFlight int           // inside now
+	Queued   int           // waiting in line now
+	Baseline time.Duration // the latency the limit takes as no queue; 0 before any
+	Latency  time.Duration // the last window's mean latency; 0 before any
+	// Classes counts by class, the lowest at index 0.
+	Classes [AdaptiveClasses]AdaptiveClass
+}
+
+// AdaptiveClass is one priority class's counts.
+type AdaptiveClass struct {
+	Entered   int64 // let in
+	Shed      int64 // refused for want of room: TryEnter, or evicted as the limit fell
+	QueueFull int64 // refused with the line full, or evicted by a higher class
+	Deadline  int64 // refused at once: the expected wait would pass the deadline
+	Cancelled int64 // withdrawn while waiting: the caller's ctx ended
+}
+
+// Refuse answers an AdaptiveEnter that reached a stopped actor.
+func (m *AdaptiveEnter) Refuse() { m.Slot.Put(Permit{Err: ErrStopped}) }
+
+// Refuse answers an AdaptiveInspect that reached a stopped actor.
+func (m *AdaptiveInspect) Refuse() { m.Reply <- AdaptiveStats{} }

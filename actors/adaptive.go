@@ -1,0 +1,393 @@
+package actors
+
+import (
+	"math"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/policy"
+)
+
+// ErrOverLimit says an adaptive gate had no room for the caller: a
+// TryEnter found none, or a waiter was evicted as the limit fell, lowest
+// class first. It matches ErrShed.
+var ErrOverLimit error = &shed{"moonpool: shed: over the adaptive limit"}
+
+// AdaptiveRoom is what the callers of an adaptive gate touch without
+// asking its actor: the room it lent ahead of time, and the latencies of
+// the calls that left, added up in stripes. The actor reads the stripes on
+// a timer of the engine's clock while calls finish; when a timer finds
+// nothing new it sleeps, and the next Leave wakes it with a Fold.
+//
+// Enter and Leave each cost one compare-and-swap on the lent room, and an
+// atomic add or two on the caller's own stripe. While anybody waits in
+// line nothing is lent, so every Enter goes to the actor and a waiting
+// caller is never overtaken.
+type AdaptiveRoom struct {
+	room    Room
+	_       [56]byte // the room's word on a line of its own
+	stripes [tallyStripes]adaptiveStripe
+	asleep  atomic.Bool // the actor reads on no timer: the next Leave wakes it
+	ref     *engine.Ref
+}
+
+// adaptiveStripe is one stripe's counts, on a cache line of its own.
+type adaptiveStripe struct {
+	entered [AdaptiveClasses]atomic.Int64 // let in from the lent room
+	n       atomic.Int64                  // calls that left with a latency
+	sum     atomic.Int64                  // their latencies, ns
+	_       [16]byte
+}
+
+// Enter takes a unit of lent room for a caller of class, if some is free,
+// and counts it. It never blocks.
+func (r *AdaptiveRoom) Enter(class int) bool {
+	if !r.room.Enter() {
+		return false
+	}
+	r.stripes[tallySpot()].entered[clampClass(class)].Add(1)
+	return true
+}
+
+// Leave counts a call that took rtt and gives its room back. It reports
+// false when the room must go back to the actor instead, as a Leave
+// message. It never blocks.
+func (r *AdaptiveRoom) Leave(rtt time.Duration) bool {
+	s := &r.stripes[tallySpot()]
+	s.n.Add(1)
+	s.sum.Add(int64(max(rtt, 0)))
+	if r.asleep.Load() {
+		r.wake()
+	}
+	return r.room.Leave()
+}
+
+// Drop gives room back without a latency, as Leave does.
+func (r *AdaptiveRoom) Drop() bool { return r.room.Leave() }
+
+// wake sends the actor a Fold, if this caller is the one to wake it.
+func (r *AdaptiveRoom) wake() {
+	if r.asleep.CompareAndSwap(true, false) {
+		r.ref.Send(Fold{})
+	}
+}
+
+// counts adds up the stripes.
+func (r *AdaptiveRoom) counts() (n, sum int64, entered [AdaptiveClasses]int64) {
+	for i := range r.stripes {
+		s := &r.stripes[i]
+		n += s.n.Load()
+		sum += s.sum.Load()
+		for c := range entered {
+			entered[c] += s.entered[c].Load()
+		}
+	}
+	return n, sum, entered
+}
+
+// clampClass is class held within the classes.
+func clampClass(class int) int { return min(max(class, 0), AdaptiveClasses-1) }
+
+// SpawnAdaptive starts an adaptive gate's actor on e under name (a fresh
+// name when empty): a gate whose room follows a policy.Adaptive read from
+// cfg, with a line of at most queue waiting callers (0: as many as the
+// limit, following it; below 0: none). It returns the AdaptiveRoom callers
+// go through first.
+//
+// It answers AdaptiveEnter, AdaptiveWithdraw and AdaptiveInspect, and
+// takes Leave, Fold and Tick. Every message first takes the lent room
+// back, so each answer is exact. When the limit rises, waiters are let in,
+// highest class first; when it falls, the line is cut to its new length,
+// the lowest class and the latest comers first.
+func SpawnAdaptive(e *engine.Engine, name string, cfg policy.AdaptiveConfig, queue int) (*engine.Ref, *AdaptiveRoom, error) {
+	if e == nil {
+		return nil, nil, errNoEngine
+	}
+	now := e.Now()
+	a := &adaptiveActor{
+		ctl:   *policy.NewAdaptive(cfg, now),
+		room:  &AdaptiveRoom{},
+		queue: queue,
+		every: cfg.Window,
+	}
+	if a.every <= 0 {
+		a.every = policy.DefaultAdaptiveWindow
+	}
+	a.alarm.clock = e.Clock()
+	a.room.asleep.Store(true)
+	ref, err := e.Spawn(name, a, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	a.room.ref = ref
+	return ref, a.room, nil
+}
+
+// adaptiveActor owns one adaptive limit, the room it lends and its line.
+type adaptiveActor struct {
+	ctl   policy.Adaptive
+	room  *AdaptiveRoom
+	held  int // inside, counting the room lent as held
+	lent  int // room lent and not taken back
+	queue int // the line's length as configured
+	// line holds the waiting callers by class, first come first.
+	line    [AdaptiveClasses][]*AdaptiveEnter
+	waiting int
+	counts  [AdaptiveClasses]AdaptiveClass
+	// What the stripes held at the last read.
+	seenN, seenSum int64
+	seenEntered    [AdaptiveClasses]int64
+	every          time.Duration // how often the timer reads while awake
+	awake          bool
+	stopped        bool
+	alarm          alarm
+	inFlight
+}
+
+// Bind gives the alarm the actor's Ref; the engine calls it at Spawn.
+func (a *adaptiveActor) Bind(r *engine.Ref) { a.alarm.bind(r) }
+
+func (a *adaptiveActor) Receive(c actor.Context) {
+	switch c.Message().(type) {
+	case *actor.Stopping, *actor.Stopped:
+		a.reclaim()
+		a.stopped = true
+		a.alarm.stop()
+		a.room.asleep.Store(false) // nobody to wake
+		for c := range a.line {
+			for _, m := range a.line[c] {
+				m.Slot.Put(Permit{Err: ErrStopped})
+			}
+			a.line[c] = nil
+		}
+		a.waiting = 0
+	default:
+		if _, ok := c.Message().(*actor.Started); !ok {
+			a.Handle(c.Message())
+		}
+	}
+}
+
+// Handle runs one message; the engine calls it straight for user messages
+// (see engine.Handler), and Receive for the rest. The lent room is taken
+// back first, so the books are exact while it runs, and lent again after.
+func (a *adaptiveActor) Handle(msg any) {
+	defer a.unanswered()
+	a.hold(msg)
+	a.reclaim()
+	a.handle(msg)
+	if !a.stopped {
+		a.lend()
+	}
+}
+
+func (a *adaptiveActor) handle(msg any) {
+	switch m := msg.(type) {
+	case *AdaptiveEnter:
+		a.fold(m.Now)
+		a.enter(m)
+	case *AdaptiveWithdraw:
+		a.withdraw(m.Enter)
+	case Leave, *Leave:
+		if a.held > 0 {
+			a.held--
+		}
+		a.serve()
+	case *AdaptiveInspect:
+		a.fold(a.alarm.clock.Now())
+		s := AdaptiveStats{
+			Limit:    a.ctl.Limit(),
+			InFlight: a.held,
+			Queued:   a.waiting,
+			Baseline: a.ctl.Baseline(),
+			Latency:  a.ctl.Latency(),
+			Classes:  a.counts,
+		}
+		m.Reply <- s
+		a.answered()
+	case Fold, *Fold:
+		a.fold(a.alarm.clock.Now())
+	case *Tick:
+		a.alarm.fired(m)
+		if a.fold(m.Now) == 0 && a.held == 0 {
+			a.awake = false
+			a.room.asleep.Store(true)
+			// A Leave between the fold and the store finds the actor
+			// asleep and wakes it; one before it was folded in.
+			return
+		}
+		a.alarm.set(m.Now, max(a.ctl.Due(), later(m.Now, a.every)), true)
+	}
+}
+
+// enter answers or parks m.
+func (a *adaptiveActor) enter(m *AdaptiveEnter) {
+	c := clampClass(m.Class)
+	limit := a.ctl.Limit()
+	if a.held < limit && a.waiting == 0 {
+		a.held++
+		a.counts[c].Entered++
+		m.Slot.Put(Permit{OK: true, Held: a.held})
+		a.answered()
+		return
+	}
+	a.ctl.Full()
+	if !m.Wait {
+		a.counts[c].Shed++
+		m.Slot.Put(Permit{Err: ErrOverLimit, Held: a.held})
+		a.answered()
+		return
+	}
+	if wait, ok := a.expected(c); ok && m.Deadline != 0 && m.Deadline-m.Now < int64(wait+a.ctl.Latency()) {
+		a.counts[c].Deadline++
+		m.Slot.Put(Permit{Err: ErrDeadline, After: wait, Held: a.held})
+		a.answered()
+		return
+	}
+	if a.waiting >= a.length() {
+		low := a.lowest()
+		if low < 0 || low >= c {
+			a.counts[c].QueueFull++
+			m.Slot.Put(Permit{Err: ErrTooManyWaiting, Held: a.held})
+			a.answered()
+			return
+		}
+		a.evict(low, ErrTooManyWaiting)
+		a.counts[low].QueueFull++
+	}
+	a.line[c] = append(a.line[c], m)
+	a.waiting++
+	a.answered()
+}
+
+// expected is how long a caller of class c would wait in line now: one
+// latency for each limit's worth of callers ahead of it, itself counted.
+// It is false while no latency is known.
+func (a *adaptiveActor) expected(c int) (time.Duration, bool) {
+	rtt := a.ctl.Latency()
+	if rtt <= 0 {
+		return 0, false
+	}
+	ahead := 1
+	for k := c; k < AdaptiveClasses; k++ {
+		ahead += len(a.line[k])
+	}
+	limit := max(a.ctl.Limit(), 1)
+	return time.Duration(min(float64(rtt)*float64(ahead)/float64(limit), float64(policy.Never))), true
+}
+
+// length is how many may wait in line now.
+func (a *adaptiveActor) length() int {
+	switch {
+	case a.queue < 0:
+		return 0
+	case a.queue == 0:
+		return a.ctl.Limit()
+	}
+	return a.queue
+}
+
+// lowest is the lowest class with someone in line, or -1.
+func (a *adaptiveActor) lowest() int {
+	for c := range a.line {
+		if len(a.line[c]) > 0 {
+			return c
+		}
+	}
+	return -1
+}
+
+// evict refuses the latest comer of class c with err.
+func (a *adaptiveActor) evict(c int, err error) {
+	q := a.line[c]
+	m := q[len(q)-1]
+	q[len(q)-1] = nil
+	a.line[c] = q[:len(q)-1]
+	a.waiting--
+	m.Slot.Put(Permit{Err: err, Held: a.held})
+}
+
+// withdraw answers m ErrCancelled if it is still in line.
+func (a *adaptiveActor) withdraw(m *AdaptiveEnter) {
+	c := clampClass(m.Class)
+	i := slices.Index(a.line[c], m)
+	if i < 0 {
+		return // answered already
+	}
+	a.line[c] = slices.Delete(a.line[c], i, i+1)
+	a.waiting--
+	a.counts[c].Cancelled++
+	m.Slot.Put(Permit{Err: ErrCancelled, Held: a.held})
+}
+
+// serve lets waiters in while there is room, highest class first, and
+// cuts the line to its length, lowest class and latest comers first.
+func (a *adaptiveActor) serve() {
+	limit := a.ctl.Limit()
+	for c := AdaptiveClasses - 1; c >= 0 && a.held < limit; c-- {
+		for len(a.line[c]) > 0 && a.held < limit {
+			m := a.line[c][0]
+			a.line[c][0] = nil
+			a.line[c] = a.line[c][1:]
+			a.waiting--
+			a.held++
+			a.counts[c].Entered++
+			m.Slot.Put(Permit{OK: true, Held: a.held})
+		}
+	}
+	for a.waiting > a.length() {
+		low := a.lowest()
+		a.evict(low, ErrOverLimit)
+		a.counts[low].Shed++
+	}
+}
+
+// fold reads the stripes into the limit, decides if a window is over at
+// now, and lets waiters in or cuts the line if the limit moved. It keeps
+// the timer running while calls finish, and returns how many it read.
+func (a *adaptiveActor) fold(now int64) int64 {
+	n, sum, entered := a.room.counts()
+	dn, dsum := n-a.seenN, sum-a.seenSum
+	a.seenN, a.seenSum = n, sum
+	for c := range entered {
+		a.counts[c].Entered += entered[c] - a.seenEntered[c]
+		a.seenEntered[c] = entered[c]
+	}
+	a.ctl.Sample(dn, time.Duration(dsum))
+	if a.ctl.Update(now) {
+		a.serve()
+	}
+	if (dn > 0 || a.held > 0) && !a.awake && !a.stopped {
+		a.awake = true
+		a.room.asleep.Store(false)
+		a.alarm.set(now, max(a.ctl.Due(), later(now, a.every)), true)
+	}
+	return dn
+}
+
+// reclaim takes the lent room back: what is still free leaves the count.
+func (a *adaptiveActor) reclaim() {
+	if a.lent == 0 {
+		return
+	}
+	free := int(a.room.room.w.Swap(0) & roomMask)
+	a.held -= free
+	a.lent = 0
+}
+
+// lend lends all the free room, unless somebody waits: they come first.
+func (a *adaptiveActor) lend() {
+	if a.waiting > 0 {
+		return
+	}
+	n := min(a.ctl.Limit()-a.held, math.MaxInt32)
+	if n <= 0 {
+		return
+	}
+	a.held += n
+	a.lent = n
+	a.room.room.w.Store(uint64(n)<<32 | uint64(n))
+}

@@ -1,0 +1,73 @@
+package client
+
+import (
+	"context"
+	"fmt"
+)
+
+// Priority is a request's criticality. Higher is more important. Under
+// overload an AdaptiveGate refuses the lowest first, and lets waiters in
+// highest first. The zero Priority is PriorityNormal.
+type Priority int8
+
+// The priorities, from shed first to shed last.
+const (
+	PriorityLow      Priority = -1 // shed first: batch work, prefetches
+	PriorityNormal   Priority = 0  // the default
+	PriorityHigh     Priority = 1  // a user waits for it
+	PriorityCritical Priority = 2  // shed last: health checks, payments
+)
+
+// priorityKey is the context key WithPriority stores under.
+type priorityKey struct{}
+
+// WithPriority returns a copy of ctx that carries p. A p outside
+// PriorityLow to PriorityCritical is clamped to the nearer one.
+func WithPriority(ctx context.Context, p Priority) context.Context {
+	return context.WithValue(ctx, priorityKey{}, p.clamp())
+}
+
+// PriorityFrom is the priority ctx carries: PriorityNormal when it carries
+// none.
+func PriorityFrom(ctx context.Context) Priority {
+	if p, ok := ctx.Value(priorityKey{}).(Priority); ok {
+		return p
+	}
+	return PriorityNormal
+}
+
+// String is the priority's name: "low", "normal", "high" or "critical".
+// A value out of range reads as the one it clamps to.
+func (p Priority) String() string {
+	switch p.clamp() {
+	case PriorityLow:
+		return "low"
+	case PriorityHigh:
+		return "high"
+	case PriorityCritical:
+		return "critical"
+	}
+	return "normal"
+}
+
+// ParsePriority reads a name String gives, as an HTTP header or gRPC
+// metadata carries it. Any other text is an error, and PriorityNormal.
+func ParsePriority(s string) (Priority, error) {
+	switch s {
+	case "low":
+		return PriorityLow, nil
+	case "normal":
+		return PriorityNormal, nil
+	case "high":
+		return PriorityHigh, nil
+	case "critical":
+		return PriorityCritical, nil
+	}
+	return PriorityNormal, fmt.Errorf("moonpool: unknown priority %q", s)
+}
+
+// clamp is p held within PriorityLow and PriorityCritical.
+func (p Priority) clamp() Priority { return min(max(p, PriorityLow), PriorityCritical) }
+
+// class is p's index among the classes: 0 for PriorityLow.
+func (p Priority) class() int { return int(p.clamp() - PriorityLow) }
