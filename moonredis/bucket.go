@@ -24,12 +24,17 @@ import (
 // larger of a second and twice the Timeout (the largest among the
 // processes sharing the key).
 //
+// With Config.Lease set, a key this process asks often is leased: its
+// tokens are taken from Redis ahead of time and spent here without a
+// call (see the package documentation).
+//
 // It is safe for concurrent use. Build one with NewBucket; the zero Bucket
 // is not usable.
 type Bucket struct {
 	l     limiter
 	burst float64
 	fb    *bucketLocal // nil unless FailLocal
+	ls    *leases      // nil unless Config.Lease
 }
 
 // NewBucket starts a bucket on eng whose keys each earn rate tokens a
@@ -67,6 +72,9 @@ func NewBucket(eng *client.Engine, cfg Config, rate, burst float64) (*Bucket, er
 		}
 		b.fb = &bucketLocal{kb}
 	}
+	if cfg.Lease > 0 {
+		b.ls = newLeases(eng, cfg, 1e6/rate, burst, func() bool { return b.l.trips.Load() > b.l.closes.Load() })
+	}
 	return b, nil
 }
 
@@ -77,6 +85,8 @@ func NewBucket(eng *client.Engine, cfg Config, rate, burst float64) (*Bucket, er
 // wait for key's tokens, in any process, it says no; after Close it says
 // no. Once Redis has refused key, it says no at once, without a call,
 // until the wait Redis gave has passed (see the package documentation).
+// A leased key answers from its lease without a call while the lease
+// holds tokens.
 func (b *Bucket) Allow(key string) bool { return b.TryN(key, 1).OK }
 
 // AllowN is Allow for n tokens. An n <= 0 asks for nothing and gets it
@@ -87,7 +97,11 @@ func (b *Bucket) AllowN(key string, n float64) bool { return b.TryN(key, n).OK }
 // Try is Allow with the whole answer for key (see client.Decision).
 func (b *Bucket) Try(key string) client.Decision { return b.TryN(key, 1) }
 
-// TryN is Try for n tokens, answering as AllowN does.
+// TryN is Try for n tokens, answering as AllowN does. A whole n of a
+// leased key is drawn from the lease when it holds that many; its Left is
+// then what the lease still holds. A lease that Redis granted less than
+// it asked refuses, once spent, until the wait Redis gave has passed.
+// Anything else goes to Redis.
 func (b *Bucket) TryN(key string, n float64) client.Decision {
 	switch {
 	case b.l.closed.Load():
@@ -97,6 +111,11 @@ func (b *Bucket) TryN(key string, n float64) client.Decision {
 	case !(n <= b.burst):
 		b.l.stats.refused.Add(1)
 		return client.Decision{Wait: client.Never}
+	}
+	if b.ls != nil && n == math.Trunc(n) && !b.l.heldLocal(b.fb.orNil()) {
+		if d, ok := b.ls.take(key, uint64(n)); ok {
+			return d
+		}
 	}
 	return b.l.try(key, n, b.fb.orNil())
 }
@@ -125,6 +144,9 @@ func (b *Bucket) Wait(ctx context.Context, key string) error { return b.WaitN(ct
 //     cannot also give in time: the local share's error (see the package
 //     documentation);
 //   - closed: client.ErrClosed.
+//
+// A whole n of a leased key is drawn from its lease at once when the
+// lease holds that many; otherwise WaitN asks Redis as above.
 func (b *Bucket) WaitN(ctx context.Context, key string, n float64) error {
 	if !(n <= b.burst) {
 		b.l.stats.refused.Add(1)
@@ -134,6 +156,9 @@ func (b *Bucket) WaitN(ctx context.Context, key string, n float64) error {
 		if b.l.closed.Load() {
 			return client.ErrClosed
 		}
+		return nil
+	}
+	if b.ls != nil && n == math.Trunc(n) && !b.l.closed.Load() && ctx.Err() == nil && !b.l.heldLocal(b.fb.orNil()) && b.ls.draw(key, uint64(n)) {
 		return nil
 	}
 	return b.l.wait(ctx, key, n, b.fb.orNil())
@@ -155,8 +180,31 @@ func (b *Bucket) Tokens(key string) float64 {
 	return min(v.left, b.burst)
 }
 
-// Stats are the bucket's counts in this process.
-func (b *Bucket) Stats() Stats { return b.l.stats.read() }
+// Stats are the bucket's counts in this process. With leases on, they
+// count lease calls among Calls and Failures, requests let through from
+// leases among Admitted, and those a lease refused among Refused and
+// Remembered (LeaseStats has the leases' own counts).
+func (b *Bucket) Stats() Stats {
+	s := b.l.stats.read()
+	if b.ls != nil {
+		l := b.ls.stats()
+		s.Calls += l.Calls
+		s.Failures += l.Failures
+		s.Admitted += l.Draws
+		s.Refused += l.Refused
+		s.Remembered += l.Refused
+	}
+	return s
+}
+
+// LeaseStats are the bucket's lease counts in this process; all 0 with
+// leases off.
+func (b *Bucket) LeaseStats() LeaseStats {
+	if b.ls == nil {
+		return LeaseStats{}
+	}
+	return b.ls.stats()
+}
 
 // Close stops the bucket's actor within ctx: callers waiting for an answer
 // from Redis get ErrClosed (or false), and calls in flight are cut short
@@ -164,8 +212,22 @@ func (b *Bucket) Stats() Stats { return b.l.stats.read() }
 // connection at once, but one waiting for Redis's reply only at its
 // deadline (Config.Timeout, with ContextTimeoutEnabled) or its own read
 // timeout, so Close may wait that long, within ctx. Later calls end at
-// once. It takes nothing from Redis. A second Close returns nil.
-func (b *Bucket) Close(ctx context.Context) error { return b.l.close(ctx, b.fb.orNil()) }
+// once. A second Close returns nil.
+//
+// With leases on, no request is let through from a lease once Close has
+// begun. Close then waits for the lease calls in flight and gives Redis
+// back every token this process holds unspent, in one round trip, all
+// within ctx; a give-back that fails or is cut short loses those tokens to
+// the fleet until Redis refills them (fewer let through, never more).
+func (b *Bucket) Close(ctx context.Context) error {
+	err := b.l.close(ctx, b.fb.orNil())
+	if b.ls != nil {
+		if err2 := b.ls.close(ctx); err == nil {
+			err = err2
+		}
+	}
+	return err
+}
 
 // bucketLocal is FailLocal's limit for a Bucket.
 type bucketLocal struct{ *client.KeyedBucket }
