@@ -44,71 +44,74 @@ const (
 	// hold adaptiveSamples calls.
 	adaptiveStretch = 10
 	// adaptiveQueued is the latency over the baseline that counts as a
-	// queue: a quarter. Below adaptiveClear of it the limit may grow.
+	// queue: a quarter. Within adaptiveClear of it the limit may grow.
 	adaptiveQueued = 1.25
 	adaptiveClear  = 1.1
 	// adaptiveGrow is the share the limit grows by in a window, at least
 	// one call.
 	adaptiveGrow = 0.1
-	// adaptiveKnee is the share the limit falls by when in-flight rose and
-	// throughput did not follow.
+	// adaptiveKnee is what is left of the limit when throughput stopped
+	// following in-flight.
 	adaptiveKnee = 0.9
 	// adaptiveFall is the most the limit falls in one window: by half.
 	adaptiveFall = 0.5
-	// adaptiveProbe is how far in-flight must fall after the limit fell,
-	// and adaptiveStays how much of the latency must remain, for the
-	// latency to count as the dependency's own rather than a queue.
-	adaptiveProbe = 0.85
-	adaptiveStays = 0.9
+	// adaptiveMoved is the least change of in-flight, as a ratio, that
+	// says anything about how latency and throughput follow it.
+	adaptiveMoved = 1.1
+	// adaptiveStep is the least change of in-flight, as a share, against
+	// which to judge how throughput follows it.
+	adaptiveStep = 0.05
 	// adaptiveTrack is how fast the baseline follows a latency inside the
 	// band that is no queue, so noise does not pin it to a lucky minimum.
 	adaptiveTrack = 0.05
 	// adaptiveMost is the most room: room is counted in 32 bits.
 	adaptiveMost = 1 << 30
-	// adaptiveEpisode is how many windows a fall is remembered, waiting
-	// for evidence of what caused it.
-	adaptiveEpisode = 20
+	// adaptiveHistory is how many windows are remembered.
+	adaptiveHistory = 8
 )
 
 // Adaptive is a concurrency limit that follows the latency and throughput
-// of the calls it lets through: Vegas's rule with a baseline that is
-// learnt again on evidence, so a long slowdown of the dependency does not
-// wear the limit down.
+// of the calls it lets through. It is Vegas's idea (latency over a
+// baseline is a queue) with a second signal, whether throughput follows
+// in-flight, and a baseline learnt again on evidence, so a long slowdown
+// of the dependency does not wear the limit down.
 //
-// Each window, the calls that finished give a latency r (their mean) and
-// an in-flight I (their total time over the window's length: Little's
-// law), hence a throughput I/r. The baseline B is the lowest latency
-// seen. Then:
+// Each window gives a latency r (the mean of the calls that finished), an
+// in-flight I (the mean of what InFlight was told, or else Little's law)
+// and a throughput X = I/r. The baseline B is the lowest latency seen. In
+// each window:
 //
-//   - The limit falls when r passes B by a quarter: to limit × 1.25·B/r,
-//     at most by half. A queue at the dependency shows as latency growing
-//     with in-flight, and this is the share of the limit that was queue.
-//   - The limit falls by a tenth when in-flight rose by more than 5 %
-//     since the last window and throughput rose by less than a third of
-//     that. More calls at once that bring no more throughput are a queue.
-//   - The limit grows by a tenth (at least one) when r is within a tenth
-//     of B, throughput kept up with in-flight, and a caller found no room
-//     in the window. An unused limit does not grow.
+//   - The limit falls when r passes B by a quarter: to limit × 1.25·B/r.
+//     That is the share of the limit that was queue.
+//   - The limit falls by a tenth when in-flight moved by more than 5 %
+//     since the last window and throughput did not follow: up by less
+//     than a third as much, or down by less than two thirds as much. Past
+//     the dependency's knee, more calls at once bring no more throughput.
+//   - It falls at most by half a window, and only while it is in use: a
+//     caller found no room, or in-flight was half the limit or more.
+//   - The limit grows by a tenth (at least one) when a caller found no
+//     room, r is within a tenth of B, and throughput rose at least as much
+//     as latency. So an unused limit does not grow, nor does one at the
+//     knee.
 //   - A latency within Healthy never makes the limit fall.
 //
-// Drift: after a fall, the limit remembers the in-flight, latency and
-// limit before it. If in-flight then falls by 15 % or more and latency
-// stays within 90 % of what it was, the latency did not come from a queue:
-// fewer calls did not make it shorter. The baseline becomes that latency,
-// and the next window that is no queue by it puts the limit back to where
-// it was before the fall. A queue shortens as in-flight falls, so it never
-// passes this test. So a dependency that slows down for ten minutes costs
-// the limit a dip of a window or two each time its latency rises by a
-// quarter, not a ratchet down to Min. A baseline learnt again takes the
-// latency's lowest value from then on, so it falls at once when the
-// dependency recovers.
+// Drift. The last eight windows are remembered. When two of them have
+// in-flight a tenth or more apart, and latency grew less than half as
+// much as in-flight between them, the latency does not come from a queue:
+// a queue grows with the calls in it. The baseline then becomes the
+// lower of their latencies, and the next window that shows no queue by
+// it puts the limit back to what it was in the window with more in
+// flight. So a dependency that slows down for ten minutes moves the
+// baseline with it, and costs the limit at most a short dip, not a
+// ratchet down to Min. The baseline falls at once when the dependency
+// recovers. The evidence needs in-flight to move: with the limit in use
+// it does, by the limit's own steps.
 //
-// The decision of one window is monotone: the same window with a higher
-// latency and the same number of calls never leaves a higher limit. A
-// baseline learnt again applies from the next window.
+// A pure latency rise never raises the limit: a window with the same
+// throughput as the last and a higher latency leaves it no higher.
 //
-// Adaptive reads no clock: time is an argument. Sample, Full and Update
-// allocate nothing. The zero Adaptive is not usable; build one with
+// Adaptive reads no clock: time is an argument. Sample, InFlight, Full and
+// Update allocate nothing. The zero Adaptive is not usable; build one with
 // NewAdaptive. It is not safe for concurrent use: one actor owns it.
 type Adaptive struct {
 	lo, hi  float64 // the limit's bounds
@@ -121,6 +124,8 @@ type Adaptive struct {
 	n    int64 // calls finished in it
 	sum  int64 // their latencies, ns
 	full bool  // a caller found no room in it
+	seen int64 // in-flight counts given by InFlight
+	held int64 // their sum
 
 	// What the windows so far have shown.
 	base     float64 // the baseline latency, ns; 0 until a window is seen
@@ -128,13 +133,10 @@ type Adaptive struct {
 	inflight float64 // the last window's in-flight
 	put      float64 // the last window's throughput, calls a ns
 
-	// A fall waiting for evidence of its cause; windows is 0 when none.
-	ref struct {
-		windows  int
-		inflight float64
-		rtt      float64
-		limit    float64
-	}
+	// The last windows, the latest at last, for telling a queue from
+	// the dependency's own latency.
+	history [adaptiveHistory]adaptiveWindow
+	last    int
 	restore float64 // the limit to go back to once no queue shows; 0 none
 }
 
@@ -186,6 +188,18 @@ func (a *Adaptive) Sample(n int64, sum time.Duration) {
 	a.sum = satAdd(a.sum, int64(sum))
 }
 
+// InFlight notes that k calls are inside now. The window's in-flight is
+// the mean of what it is told; a window told nothing takes the calls'
+// total time over its length instead (Little's law). Counts below zero are
+// ignored.
+func (a *Adaptive) InFlight(k int) {
+	if k < 0 {
+		return
+	}
+	a.seen++
+	a.held = satAdd(a.held, int64(k))
+}
+
 // Full notes that a caller found no room: the limit is in use, and may
 // grow.
 func (a *Adaptive) Full() { a.full = true }
@@ -206,13 +220,23 @@ func (a *Adaptive) Update(now int64) bool {
 		return false
 	}
 	n, sum, full, dt := a.n, a.sum, a.full, now-a.from
-	a.from, a.n, a.sum, a.full = now, 0, 0, false
-	if n == 0 || sum == 0 {
+	inflight := float64(sum) / float64(dt)
+	if a.seen > 0 {
+		inflight = float64(a.held) / float64(a.seen)
+	}
+	a.from, a.n, a.sum, a.full, a.seen, a.held = now, 0, 0, false, 0, 0
+	if n == 0 || sum == 0 || inflight <= 0 {
 		return false
 	}
 	old := a.limit
-	a.decide(float64(sum)/float64(n), float64(sum)/float64(dt), full)
+	a.decide(float64(sum)/float64(n), inflight, full)
+	a.learn(float64(sum)/float64(n), inflight, old)
 	return a.Limit() != int(old)
+}
+
+// adaptiveWindow is what one window showed.
+type adaptiveWindow struct {
+	inflight, rtt, limit float64
 }
 
 // decide moves the limit for a window with latency r (ns) and in-flight i.
@@ -223,33 +247,32 @@ func (a *Adaptive) decide(r, i float64, full bool) {
 	}
 	base := math.Min(a.base, r)
 	healthy := a.healthy > 0 && r <= a.healthy
-
-	// Throughput did not follow in-flight up: a queue.
-	knee := a.inflight > 0 && i > a.inflight*1.05 &&
-		put-a.put < a.put*(i/a.inflight-1)/3
-
 	// A limit far above what is in use is not what lets a queue build.
 	used := full || i >= a.limit/2
+
+	// How throughput followed in-flight since the last window. Below the
+	// knee it moves with in-flight; past it, it stands still.
+	saturated, keptUp := false, true
+	if a.inflight > 0 {
+		di, dx := i/a.inflight-1, put/a.put-1
+		saturated = (di > adaptiveStep && dx < di/3) ||
+			(di < -adaptiveStep && dx > di*2/3)
+		keptUp = put/a.put >= r/a.rtt
+	}
+	queued := r > base*adaptiveQueued
+
 	target := a.limit
 	switch {
-	case healthy || !used:
-		// Never falls.
-	case r > base*adaptiveQueued || knee:
-		if r > base*adaptiveQueued {
+	case used && !healthy && (queued || saturated):
+		if queued {
 			target = a.limit * base * adaptiveQueued / r
 		}
-		if knee {
+		if saturated {
 			target = math.Min(target, a.limit*adaptiveKnee)
 		}
 		target = math.Max(target, a.limit*adaptiveFall)
-	}
-	if target < a.limit {
-		if a.ref.windows == 0 {
-			a.ref.windows = adaptiveEpisode
-			a.ref.inflight, a.ref.rtt, a.ref.limit = i, r, a.limit
-		}
 		a.restore = 0
-	} else if !knee && (r <= base*adaptiveClear || healthy) {
+	case !saturated && keptUp && (r <= base*adaptiveClear || healthy):
 		switch {
 		case a.restore > a.limit:
 			target = a.restore
@@ -259,30 +282,43 @@ func (a *Adaptive) decide(r, i float64, full bool) {
 		a.restore = 0
 	}
 	a.limit = math.Min(math.Max(target, a.lo), a.hi)
-	if a.limit < a.lo || math.IsNaN(a.limit) { // a NaN never stays
+	if math.IsNaN(a.limit) { // a NaN never stays
 		a.limit = a.lo
 	}
+}
 
-	// What this window teaches, for the next.
+// learn updates the baseline from a window with latency r and in-flight i
+// under limit, for the windows after it.
+func (a *Adaptive) learn(r, i, limit float64) {
 	switch {
 	case r < a.base:
 		a.base = r
 	case r <= a.base*adaptiveClear:
 		a.base += (r - a.base) * adaptiveTrack
 	}
-	if a.ref.windows > 0 {
-		a.ref.windows--
-		switch {
-		case i <= a.ref.inflight*adaptiveProbe && r >= a.ref.rtt*adaptiveStays:
-			// Fewer calls, the same latency: it is the dependency's.
-			a.base = r
-			a.restore = a.ref.limit
-			a.ref.windows = 0
-		case r <= a.base*adaptiveClear:
-			a.ref.windows = 0 // the queue drained: it was one
+	// A window with in-flight a tenth or more apart, whose latency moved
+	// less than half as much, shows the latency does not come from a
+	// queue: the dependency's own latency is the lower one. The limit of
+	// the window with more in flight did no harm, and comes back.
+	if r > a.base*adaptiveClear {
+		now := adaptiveWindow{i, r, limit}
+		for _, h := range a.history {
+			lo, hi := h, now
+			if lo.inflight > hi.inflight {
+				lo, hi = hi, lo
+			}
+			if lo.inflight <= 0 || hi.inflight < lo.inflight*adaptiveMoved {
+				continue
+			}
+			if grew := hi.rtt/lo.rtt - 1; grew > -adaptiveStep && grew < (hi.inflight/lo.inflight-1)/2 {
+				a.base = math.Min(h.rtt, r)
+				a.restore = math.Max(a.restore, hi.limit)
+			}
 		}
 	}
-	a.rtt, a.inflight, a.put = r, i, put
+	a.last = (a.last + 1) % adaptiveHistory
+	a.history[a.last] = adaptiveWindow{i, r, limit}
+	a.rtt, a.inflight, a.put = r, i, i/r
 }
 
 // satAdd is a+b, held at the largest int64 rather than wrapping.
