@@ -116,6 +116,7 @@ func SpawnAdaptive(e *engine.Engine, name string, cfg policy.AdaptiveConfig, que
 	if a.every <= 0 {
 		a.every = policy.DefaultAdaptiveWindow
 	}
+	a.every /= adaptiveLooks
 	a.alarm.clock = e.Clock()
 	a.room.asleep.Store(true)
 	ref, err := e.Spawn(name, a, nil)
@@ -140,7 +141,7 @@ type adaptiveActor struct {
 	// What the stripes held at the last read.
 	seenN, seenSum int64
 	seenEntered    [AdaptiveClasses]int64
-	every          time.Duration // how often the timer reads while awake
+	every          time.Duration // how often the timer reads while awake: a fourth of a window
 	awake          bool
 	stopped        bool
 	alarm          alarm
@@ -219,9 +220,13 @@ func (a *adaptiveActor) handle(msg any) {
 			// asleep and wakes it; one before it was folded in.
 			return
 		}
-		a.alarm.set(m.Now, max(a.ctl.Due(), later(m.Now, a.every)), true)
+		a.alarm.set(m.Now, later(m.Now, a.every), true)
 	}
 }
+
+// adaptiveLooks is how many times a window the timer reads the stripes
+// and the in-flight count while calls finish.
+const adaptiveLooks = 4
 
 // enter answers or parks m.
 func (a *adaptiveActor) enter(m *AdaptiveEnter) {
@@ -357,13 +362,14 @@ func (a *adaptiveActor) fold(now int64) int64 {
 		a.seenEntered[c] = entered[c]
 	}
 	a.ctl.Sample(dn, time.Duration(dsum))
+	a.ctl.InFlight(a.held)
 	if a.ctl.Update(now) {
 		a.serve()
 	}
 	if (dn > 0 || a.held > 0) && !a.awake && !a.stopped {
 		a.awake = true
 		a.room.asleep.Store(false)
-		a.alarm.set(now, max(a.ctl.Due(), later(now, a.every)), true)
+		a.alarm.set(now, later(now, a.every), true)
 	}
 	return dn
 }

@@ -35,7 +35,8 @@ type AdaptiveConfig struct {
 	Healthy time.Duration
 	// Queue is the most callers waiting in line. Zero is as many as the
 	// limit, about one latency of waiting; it follows the limit. Below
-	// zero is no line: a caller without room is refused at once.
+	// zero is no line: a caller without room is refused at once, with
+	// ErrTooManyWaiting.
 	Queue int
 	// Window is how often the limit may change. Zero or less is 100 ms.
 	// A window is stretched, up to ten times, until 16 calls finish in it.
