@@ -1,8 +1,9 @@
 // Command bench measures moonpool under contention, side by side with what
 // a Go server author would otherwise pick: jackc/puddle and a buffered
 // channel for pools, x/time/rate for rate limits, x/sync/semaphore for a
-// concurrency gate, sony/gobreaker for a breaker, and a map of rate
-// limiters for a keyed limit; a keyed limit kept in a real redis-server
+// concurrency gate, sony/gobreaker for a breaker, a map of rate limiters
+// for a keyed limit, and failsafe-go's adaptivelimiter for an adaptive
+// concurrency limit; a keyed limit kept in a real redis-server
 // (moonredis) against go-redis/redis_rate; and, on request, real
 // PostgreSQL connections against pgxpool and database/sql.
 //
@@ -22,6 +23,7 @@
 //	go run ./bench -only Redis      # a real redis-server: about a minute
 //	go run ./bench -only Fleet      # fleets of replicas through an outage: about a minute
 //	go run ./bench -only Retry      # retry budgets and hedging: about twenty seconds
+//	go run ./bench -only Adaptive   # adaptive limits through load and capacity changes: about a minute
 //
 // The Postgres suite is not in the default run: it takes longer than all
 // the others together, and needs PostgreSQL's server binaries (initdb,
@@ -187,13 +189,14 @@ var suites = []suite{
 	{name: "Redis", serve: redisSuite},
 	{name: "Fleet", serve: fleetSuite, slow: true},
 	{name: "Retry", rows: retryRows},
+	{name: "Adaptive", rows: adaptiveSuiteRows},
 }
 
 func main() {
 	quick := flag.Bool("quick", false, "a few seconds: fewer callers, rounds and keys")
 	full := flag.Bool("full", false, "the long run: longer slices, more rounds and samples")
 	out := flag.String("out", "", "also write results.md and one SVG per pair into this directory")
-	only := flag.String("only", "", "comma-separated suites to run (Pool,Rate,Gate,Breaker,Core,Keyed,Postgres,Redis,Fleet,Retry); all but Postgres and Fleet if empty")
+	only := flag.String("only", "", "comma-separated suites to run (Pool,Rate,Gate,Breaker,Core,Keyed,Postgres,Redis,Fleet,Retry,Adaptive); all but Postgres and Fleet if empty")
 	noise := flag.Bool("noise", false, "a noisy neighbour: GOMAXPROCS goroutines burning CPU beside the benchmark")
 	flag.Parse()
 	stopOnInterrupt()
@@ -363,7 +366,7 @@ func pick(only string) ([]suite, error) {
 		}
 	}
 	if len(picked) != len(names) {
-		return nil, fmt.Errorf("-only %q: the suites are Pool, Rate, Gate, Breaker, Core, Keyed, Postgres, Redis, Fleet and Retry", only)
+		return nil, fmt.Errorf("-only %q: the suites are Pool, Rate, Gate, Breaker, Core, Keyed, Postgres, Redis, Fleet, Retry and Adaptive", only)
 	}
 	return picked, nil
 }

@@ -4,7 +4,11 @@ import (
 	"fmt"
 	"html"
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 )
 
 // plot draws one row as an SVG: ns/op against callers on the left, p99
@@ -119,4 +123,160 @@ func tick(v float64) string {
 		return fmt.Sprintf("%gµs", v/1e3)
 	}
 	return fmt.Sprintf("%gns", v)
+}
+
+// adaptiveColours gives each side of the Adaptive suite one colour in
+// every plot.
+var adaptiveColours = map[string]string{
+	adaptiveOurs:   "#1f5fbf",
+	adaptiveTheirs: "#e07b00",
+	adaptiveOracle: "#7a7a7a",
+	adaptiveNone:   "#2a9d3a",
+}
+
+// adaptivePlot draws one clock's scenarios, a row each: the limit over
+// time on the left, the p99 of the requests answered in each window on
+// the right, a line per side. Phase changes are dashed. An axis whose
+// values span more than a decade is drawn on a log scale.
+func adaptivePlot(f *adaptiveFacts) string {
+	const (
+		panelW, panelH = 420, 180
+		left, gap      = 70, 80
+		rowGap         = 70
+	)
+	var sides []string
+	for _, r := range f.runs {
+		if !slices.Contains(sides, r.side) {
+			sides = append(sides, r.side)
+		}
+	}
+	names := f.scenarioNames()
+	width := left + 2*panelW + gap + 40
+	colour := func(side string, _ int) string { return adaptiveColours[side] }
+	var legend strings.Builder
+	ly := svgLegend(&legend, sides, colour, left, 44, width-20)
+	top := ly + 40
+	height := top + len(names)*(panelH+rowGap)
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", left,
+		html.EscapeString(fmt.Sprintf("Adaptive, %s clock: the limit and the p99 latency over time", f.clock)))
+	b.WriteString(legend.String())
+	for ri, name := range names {
+		y0 := top + ri*(panelH+rowGap)
+		var runs []*adaptiveRun
+		for _, r := range f.runs {
+			if r.scenario.name == name {
+				runs = append(runs, r)
+			}
+		}
+		s := runs[0].scenario
+		for p, panel := range []struct {
+			title  string
+			points func(*adaptiveRun) []sample
+			label  func(float64) string
+		}{
+			{name + ": limit", func(r *adaptiveRun) []sample { return r.limits }, func(v float64) string { return fmt.Sprintf("%g", v) }},
+			{name + ": p99 latency", func(r *adaptiveRun) []sample { return r.p99s }, tick},
+		} {
+			x0 := float64(left + p*(panelW+gap))
+			lo, hi := math.Inf(1), math.Inf(-1)
+			for _, r := range runs {
+				for _, x := range panel.points(r) {
+					if x.v > 0 {
+						lo, hi = min(lo, x.v), max(hi, x.v)
+					}
+				}
+			}
+			if !(lo <= hi) {
+				lo, hi = 1, 10
+			}
+			yAt, ticks := linearAxis(0, hi, float64(y0), panelH)
+			if hi/lo > 10 {
+				yAt, ticks = logAxis(lo, hi, float64(y0), panelH)
+			}
+			xAt := func(t time.Duration) float64 { return x0 + float64(t)/float64(s.length)*panelW }
+			fmt.Fprintf(&b, `<text x="%.0f" y="%d" font-weight="bold">%s</text>`+"\n", x0, y0-8, html.EscapeString(panel.title))
+			for _, v := range ticks {
+				y := yAt(v)
+				fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", x0, y, x0+panelW, y)
+				fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" fill="#555">%s</text>`+"\n", x0-6, y+4, panel.label(v))
+			}
+			for _, ph := range s.phases[1:] {
+				x := xAt(ph.at)
+				fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#333" stroke-dasharray="4 3"/>`+"\n", x, y0, x, y0+panelH)
+			}
+			tStep := niceStep(s.length.Seconds() / 5)
+			for t := 0.0; t <= s.length.Seconds()*1.0001; t += tStep {
+				fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%g</text>`+"\n", xAt(time.Duration(t*float64(time.Second))), y0+panelH+16, t)
+			}
+			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#555">seconds</text>`+"\n", x0+panelW/2, y0+panelH+32)
+			for _, r := range runs {
+				var pts []string
+				for _, x := range panel.points(r) {
+					if x.v > 0 {
+						pts = append(pts, fmt.Sprintf("%.1f,%.1f", xAt(x.at), yAt(x.v)))
+					}
+				}
+				if len(pts) == 0 {
+					continue
+				}
+				w := 1.5
+				if r.ours {
+					w = 2.5
+				}
+				fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="%.1f" points="%s"/>`+"\n", adaptiveColours[r.side], w, strings.Join(pts, " "))
+			}
+		}
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+// linearAxis maps values from lo to hi (rounded out to a nice step) onto
+// a panel of height h from y0 down, and lists its ticks.
+func linearAxis(lo, hi, y0, h float64) (func(float64) float64, []float64) {
+	step := niceStep((hi - lo) / 4)
+	top := math.Max(step*math.Ceil(hi/step), step)
+	var ticks []float64
+	for v := lo; v <= top+step/2; v += step {
+		ticks = append(ticks, v)
+	}
+	return func(v float64) float64 { return y0 + h - (v-lo)/(top-lo)*h }, ticks
+}
+
+// logAxis is linearAxis on a log scale, from the decade below lo to the
+// one above hi, with ticks at 1, 2 and 5 of each.
+func logAxis(lo, hi, y0, h float64) (func(float64) float64, []float64) {
+	lo, hi = math.Pow(10, math.Floor(math.Log10(lo))), math.Pow(10, math.Ceil(math.Log10(hi)))
+	var ticks []float64
+	for v := lo; v <= hi*1.001; v *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			if m*v <= hi*1.001 {
+				ticks = append(ticks, m*v)
+			}
+		}
+	}
+	return func(v float64) float64 {
+		return y0 + h - (math.Log10(v)-math.Log10(lo))/(math.Log10(hi)-math.Log10(lo))*h
+	}, ticks
+}
+
+// adaptivePlots writes one plot per clock the Adaptive suite ran on into
+// dir, and returns their names.
+func adaptivePlots(dir string, results []result) ([]string, error) {
+	var names []string
+	for _, r := range results {
+		f := adaptiveFactsOf(r)
+		if f == nil {
+			continue
+		}
+		name := "adaptive-" + f.clock + "-clock.svg"
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(adaptivePlot(f)), 0o644); err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+	}
+	return names, nil
 }

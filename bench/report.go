@@ -30,6 +30,8 @@ var suiteWhat = map[string]string{
 	"Retry": "retries in front of a simulated backend that fails for a while and thrashes past its room, and hedged HTTP GETs in front of one with a heavy tail; " +
 		"sides: client.Retry with a retry budget and without, failsafe-go's retrypolicy and hedgepolicy with its budget, gRPC's own retries with retryThrottling; " +
 		"attempts are counted at the backend",
+	"Adaptive": "an adaptive concurrency limit in front of a simulated backend with a knee (12 workers of 20 ms: latency flat up to 12 in flight, then growing with the queue), requests with a 100 ms deadline, Poisson arrivals; " +
+		"sides: client.AdaptiveGate, failsafe-go's adaptivelimiter (real clock only), a fixed room searched for the most goodput (the oracle), no limit; goodput is the requests answered within their deadline",
 }
 
 // check is one target and how this run did against it.
@@ -201,6 +203,7 @@ func targets(results []result) []check {
 	cs = append(cs, pgTargets(results)...)
 	cs = append(cs, redisTargets(results)...)
 	cs = append(cs, retryTargets(results)...)
+	cs = append(cs, adaptiveTargets(results)...)
 	return append(cs, fleetTargets(results)...)
 }
 
@@ -349,6 +352,9 @@ func anyTable(r result) (head []string, body [][]string, ok bool) {
 	if head, body, ok := retryTable(r); ok {
 		return head, body, true
 	}
+	if head, body, ok := adaptiveTable(r); ok {
+		return head, body, true
+	}
 	return tableOf(r)
 }
 
@@ -396,6 +402,10 @@ func writeOut(dir string, m machine, results []result, checks []check) error {
 	}
 	plots = append(plots, more...)
 	if more, err = retryPlots(dir, results); err != nil {
+		return err
+	}
+	plots = append(plots, more...)
+	if more, err = adaptivePlots(dir, results); err != nil {
 		return err
 	}
 	plots = append(plots, more...)

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/moontest"
+)
+
+// The suite's own side: client.AdaptiveGate at its defaults.
+
+// classCtx are the contexts a request carries: the highest class critical,
+// the other low when the scenario has classes, normal when it has none.
+type classCtx struct{ top, rest context.Context }
+
+func classesOf(s *adaptiveScenario) classCtx {
+	if s.critical > 0 {
+		return classCtx{
+			top:  client.WithPriority(context.Background(), client.PriorityCritical),
+			rest: client.WithPriority(context.Background(), client.PriorityLow),
+		}
+	}
+	return classCtx{top: context.Background(), rest: context.Background()}
+}
+
+func (c classCtx) of(critical bool) context.Context {
+	if critical {
+		return c.top
+	}
+	return c.rest
+}
+
+// ---- on the virtual clock ----
+
+// watchedClock is a moontest clock that notes when one of the engine's
+// timers fired: its actor then has a message to take in before the
+// simulation goes on.
+type watchedClock struct {
+	*moontest.Clock
+	fired atomic.Bool
+}
+
+func (w *watchedClock) AfterFunc(d time.Duration, f func()) engine.Timer {
+	return w.Clock.AfterFunc(d, func() {
+		w.fired.Store(true)
+		f()
+	})
+}
+
+// oursSimLimiter is an AdaptiveGate on an engine of its own, on a virtual
+// clock the simulation moves. Requests enter with TryEnter: the
+// simulation's loop is the clock, and must not wait.
+type oursSimLimiter struct {
+	clock  *watchedClock
+	eng    *client.Engine
+	g      *client.AdaptiveGate
+	cls    classCtx
+	passes []client.Pass
+	free   []int
+	lim    float64
+}
+
+// oursSim builds our side for one virtual-clock run of s.
+func oursSim(s *adaptiveScenario) (simLimiter, func(), error) {
+	c := &watchedClock{Clock: moontest.NewClock(nil)}
+	eng := client.NewEngine(client.WithClock(c))
+	g, err := client.NewAdaptiveGate(eng, client.AdaptiveConfig{})
+	if err != nil {
+		_ = eng.Shutdown(context.Background())
+		return nil, nil, err
+	}
+	o := &oursSimLimiter{clock: c, eng: eng, g: g, cls: classesOf(s)}
+	o.lim = float64(g.Stats().Limit)
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := g.Close(ctx); err != nil {
+			warn("Adaptive: gate close: %v", err)
+		}
+		if err := eng.Shutdown(ctx); err != nil {
+			warn("Adaptive: engine shutdown: %v", err)
+		}
+	}
+	return o, stop, nil
+}
+
+func (o *oursSimLimiter) origin() int64 { return o.clock.Now() }
+
+func (o *oursSimLimiter) enter(_ int64, critical bool) (int, bool) {
+	p, ok := o.g.TryEnter(o.cls.of(critical))
+	if !ok {
+		return 0, false
+	}
+	if n := len(o.free); n > 0 {
+		i := o.free[n-1]
+		o.free = o.free[:n-1]
+		o.passes[i] = p
+		return i, true
+	}
+	o.passes = append(o.passes, p)
+	return len(o.passes) - 1, true
+}
+
+func (o *oursSimLimiter) leave(ticket int, _ int64) {
+	o.passes[ticket].Leave()
+	o.free = append(o.free, ticket)
+}
+
+func (o *oursSimLimiter) limit() float64 { return o.lim }
+
+// tick moves the clock to now. When that fired one of the engine's
+// timers, Stats (a round trip to the gate's actor, behind what the timer
+// sent it) waits until the actor has taken it in, and reads the limit.
+func (o *oursSimLimiter) tick(now int64) bool {
+	o.clock.AdvanceTo(now)
+	if !o.clock.fired.Swap(false) {
+		return false
+	}
+	o.lim = float64(o.g.Stats().Limit)
+	return true
+}
+
+// ---- on the real clock ----
+
+// oursReal is an AdaptiveGate on the suite's engine, entered with Enter:
+// a request without room waits in its line, within its deadline. A
+// request that times out still Leaves: it reached the dependency, and its
+// latency is the news the gate needs.
+func oursReal(eng *engine.Engine, s *adaptiveScenario) (realLimiter, error) {
+	g, err := client.NewAdaptiveGate(eng, client.AdaptiveConfig{})
+	if err != nil {
+		return nil, err
+	}
+	return &oursRealLimiter{g: g, classes: s.critical > 0}, nil
+}
+
+type oursRealLimiter struct {
+	g       *client.AdaptiveGate
+	classes bool
+}
+
+func (o *oursRealLimiter) enter(ctx context.Context, critical bool) (realPass, error) {
+	switch {
+	case critical:
+		ctx = client.WithPriority(ctx, client.PriorityCritical)
+	case o.classes:
+		ctx = client.WithPriority(ctx, client.PriorityLow)
+	}
+	p, err := o.g.Enter(ctx)
+	if err != nil {
+		var we *client.WaitError
+		if !errors.Is(err, client.ErrShed) && !errors.As(err, &we) && ctx.Err() == nil {
+			return nil, fmt.Errorf("moonpool: %w", err)
+		}
+		return nil, err
+	}
+	return &oursPass{p}, nil
+}
+
+func (o *oursRealLimiter) limit() float64 { return float64(o.g.Stats().Limit) }
+
+func (o *oursRealLimiter) close() { closeWithin(o.g.Close) }
+
+type oursPass struct{ p client.Pass }
+
+func (p *oursPass) done(bool) { p.p.Leave() }
+
+// ---- the hot path ----
+
+// adaptiveHotName is the row of Enter and Leave with room.
+const adaptiveHotName = "Enter+Leave with room"
+
+// adaptiveHotRow is TryEnter and Leave on an AdaptiveGate whose room (at
+// least 1,024) is never short, against TryAcquire(1) and Release(1) on a
+// semaphore of 1,024, every caller on the one gate.
+func adaptiveHotRow(eng *engine.Engine, cfg config) row {
+	return row{
+		suite:   "Adaptive",
+		name:    adaptiveHotName,
+		callers: cfg.callers,
+		sides: []side{
+			{name: adaptiveOurs, ours: true, build: func(int) (contender, error) { return oursAdaptiveHot(eng) }},
+			{name: "semaphore", build: func(int) (contender, error) { return theirGate(), nil }},
+		},
+		batch: 4,
+		every: 16,
+		count: countAllowed,
+	}
+}
+
+func oursAdaptiveHot(eng *engine.Engine) (contender, error) {
+	g, err := client.NewAdaptiveGate(eng, client.AdaptiveConfig{Min: gateLimit, Max: 4 * gateLimit, Start: gateLimit})
+	if err != nil {
+		return contender{}, err
+	}
+	ctx := context.Background()
+	var in atomic.Int64
+	return contender{
+		run: func(n int) {
+			a := 0
+			for range n {
+				if p, ok := g.TryEnter(ctx); ok {
+					p.Leave()
+					a++
+				}
+			}
+			in.Add(int64(a))
+		},
+		close: func() { closeWithin(g.Close) },
+		count: in.Load,
+	}, nil
+}
