@@ -142,6 +142,35 @@ func TestArrivalsFollowPhases(t *testing.T) {
 	}
 }
 
+// TestAdaptiveVirtualRepeats checks that our side on the virtual clock
+// runs the same way every time: the gate's actor has taken in each timer's
+// message before the simulation moves on, so its limit at every instant
+// is a function of the arrivals alone.
+func TestAdaptiveVirtualRepeats(t *testing.T) {
+	s := adaptiveScenarios(0, 0.5)[1] // the capacity falling from 12 to 4
+	var first *adaptiveRun
+	for i := range 3 {
+		lim, stop, err := oursSim(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &adaptiveRun{scenario: &s}
+		simulate(&s, s.arrivals(adaptiveSeed), lim, lim.(interface{ origin() int64 }).origin(), r, 100*time.Millisecond)
+		stop()
+		if r.good == 0 || len(r.limits) == 0 {
+			t.Fatalf("run %d answered %d in time with %d limit samples", i, r.good, len(r.limits))
+		}
+		if first == nil {
+			first = r
+			continue
+		}
+		if r.good != first.good || r.refused != first.refused || r.late != first.late || !slices.Equal(r.limits, first.limits) {
+			t.Errorf("run %d: %d in time, %d refused, %d late; run 0: %d, %d, %d (limits equal: %v)",
+				i, r.good, r.refused, r.late, first.good, first.refused, first.late, slices.Equal(r.limits, first.limits))
+		}
+	}
+}
+
 // adaptiveFakeRun is a run with the given answers in time, latencies of
 // its highest class, and limit samples.
 func adaptiveFakeRun(s *adaptiveScenario, side string, good int, crit []float64, limits []sample) *adaptiveRun {
