@@ -17,6 +17,13 @@ import (
 // timer every slot of the window while callers count. When a timer finds
 // nothing new, the actor sleeps; the next count wakes it with a Fold.
 //
+// First attempts are counted only while the budget watches: from its
+// start or a Spend, until a whole window passes without a Spend. A budget
+// nobody asks for a retry or a hedge needs no count, and its callers then
+// pay one atomic load, not an add on a shared line. So the first Spend
+// after a quiet window is judged on the floor, and the share grows back
+// with the first attempts counted from then on.
+//
 // A count is folded in dated at the actor's previous fold, the earliest
 // instant it can have happened. So a first attempt never stays in the
 // window longer than it should: the budget errs towards refusing.
@@ -29,12 +36,13 @@ type Tally struct {
 	// firsts count first attempts ever, in stripes on lines of their own:
 	// a caller adds to the one its goroutine's stack falls on (see
 	// tallySpot), so callers on different processors seldom meet.
-	firsts [tallyStripes]tallyStripe
-	asleep atomic.Bool // the actor folds on no timer: the next count wakes it
-	_      [63]byte    // keeps asleep, read on every count, off the lines written
-	ref    *engine.Ref
-	pub    [published]quote
-	lat    [policy.QuantileBuckets]atomic.Uint32 // latencies ever, by bucket, wrapping
+	firsts   [tallyStripes]tallyStripe
+	watching atomic.Bool // first attempts are counted
+	asleep   atomic.Bool // the actor folds on no timer: the next count wakes it
+	_        [62]byte    // keeps the flags, read on every count, off the lines written
+	ref      *engine.Ref
+	pub      [published]quote
+	lat      [policy.QuantileBuckets]atomic.Uint32 // latencies ever, by bucket, wrapping
 }
 
 // tallyStripes is how many stripes a Tally counts first attempts in.
@@ -72,13 +80,29 @@ type quote struct {
 // noQuote is the bits of a NaN, which no caller's p matches.
 var noQuote = math.Float64bits(math.NaN())
 
-// First counts one first attempt.
+// First counts one first attempt, if the budget watches. Small enough to
+// be inlined, it costs one atomic load when the budget does not.
 func (t *Tally) First() {
+	if t.watching.Load() {
+		t.first()
+	}
+}
+
+// first counts one first attempt.
+func (t *Tally) first() {
 	t.firsts[tallySpot()].n.Add(1)
 	if t.asleep.Load() {
 		t.wake()
 	}
 }
+
+// Count counts one first attempt, whether the budget watches or not: for
+// a request about to ask for a retry, whose first attempt First may have
+// let pass.
+func (t *Tally) Count() { t.first() }
+
+// Watching reports whether First counts now.
+func (t *Tally) Watching() bool { return t.watching.Load() }
 
 // Observe counts one latency.
 func (t *Tally) Observe(d time.Duration) {
@@ -150,6 +174,9 @@ func SpawnBudget(e *engine.Engine, name string, ratio, minPerSecond float64, win
 		tally:  &Tally{},
 		at:     e.Now(),
 	}
+	a.asked = a.at
+	a.tally.watching.Store(true)
+	a.window = int64(a.budget.Window())
 	a.every = max(a.budget.Window()/20, time.Millisecond)
 	a.alarm.clock = e.Clock()
 	a.tally.asleep.Store(true)
@@ -173,6 +200,8 @@ type budgetActor struct {
 	seen   [policy.QuantileBuckets]uint32 // latencies folded in, by bucket
 	at     int64                          // the latest instant seen: the last fold's
 	every  time.Duration                  // how often to fold while awake
+	window int64                          // the budget's window
+	asked  int64                          // the latest Spend's instant
 	awake  bool                           // the alarm folds every every
 	// counted is whether a fold found something since the last Tick.
 	counted bool
@@ -208,6 +237,7 @@ func (a *budgetActor) handle(msg any) {
 		ok := a.budget.Spend(a.at)
 		m.answer(Permit{OK: ok, Left: a.budget.Left(a.at)})
 		a.answered()
+		a.countFirsts()
 	case *Latency:
 		a.fold(m.Now)
 		a.foldLatencies()
@@ -227,11 +257,13 @@ func (a *budgetActor) handle(msg any) {
 	case Fold, *Fold:
 		a.fold(a.alarm.clock.Now())
 		a.foldLatencies()
+		a.quiet()
 		a.wake()
 	case *Tick:
 		a.alarm.fired(m)
 		a.fold(m.Now)
 		a.foldLatencies()
+		a.quiet()
 		if a.counted {
 			// Something was counted since the last Tick, folded in by it
 			// or by a request: callers are still counting.
@@ -262,6 +294,25 @@ func (a *budgetActor) fold(now int64) {
 		n -= k
 	}
 	a.at = max(a.at, now)
+}
+
+// quiet stops the count of first attempts once a whole window has passed
+// without a Spend: nobody needs it. The actor finds out at its next fold,
+// on its timer or woken by a count after a sleep.
+func (a *budgetActor) quiet() {
+	if a.tally.watching.Load() && a.at-a.asked >= a.window {
+		a.tally.watching.Store(false)
+	}
+}
+
+// countFirsts has callers count first attempts from now on, for a window past
+// this Spend at least. The alarm runs, so that a Tick can stop the count.
+func (a *budgetActor) countFirsts() {
+	a.asked = a.at
+	if !a.tally.watching.Load() {
+		a.tally.watching.Store(true)
+		a.wake()
+	}
 }
 
 // foldLatencies folds in the latencies the Tally counted since the last

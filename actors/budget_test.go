@@ -47,9 +47,14 @@ func TestBudgetDatesFirstsEarly(t *testing.T) {
 		t.Run(late.name, func(t *testing.T) {
 			h := newHarness(t, late.opts...)
 			ref, tally := spawnBudget(t, h, 0.1, 1, 10*time.Second)
-			tally.First() // wakes the actor, which folds it in at t0
-			if got := left(ref, "", h.t0); got != 10 {
-				t.Fatalf("Left = %v, want the floor of 10", got)
+			// A retry at t0 spends one of the floor's ten, and has first
+			// attempts counted from then on.
+			if p := spend(ref, h.t0); !p.OK || p.Left != 9 {
+				t.Fatalf("Spend = %+v, want allowed with 9 left", p)
+			}
+			tally.First() // folded in at t0 by the next answer
+			if got := left(ref, "", h.t0); got != 9 {
+				t.Fatalf("Left = %v, want the floor of 10 less the one spent", got)
 			}
 			h.clock.Advance(400 * time.Millisecond)
 			for range 999 {
@@ -58,16 +63,16 @@ func TestBudgetDatesFirstsEarly(t *testing.T) {
 			// The fold timer, due at +500ms, fires (late, maybe) and
 			// finds them; the barrier after it finds nothing more.
 			h.clock.Advance(200 * time.Millisecond)
-			if got := left(ref, "", h.clock.Now()); got != 100 {
-				t.Fatalf("at +600ms Left = %v, want 100", got)
+			if got := left(ref, "", h.clock.Now()); got != 99 {
+				t.Fatalf("at +600ms Left = %v, want 99", got)
 			}
 			h.clock.AdvanceTo(h.at(10*time.Second - 1))
-			if got := left(ref, "", h.clock.Now()); got != 100 {
-				t.Fatalf("at +10s−1ns Left = %v, want 100", got)
+			if got := left(ref, "", h.clock.Now()); got != 99 {
+				t.Fatalf("at +10s−1ns Left = %v, want 99", got)
 			}
 			h.clock.AdvanceTo(h.at(10 * time.Second))
-			if got := left(ref, "", h.clock.Now()); got != 10 {
-				t.Fatalf("at +10s Left = %v, want the floor of 10: first attempts counted after +400ms were dated later than t0", got)
+			if got := left(ref, "", h.clock.Now()); got != 9 {
+				t.Fatalf("at +10s Left = %v, want the floor less the one spent: first attempts counted after +400ms were dated later than t0", got)
 			}
 		})
 	}
@@ -143,8 +148,10 @@ func TestBudgetPublishes(t *testing.T) {
 		t.Fatal("a quantile nobody asked for is published")
 	}
 	p := latency(ref, h.t0, 0.5)
-	if !p.OK || p.After != policy.QuantileValue(policy.QuantileBucket(10*time.Millisecond)) {
-		t.Fatalf("Latency(0.5) = %+v", p)
+	q := policy.NewQuantile(2 * time.Second)
+	q.AddN(10*time.Millisecond, 100, 0)
+	if want, _ := q.At(0.5, 0); !p.OK || p.After != want {
+		t.Fatalf("Latency(0.5) = %+v, want %v as the policy says", p, want)
 	}
 	d, ok, found := tally.Quote(0.5)
 	if !found || !ok || d != p.After {
@@ -220,7 +227,11 @@ func TestBudgetStopped(t *testing.T) {
 // they stop.
 func TestBudgetConcurrent(t *testing.T) {
 	h := newHarness(t)
-	ref, tally := spawnBudget(t, h, 0.5, 0, 100*time.Millisecond)
+	// A window far longer than the test: first attempts are counted
+	// throughout, however fast the clock runs against the callers.
+	const window = time.Hour
+	ref, tally := spawnBudget(t, h, 0.5, 0, window)
+	spend(ref, h.t0) // first attempts are counted from here on
 	const workers, each = 8, 2000
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -259,7 +270,7 @@ func TestBudgetConcurrent(t *testing.T) {
 	if got := tally.Firsts(); got != workers*each {
 		t.Fatalf("Firsts = %d, want %d", got, workers*each)
 	}
-	h.advance(ref, 300*time.Millisecond)
+	h.advance(ref, 3*window)
 	if n := h.clock.Pending(); n != 0 {
 		t.Fatalf("%d timers pending once the callers stopped", n)
 	}
@@ -302,6 +313,7 @@ func TestBudgetCountsSendNothing(t *testing.T) {
 	h := newHarness(t)
 	ref, tally := spawnBudget(t, h, 0.1, 1, time.Second)
 	latency(ref, h.t0, 0.5) // wakes the actor: it folds on its timer now
+	spend(ref, h.t0)        // first attempts are counted
 	counter := &folds{}
 	cref, err := h.e.Spawn("", counter, nil)
 	if err != nil {
@@ -321,8 +333,8 @@ func TestBudgetCountsSendNothing(t *testing.T) {
 	if n := counter.n.Load(); n != 0 {
 		t.Fatalf("2,000 counts to an awake actor sent %d Folds, want none", n)
 	}
-	if got := left(ref, "", h.t0); got != 100 {
-		t.Fatalf("Left = %v, want 100: the counts are folded in all the same", got)
+	if got := left(ref, "", h.t0); got != 99 {
+		t.Fatalf("Left = %v, want 100 less the one spent: the counts are folded in all the same", got)
 	}
 	// A fold that finds nothing new: the actor sleeps.
 	h.clock.Advance(50 * time.Millisecond) // folds the 1000, counted by Left's fold

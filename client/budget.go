@@ -57,9 +57,17 @@ type BudgetConfig struct {
 // moonhttp and moongrpc. Each request counts as one First. A refused
 // retry returns the last error at once. A refused hedge is not sent.
 //
-// First and Observe cost one atomic add and never wait. The budget's
-// actor folds them in, dated no later than they happened, so a count
-// never stays in the window too long. Retry and Hedge ask the actor,
+// A budget counts first attempts only while it watches: from NewBudget
+// or a retry or hedge asked, until a whole Window passes without one. So while every
+// call succeeds, First costs one atomic load. A request that asks for a
+// retry has its first attempt counted all the same. Other first attempts
+// made while the budget did not watch are not counted. The first retries
+// after a quiet Window are then judged on the floor, and the share grows
+// back as first attempts are counted. This errs towards refusing.
+//
+// First and Observe never wait, and cost at most one atomic add. The
+// budget's actor folds them in, dated no later than they happened, so a
+// count never stays in the window too long. Retry and Hedge ask the actor,
 // which answers at once. The window is counted in twentieths, and their
 // width only ever refuses more (see policy.Budget).
 //
@@ -88,7 +96,7 @@ type budgetCounts struct {
 // BudgetStats are a Budget's counts since NewBudget, and what it would
 // allow now.
 type BudgetStats struct {
-	Firsts         int64 // first attempts counted by First
+	Firsts         int64 // first attempts counted (see Budget on when)
 	Retries        int64 // retries allowed
 	Hedges         int64 // hedges allowed
 	RefusedRetries int64 // retries refused, after Close too
@@ -132,8 +140,10 @@ func (c BudgetConfig) numbers() (ratio, minPerSecond float64, window time.Durati
 }
 
 // First counts one first attempt: call it once per request, as its first
-// attempt goes out. Retry with WithBudget calls it for you. It costs one
-// atomic add and never blocks. After Close it counts to no effect.
+// attempt goes out. Retry with WithBudget calls it for you. It never
+// blocks. While the budget watches (see Budget) it costs one atomic add.
+// Otherwise it counts nothing and costs one atomic load. After Close it
+// counts to no effect.
 func (b *Budget) First() {
 	if b != nil {
 		b.tally.First()

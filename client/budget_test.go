@@ -119,24 +119,28 @@ func TestBudgetWindowSlides(t *testing.T) {
 			if got := b.Stats().Left; got != 10 {
 				t.Fatalf("a new budget allows %d, want the floor of 10", got)
 			}
+			// A retry at t0: first attempts are counted from here on.
+			if !b.Retry() {
+				t.Fatal("the floor refused a retry")
+			}
 			for range 1000 {
 				b.First()
 			}
-			if got := b.Stats().Left; got != 100 {
-				t.Fatalf("after 1,000 first attempts the budget allows %d, want 100", got)
+			if got := b.Stats().Left; got != 99 {
+				t.Fatalf("after 1,000 first attempts the budget allows %d, want 99", got)
 			}
 			clock.Advance(5 * time.Second)
 			for range 1000 {
 				b.First()
 			}
 			clock.Advance(4 * time.Second)
-			if got := b.Stats().Left; got != 200 {
-				t.Fatalf("at +9s the budget allows %d, want 200", got)
+			if got := b.Stats().Left; got != 199 {
+				t.Fatalf("at +9s the budget allows %d, want 199", got)
 			}
 			// The first thousand leave by +10s, the second by +15s.
 			clock.Advance(time.Second)
-			if got := b.Stats().Left; got != 100 {
-				t.Fatalf("at +10s the budget allows %d, want 100", got)
+			if got := b.Stats().Left; got != 99 {
+				t.Fatalf("at +10s the budget allows %d, want 99", got)
 			}
 			clock.Advance(5 * time.Second)
 			if got := b.Stats().Left; got != 10 {
@@ -151,7 +155,7 @@ func TestBudgetWindowSlides(t *testing.T) {
 				t.Fatal("the budget allowed past its floor")
 			}
 			s := b.Stats()
-			if s.Retries != 10 || s.RefusedRetries != 1 || s.RefusedHedges != 1 || s.Left != 0 {
+			if s.Retries != 11 || s.RefusedRetries != 1 || s.RefusedHedges != 1 || s.Left != 0 {
 				t.Fatalf("Stats = %+v", s)
 			}
 		})
@@ -184,6 +188,67 @@ func TestBudgetSleeps(t *testing.T) {
 	}
 	if got := b.Stats().Left; got != 10 {
 		t.Fatalf("Left = %d, want the floor of 10", got)
+	}
+}
+
+// TestBudgetCountsWhileAsked: a budget counts first attempts from its
+// start or a retry asked, until a whole window passes without one. A
+// request asking for a retry has its own first attempt counted even so.
+// While nobody asks, a call that succeeds at once costs the budget no
+// count.
+func TestBudgetCountsWhileAsked(t *testing.T) {
+	for _, c := range budgetClocks {
+		t.Run(c.name, func(t *testing.T) {
+			clock, eng, b := newBudgetRig(t, client.BudgetConfig{}, c.opts...)
+			ctx := context.Background()
+			ok := func(context.Context) error { return nil }
+			step := func(n int, want int64, why string) {
+				t.Helper()
+				for range n {
+					if err := client.Retry(ctx, noSleep, ok, client.WithBudget(b)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if got := b.Stats().Firsts; got != want {
+					t.Fatalf("%s: Firsts = %d, want %d", why, got, want)
+				}
+			}
+			step(100, 100, "a new budget")
+			// A whole window passes with no retry asked. The count stops
+			// at the fold the next first attempt wakes the actor for.
+			clock.Advance(10 * time.Second)
+			step(1, 101, "the first attempt after a quiet window")
+			b.Stats() // a barrier: the fold is done
+			step(100, 101, "after a quiet window")
+			// A request that fails once: its first attempt is counted as
+			// it asks for the retry, and the calls after it are too.
+			failed := false
+			err := client.Retry(ctx, noSleep, func(context.Context) error {
+				if !failed {
+					failed = true
+					return errDown
+				}
+				return nil
+			}, client.WithBudget(b), client.SleepOn(eng.Clock()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			step(100, 202, "after a retry")
+			clock.Advance(9 * time.Second)
+			step(100, 302, "9s after the retry")
+			// A whole window with no retry asked: the count stops, at
+			// the timer's fold, however late it fires.
+			clock.Advance(2 * time.Second)
+			b.Stats() // a barrier: the Ticks before it are handled
+			step(100, 302, "11s after the retry")
+			if b.Retry() != true {
+				t.Fatal("the floor refused a retry")
+			}
+			step(100, 402, "after the next retry")
+			if s := b.Stats(); s.Retries != 2 || s.RefusedRetries != 0 {
+				t.Fatalf("Stats = %+v, want 2 retries", s)
+			}
+		})
 	}
 }
 
@@ -328,21 +393,22 @@ func TestBudgetConfig(t *testing.T) {
 	for _, c := range []struct {
 		cfg          client.BudgetConfig
 		firsts       int
-		left, leftAt int // Left before and after the first attempts
+		left, leftAt int // Left before one retry asked, and after it and the first attempts
 	}{
-		{client.BudgetConfig{}, 1000, 10, 100},
+		{client.BudgetConfig{}, 1000, 10, 99},
 		{client.BudgetConfig{Ratio: math.NaN(), MinPerSecond: math.NaN()}, 1000, 0, 100},
 		{client.BudgetConfig{Ratio: -1, MinPerSecond: -1}, 1000, 0, 100},
-		{client.BudgetConfig{Ratio: 0.5, MinPerSecond: 2, Window: time.Second}, 10, 2, 5},
+		{client.BudgetConfig{Ratio: 0.5, MinPerSecond: 2, Window: time.Second}, 10, 2, 4},
 		{client.BudgetConfig{Ratio: math.Inf(1)}, 1, 10, math.MaxInt},
 		{client.BudgetConfig{MinPerSecond: math.Inf(1)}, 0, math.MaxInt, math.MaxInt},
-		{client.BudgetConfig{Window: -time.Second}, 1000, 10, 100},
+		{client.BudgetConfig{Window: -time.Second}, 1000, 10, 99},
 	} {
 		t.Run(fmt.Sprintf("%+v", c.cfg), func(t *testing.T) {
 			_, _, b := newBudgetRig(t, c.cfg)
 			if got := b.Stats().Left; got != c.left {
 				t.Fatalf("Left = %d, want %d", got, c.left)
 			}
+			b.Retry() // allowed or not, first attempts are counted from here on
 			for range c.firsts {
 				b.First()
 			}
@@ -353,11 +419,12 @@ func TestBudgetConfig(t *testing.T) {
 	}
 }
 
-// TestRetryBudgetHealthy: a call that succeeds at once counts one first
-// attempt and spends nothing, and allocates nothing more than without a
-// budget.
+// TestRetryBudgetHealthy: a call that succeeds at once, with the budget
+// watching, counts one first attempt and spends nothing. Retry allocates
+// nothing, with a budget or without, with options made once or per call.
 func TestRetryBudgetHealthy(t *testing.T) {
-	_, _, b := newBudgetRig(t, client.BudgetConfig{})
+	_, eng, b := newBudgetRig(t, client.BudgetConfig{})
+	b.Retry() // first attempts are counted from here on
 	ctx := context.Background()
 	ok := func(context.Context) error { return nil }
 	for range 50 {
@@ -365,17 +432,23 @@ func TestRetryBudgetHealthy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if s := b.Stats(); s.Firsts != 50 || s.Retries != 0 || s.RefusedRetries != 0 {
-		t.Fatalf("Stats = %+v, want 50 first attempts and nothing else", s)
+	if s := b.Stats(); s.Firsts != 50 || s.Retries != 1 || s.RefusedRetries != 0 {
+		t.Fatalf("Stats = %+v, want 50 first attempts and the one retry", s)
 	}
-	alone := testing.AllocsPerRun(1000, func() { _ = client.Retry(ctx, client.DefaultBackoff, ok) })
-	with := testing.AllocsPerRun(1000, func() { _ = client.Retry(ctx, client.DefaultBackoff, ok, client.WithBudget(b)) })
-	if with > alone {
-		t.Fatalf("Retry allocates %v times with a budget, %v without", with, alone)
+	spend, sleep := client.WithBudget(b), client.SleepOn(eng.Clock())
+	for name, f := range map[string]func(){
+		"alone":            func() { _ = client.Retry(ctx, client.DefaultBackoff, ok) },
+		"budget":           func() { _ = client.Retry(ctx, client.DefaultBackoff, ok, spend) },
+		"budget, per call": func() { _ = client.Retry(ctx, client.DefaultBackoff, ok, client.WithBudget(b)) },
+		"all options":      func() { _ = client.Retry(ctx, client.DefaultBackoff, ok, spend, sleep, client.WithSource(nil)) },
+	} {
+		if a := testing.AllocsPerRun(1000, f); a != 0 {
+			t.Errorf("Retry, %s: %v allocations, want none", name, a)
+		}
 	}
-	spend := testing.AllocsPerRun(1000, func() { b.Retry() })
-	if spend != 0 {
-		t.Fatalf("Budget.Retry allocates %v times", spend)
+	asks := testing.AllocsPerRun(1000, func() { b.Retry() })
+	if asks != 0 {
+		t.Fatalf("Budget.Retry allocates %v times", asks)
 	}
 }
 
@@ -383,7 +456,8 @@ func TestRetryBudgetHealthy(t *testing.T) {
 // sleep, with the last failure and ErrBudget.
 func TestRetryBudgetRefuses(t *testing.T) {
 	clock, eng, b := newBudgetRig(t, client.BudgetConfig{MinPerSecond: -1})
-	b.First() // a tenth of one: no retry yet
+	// The call's first attempt is counted as it asks for the retry: a
+	// tenth of one, no retry yet.
 	start := clock.Now()
 	calls := 0
 	err := client.Retry(context.Background(), client.DefaultBackoff, func(context.Context) error {

@@ -53,13 +53,14 @@ func (e *RetryError) Unwrap() []error {
 	return errs
 }
 
-// RetryOption changes how one Retry call runs.
-type RetryOption func(*retrySettings)
-
-type retrySettings struct {
-	draw   func() float64 // in [0, 1)
-	clock  Clock          // what the sleeps are slept on
+// RetryOption changes how Retry runs. Make one with WithBudget, SleepOn
+// or WithSource. The zero RetryOption changes nothing. An option is a
+// plain value: Retry reads it without allocating, so one made once can be
+// passed to every call.
+type RetryOption struct {
 	budget *Budget        // asked before each retry; nil: none
+	clock  Clock          // what the sleeps are slept on; nil: the real clock
+	draw   func() float64 // in [0, 1); nil: math/rand/v2's
 }
 
 // WithBudget makes Retry spend retries from b: the call counts as one
@@ -67,25 +68,13 @@ type retrySettings struct {
 // b refuses is not made: Retry returns at once a *RetryError with the last
 // failure and ErrBudget as its Cause, so errors.Is finds both. A nil b is
 // ignored.
-func WithBudget(b *Budget) RetryOption {
-	return func(s *retrySettings) {
-		if b != nil {
-			s.budget = b
-		}
-	}
-}
+func WithBudget(b *Budget) RetryOption { return RetryOption{budget: b} }
 
 // SleepOn makes Retry sleep on c: an engine's clock (Engine.Clock), so the
 // sleeps follow the same time as the pools and limiters, or a
 // moontest.Clock in a test. Without it Retry sleeps on the real clock; a nil
 // c is ignored.
-func SleepOn(c Clock) RetryOption {
-	return func(s *retrySettings) {
-		if c != nil {
-			s.clock = c
-		}
-	}
-}
+func SleepOn(c Clock) RetryOption { return RetryOption{clock: c} }
 
 // WithSource makes Retry draw its jitter from r, one Float64 per retry, so
 // a seeded r gives the same sleeps every run. A *rand.Rand is not safe for
@@ -95,11 +84,10 @@ func SleepOn(c Clock) RetryOption {
 // runtime seeds at random: clients in different processes then never draw
 // in step, which is what jitter is for.
 func WithSource(r *rand.Rand) RetryOption {
-	return func(s *retrySettings) {
-		if r != nil {
-			s.draw = r.Float64
-		}
+	if r == nil {
+		return RetryOption{}
 	}
+	return RetryOption{draw: r.Float64}
 }
 
 // Permanent marks err as not worth retrying: Retry returns at once when fn
@@ -188,10 +176,19 @@ func Retry(ctx context.Context, backoff Backoff, fn func(ctx context.Context) er
 	if fn == nil {
 		return errors.New("moonpool: Retry: nil fn")
 	}
-	s := retrySettings{draw: rand.Float64, clock: vclock.Real()}
-	for _, o := range opts {
-		if o != nil {
-			o(&s)
+	// The options are read field by field, later ones winning, so that
+	// nothing escapes to the heap.
+	var s RetryOption
+	for i := range opts {
+		o := &opts[i]
+		if o.budget != nil {
+			s.budget = o.budget
+		}
+		if o.clock != nil {
+			s.clock = o.clock
+		}
+		if o.draw != nil {
+			s.draw = o.draw
 		}
 	}
 	if !backoff.More(0) {
@@ -200,9 +197,10 @@ func Retry(ctx context.Context, backoff Backoff, fn func(ctx context.Context) er
 	var last error
 	var previous time.Duration
 	made := 0
+	counted := false // the budget counted the first attempt
 	for backoff.More(made) {
 		if made > 0 {
-			r := s.draw()
+			r := s.random()
 			d := backoff.Delay(made, r, previous)
 			var h hinter
 			if errors.As(last, &h) {
@@ -212,18 +210,27 @@ func Retry(ctx context.Context, backoff Backoff, fn func(ctx context.Context) er
 			if dl, ok := ctx.Deadline(); ok && d > time.Until(dl) {
 				return &RetryError{Attempts: made, Err: last, Cause: &WaitError{Wait: d, By: "the retry's backoff"}}
 			}
-			if s.budget != nil && !s.budget.Retry() {
-				return &RetryError{Attempts: made, Err: last, Cause: ErrBudget}
+			if s.budget != nil {
+				if !counted {
+					// The budget was not watching as the first attempt
+					// went out. It is counted now, before the ask.
+					s.budget.tally.Count()
+					counted = true
+				}
+				if !s.budget.Retry() {
+					return &RetryError{Attempts: made, Err: last, Cause: ErrBudget}
+				}
 			}
-			if err := vclock.Sleep(ctx, s.clock, d); err != nil {
+			if err := vclock.Sleep(ctx, s.sleeper(), d); err != nil {
 				return &RetryError{Attempts: made, Err: last, Cause: ctx.Err()}
 			}
 		}
 		if ctx.Err() != nil {
 			return &RetryError{Attempts: made, Err: last, Cause: ctx.Err()}
 		}
-		if made == 0 && s.budget != nil {
-			s.budget.First()
+		if made == 0 && s.budget != nil && s.budget.tally.Watching() {
+			s.budget.tally.Count()
+			counted = true
 		}
 		err := fn(ctx)
 		made++
@@ -240,6 +247,22 @@ func Retry(ctx context.Context, backoff Backoff, fn func(ctx context.Context) er
 		last = err
 	}
 	return &RetryError{Attempts: made, Err: last}
+}
+
+// random is one draw from the option's source, or math/rand/v2's.
+func (o *RetryOption) random() float64 {
+	if o.draw == nil {
+		return rand.Float64()
+	}
+	return o.draw()
+}
+
+// sleeper is the clock the option sleeps on, the real one by default.
+func (o *RetryOption) sleeper() Clock {
+	if o.clock == nil {
+		return vclock.Real()
+	}
+	return o.clock
 }
 
 // hinted is the sleep for a retry-after hint h: h plus r × the larger of

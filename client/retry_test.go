@@ -299,8 +299,8 @@ func TestRetryBadInput(t *testing.T) {
 	if err := client.Retry(context.Background(), policy.DefaultBackoff, nil); err == nil {
 		t.Fatal("nil fn accepted")
 	}
-	if err := client.Retry(context.Background(), policy.DefaultBackoff, fn, nil, client.WithSource(nil), client.SleepOn(nil)); err != nil || !ran {
-		t.Fatalf("nil options: %v", err)
+	if err := client.Retry(context.Background(), policy.DefaultBackoff, fn, client.RetryOption{}, client.WithSource(nil), client.SleepOn(nil), client.WithBudget(nil)); err != nil || !ran {
+		t.Fatalf("zero and nil options: %v", err)
 	}
 	// A negative hint is read as none: spread over the ceiling from zero.
 	err := r.run(context.Background(), policy.Backoff{Base: time.Second, Attempts: 2, Jitter: policy.Rigid},

@@ -105,14 +105,13 @@ func interceptor(cfg ClientConfig) grpc.UnaryClientInterceptor {
 		cfg.RetryOn = []codes.Code{codes.Unavailable, codes.ResourceExhausted}
 	}
 	cfg.RetryOn = slices.Clone(cfg.RetryOn)
-	// The options are made once, not per call.
-	var sleep, spend client.RetryOption
+	// The options are made once, not per call. A nil Budget's is the
+	// zero option, which changes nothing.
+	var sleep client.RetryOption
 	if cfg.Engine != nil {
 		sleep = client.SleepOn(cfg.Engine.Clock())
 	}
-	if cfg.Budget != nil {
-		spend = client.WithBudget(cfg.Budget)
-	}
+	spend := client.WithBudget(cfg.Budget)
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if cfg.Engine == nil {
 			return errNoEngine
@@ -123,12 +122,7 @@ func interceptor(cfg ClientConfig) grpc.UnaryClientInterceptor {
 				c.hedge = cfg.Hedge
 			}
 		}
-		var err error
-		if spend == nil {
-			err = client.Retry(ctx, cfg.Backoff, c.attempt, sleep)
-		} else {
-			err = client.Retry(ctx, cfg.Backoff, c.attempt, sleep, spend)
-		}
+		err := client.Retry(ctx, cfg.Backoff, c.attempt, sleep, spend)
 		if err == nil || c.last == nil {
 			return err
 		}
