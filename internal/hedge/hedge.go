@@ -10,6 +10,7 @@ import (
 
 	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/internal/vclock"
 )
 
 // Result is what one attempt came back with.
@@ -72,23 +73,18 @@ type Race[T any] struct {
 // cancelled, and what the losers bring is released.
 func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[T]) (Entrant[T], error) {
 	r.out = make(chan Entrant[T], 1+r.Left)
+	// The race starts here, for the timer and for the latency observed
+	// alike: the delay is a quantile of the same span it is raced against.
 	start := r.Clock.Now()
 	r.run(ctx, send, nil, cancel, false)
-	due := make(chan struct{}, 1)
-	ring := func() {
-		select {
-		case due <- struct{}{}:
-		default:
-		}
-	}
-	timer := r.Clock.AfterFunc(r.Delay, ring)
-	defer func() { timer.Stop() }()
+	timer := newAlarm(r.Clock, r.Delay)
+	defer func() { timer.stop() }()
 	out := 1            // entrants still running
 	firstOut := true    // entrant 0 is among them
 	var last Entrant[T] // the latest failure
 	for {
 		select {
-		case <-due:
+		case <-timer.due:
 			hctx, hcancel := context.WithCancel(ctx)
 			send, drop, ok := r.Ready(hctx)
 			if !ok {
@@ -106,7 +102,7 @@ func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[
 			r.run(hctx, send, drop, hcancel, true)
 			out++
 			if r.Sent < r.Left {
-				timer = r.Clock.AfterFunc(r.Delay, ring)
+				timer = newAlarm(r.Clock, r.Delay)
 			}
 		case e := <-r.out:
 			out--
@@ -118,12 +114,11 @@ func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[
 			case e.Answer:
 				r.end(e.I)
 				r.release(last)
-				if r.First && e.I == 0 {
-					r.Budget.Observe(e.Took)
-				} else if r.First && firstOut {
-					// The first attempt lost: its latency is at least
-					// this long. Leaving it out would make the quantile
-					// ever shorter and the hedges ever more.
+				if r.First && (e.I == 0 || firstOut) {
+					// The first attempt's latency, from the race's
+					// start. If it lost, its latency is at least this
+					// long. Leaving it out would make the quantile ever
+					// shorter and the hedges ever more.
 					r.Budget.Observe(time.Duration(r.Clock.Now() - start))
 				}
 				return e, nil
@@ -141,6 +136,30 @@ func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[
 			return Entrant[T]{}, ctx.Err()
 		}
 	}
+}
+
+// alarm says when a hedge is due.
+type alarm struct {
+	due  <-chan time.Time
+	stop func() bool
+}
+
+// newAlarm is an alarm d from now on c. On the real clock it is a
+// channel timer, which wakes the race straight from the runtime's timer.
+// Another clock's AfterFunc runs a func, which rings the alarm.
+func newAlarm(c engine.Clock, d time.Duration) alarm {
+	if c == vclock.Real() {
+		t := time.NewTimer(d)
+		return alarm{due: t.C, stop: t.Stop}
+	}
+	due := make(chan time.Time, 1)
+	t := c.AfterFunc(d, func() {
+		select {
+		case due <- time.Time{}:
+		default:
+		}
+	})
+	return alarm{due: due, stop: t.Stop}
 }
 
 // run makes one entrant on a goroutine of its own, after Wait if it is
