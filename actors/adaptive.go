@@ -30,7 +30,8 @@ type AdaptiveRoom struct {
 	room    Room
 	_       [56]byte // the room's word on a line of its own
 	stripes [tallyStripes]adaptiveStripe
-	asleep  atomic.Bool // the actor reads on no timer: the next Leave wakes it
+	asleep  atomic.Bool   // the actor reads on no timer: the next Leave wakes it
+	mask    atomic.Uint64 // an Enter whose count on its stripe has none of these bits set is timed
 	ref     *engine.Ref
 }
 
@@ -43,13 +44,23 @@ type adaptiveStripe struct {
 }
 
 // Enter takes a unit of lent room for a caller of class, if some is free,
-// and counts it. It never blocks.
-func (r *AdaptiveRoom) Enter(class int) bool {
+// and counts it. It reports whether it did, and whether the call is one
+// to time: all of them while a window holds few calls, and one in two,
+// four and so on as it holds more, so that a window times a few hundred.
+// Reading the clock costs more than the rest of Enter and Leave. It never
+// blocks.
+func (r *AdaptiveRoom) Enter(class int) (ok, timed bool) {
 	if !r.room.Enter() {
-		return false
+		return false, false
 	}
-	r.stripes[tallySpot()].entered[clampClass(class)].Add(1)
-	return true
+	return true, r.Count(class)
+}
+
+// Count counts a caller of class let in by the actor, and reports whether
+// the call is one to time, as Enter does.
+func (r *AdaptiveRoom) Count(class int) (timed bool) {
+	n := r.stripes[tallySpot()].entered[clampClass(class)].Add(1)
+	return uint64(n)&r.mask.Load() == 0
 }
 
 // Leave counts a call that took rtt and gives its room back. It reports
@@ -59,14 +70,16 @@ func (r *AdaptiveRoom) Leave(rtt time.Duration) bool {
 	s := &r.stripes[tallySpot()]
 	s.n.Add(1)
 	s.sum.Add(int64(max(rtt, 0)))
+	return r.Drop()
+}
+
+// Drop gives room back without a latency, as Leave does.
+func (r *AdaptiveRoom) Drop() bool {
 	if r.asleep.Load() {
 		r.wake()
 	}
 	return r.room.Leave()
 }
-
-// Drop gives room back without a latency, as Leave does.
-func (r *AdaptiveRoom) Drop() bool { return r.room.Leave() }
 
 // wake sends the actor a Fold, if this caller is the one to wake it.
 func (r *AdaptiveRoom) wake() {
@@ -119,6 +132,7 @@ func SpawnAdaptive(e *engine.Engine, name string, cfg policy.AdaptiveConfig, que
 	a.every /= adaptiveLooks
 	a.alarm.clock = e.Clock()
 	a.room.asleep.Store(true)
+	a.lend() // before anyone can reach the actor: its first callers need not ask
 	ref, err := e.Spawn(name, a, nil)
 	if err != nil {
 		return nil, nil, err
@@ -142,6 +156,8 @@ type adaptiveActor struct {
 	seenN, seenSum int64
 	seenEntered    [AdaptiveClasses]int64
 	every          time.Duration // how often the timer reads while awake: a fourth of a window
+	strideAt       int64         // when the stride was last set
+	strideSeen     int64         // the calls let in by then
 	awake          bool
 	stopped        bool
 	alarm          alarm
@@ -234,7 +250,6 @@ func (a *adaptiveActor) enter(m *AdaptiveEnter) {
 	limit := a.ctl.Limit()
 	if a.held < limit && a.waiting == 0 {
 		a.held++
-		a.counts[c].Entered++
 		m.Slot.Put(Permit{OK: true, Held: a.held})
 		a.answered()
 		return
@@ -339,7 +354,6 @@ func (a *adaptiveActor) serve() {
 			a.line[c] = a.line[c][1:]
 			a.waiting--
 			a.held++
-			a.counts[c].Entered++
 			m.Slot.Put(Permit{OK: true, Held: a.held})
 		}
 	}
@@ -363,6 +377,7 @@ func (a *adaptiveActor) fold(now int64) int64 {
 	}
 	a.ctl.Sample(dn, time.Duration(dsum))
 	a.ctl.InFlight(a.held)
+	a.stride(now, entered)
 	if a.ctl.Update(now) {
 		a.serve()
 	}
@@ -373,6 +388,30 @@ func (a *adaptiveActor) fold(now int64) int64 {
 	}
 	return dn
 }
+
+// stride sets how many calls of each the callers time, one in mask+1, from
+// the calls let in over the last window: enough to time adaptiveTimed of
+// them a window, and all of them below that.
+func (a *adaptiveActor) stride(now int64, entered [AdaptiveClasses]int64) {
+	if now-a.strideAt < int64(a.every)*adaptiveLooks {
+		return
+	}
+	var total int64
+	for _, e := range entered {
+		total += e
+	}
+	per := (total - a.strideSeen) / tallyStripes // a window's calls on one stripe
+	a.strideAt, a.strideSeen = now, total
+	mask := uint64(0)
+	for per >= 2*adaptiveTimed/tallyStripes && mask < 1<<20 {
+		mask = mask<<1 | 1
+		per /= 2
+	}
+	a.room.mask.Store(mask)
+}
+
+// adaptiveTimed is about how many calls a window times, at the least.
+const adaptiveTimed = 256
 
 // reclaim takes the lent room back: what is still free leaves the count.
 func (a *adaptiveActor) reclaim() {

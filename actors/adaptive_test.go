@@ -1,0 +1,129 @@
+package actors
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/policy"
+)
+
+// TestAdaptiveTimesSomeUnderLoad: at a hundred calls a millisecond the
+// callers time a few hundred calls a window, not all of them, and the
+// latency the gate learns is still theirs. At a trickle every call is
+// timed.
+func TestAdaptiveTimesSomeUnderLoad(t *testing.T) {
+	h := newHarness(t)
+	ref, room, err := SpawnAdaptive(h.e, "", policy.AdaptiveConfig{Min: 1000, Max: 1000, Start: 1000}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(perMs int, d time.Duration) (calls, timed int) {
+		for range d / time.Millisecond {
+			for range perMs {
+				ok, tm := room.Enter(2)
+				if !ok {
+					t.Fatal("no room at 1,000")
+				}
+				calls++
+				if tm {
+					timed++
+					room.Leave(5 * time.Millisecond)
+				} else {
+					room.Drop()
+				}
+			}
+			h.clock.Advance(time.Millisecond)
+		}
+		return calls, timed
+	}
+	if calls, timed := run(1, 300*time.Millisecond); timed != calls {
+		t.Fatalf("a call a millisecond: %d of %d timed, want all", timed, calls)
+	}
+	run(100, 300*time.Millisecond)
+	calls, timed := run(100, 100*time.Millisecond)
+	if timed < adaptiveTimed/2 || timed > 4*adaptiveTimed {
+		t.Fatalf("%d of %d calls timed in a window, want a few hundred", timed, calls)
+	}
+	s := inspectAdaptive(t, ref)
+	if s.Latency != 5*time.Millisecond || s.Classes[2].Entered != int64(300+300*100+100*100) {
+		t.Fatalf("stats %+v: want a latency of 5ms and every call counted", s)
+	}
+}
+
+// inspectAdaptive asks ref's adaptive gate for its stats.
+func inspectAdaptive(t *testing.T, ref *engine.Ref) AdaptiveStats {
+	t.Helper()
+	reply := make(chan AdaptiveStats, 1)
+	ref.Send(&AdaptiveInspect{Reply: reply})
+	select {
+	case s := <-reply:
+		return s
+	case <-time.After(5 * time.Second):
+		t.Fatal("no stats after 5s")
+	}
+	return AdaptiveStats{}
+}
+
+// TestAdaptiveLimitFallsCutsTheLine: when the limit falls, the line is cut
+// to its new length, the lowest class and the latest comers first, and
+// those cut are answered ErrOverLimit.
+func TestAdaptiveLimitFallsCutsTheLine(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	a := &adaptiveActor{
+		ctl:   *policy.NewAdaptive(policy.AdaptiveConfig{Start: 8}, 0),
+		room:  &AdaptiveRoom{},
+		every: 25 * time.Millisecond,
+	}
+	// Eight inside, through the actor, and a window at 10 ms.
+	for range 8 {
+		m := &AdaptiveEnter{Now: 0, Class: 1, Wait: true, Slot: new(engine.Reply[Permit])}
+		a.Handle(m)
+		if p := m.Slot.Take(); !p.OK {
+			t.Fatalf("enter: %+v", p)
+		}
+	}
+	addSamples(a.room, 200, 10*time.Millisecond)
+	a.Handle(&Tick{Now: 100 * ms})
+	// A line of eight, as long as the limit: four low, then four high.
+	line := make([]*AdaptiveEnter, 8)
+	for i := range line {
+		line[i] = &AdaptiveEnter{Now: 0, Class: 0, Wait: true, Slot: new(engine.Reply[Permit])}
+		if i >= 4 {
+			line[i].Class = 3
+		}
+		a.Handle(line[i])
+	}
+	if a.waiting != 8 {
+		t.Fatalf("%d waiting, want 8", a.waiting)
+	}
+	// A window at 40 ms with the line full: a queue.
+	addSamples(a.room, 200, 40*time.Millisecond)
+	a.Handle(&Tick{Now: 200 * ms})
+	if l := a.ctl.Limit(); l != 4 {
+		t.Fatalf("limit %d, want 4", l)
+	}
+	for i, m := range line {
+		cut := i < 4
+		if m.Slot.Ready() != cut {
+			t.Fatalf("waiter %d (class %d): answered %v, want %v", i, m.Class, m.Slot.Ready(), cut)
+		}
+		if cut {
+			if p := m.Slot.Take(); !errors.Is(p.Err, ErrOverLimit) || !errors.Is(p.Err, ErrShed) {
+				t.Fatalf("waiter %d cut with %v, want ErrOverLimit", i, p.Err)
+			}
+		}
+	}
+	if a.counts[0].Shed != 4 || a.waiting != 4 {
+		t.Fatalf("shed %d, waiting %d; want 4 and 4", a.counts[0].Shed, a.waiting)
+	}
+	a.alarm.stop()
+}
+
+// addSamples adds n calls of rtt each to r's stripes.
+func addSamples(r *AdaptiveRoom, n int, rtt time.Duration) {
+	for range n {
+		r.Leave(rtt)
+	}
+}
