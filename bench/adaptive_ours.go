@@ -155,7 +155,7 @@ func (o *oursRealLimiter) enter(ctx context.Context, critical bool) (realPass, e
 	if err != nil {
 		var we *client.WaitError
 		if !errors.Is(err, client.ErrShed) && !errors.As(err, &we) && ctx.Err() == nil {
-			return nil, fmt.Errorf("moonpool: %w", err)
+			return nil, unexpected{fmt.Errorf("moonpool: %w", err)}
 		}
 		return nil, err
 	}

@@ -26,6 +26,13 @@ type realLimiter interface {
 	close()
 }
 
+// unexpected is an error a side should never answer with: neither a
+// refusal nor the request's deadline. The run counts it as a failure.
+type unexpected struct{ err error }
+
+func (u unexpected) Error() string { return u.err.Error() }
+func (u unexpected) Unwrap() error { return u.err }
+
 // realPass is a request let in: done gives its room back, timedOut when
 // the caller gave up at its deadline.
 type realPass interface {
@@ -46,7 +53,8 @@ type outcome struct {
 	end      time.Duration // its answer, deadline or refusal, from the origin
 	admitted bool
 	inTime   bool
-	queued   bool // it waited in the side's queue until its deadline
+	queued   bool  // it waited in the side's queue until its deadline
+	failed   error // the side answered with an unexpected error
 }
 
 // realRun runs every side through s at once, each with its own backend.
@@ -135,6 +143,9 @@ func realRequest(s *adaptiveScenario, a arrival, lim realLimiter, be *knee, mu *
 	defer cancel()
 	p, err := lim.enter(ctx, a.critical)
 	if err != nil {
+		if errors.As(err, new(unexpected)) {
+			return outcome{start: from, end: time.Since(origin), failed: err}
+		}
 		if ctx.Err() != nil {
 			return outcome{start: from, end: deadline.Sub(origin), queued: true}
 		}
@@ -166,6 +177,12 @@ func replay(r *adaptiveRun, reqs []arrival, outs []outcome, window time.Duration
 	rc := newRecorder(r, window)
 	for _, i := range idx {
 		o := outs[i]
+		if o.failed != nil {
+			r.errs++
+			if r.firstErr == nil {
+				r.firstErr = o.failed
+			}
+		}
 		switch {
 		case o.admitted:
 			rc.answer(reqs[i], o.start, o.end, o.inTime)
@@ -218,7 +235,7 @@ func (f *failsafeSide) enter(ctx context.Context, critical bool) (realPass, erro
 	}
 	if err != nil {
 		if !errors.Is(err, adaptivelimiter.ErrExceeded) && ctx.Err() == nil {
-			return nil, fmt.Errorf("failsafe-go: %w", err)
+			return nil, unexpected{fmt.Errorf("failsafe-go: %w", err)}
 		}
 		return nil, err
 	}

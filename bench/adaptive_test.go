@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -168,6 +170,30 @@ func TestAdaptiveVirtualRepeats(t *testing.T) {
 			t.Errorf("run %d: %d in time, %d refused, %d late; run 0: %d, %d, %d (limits equal: %v)",
 				i, r.good, r.refused, r.late, first.good, first.refused, first.late, slices.Equal(r.limits, first.limits))
 		}
+	}
+}
+
+// failingLimiter answers every request with an error no side should give.
+type failingLimiter struct{}
+
+func (failingLimiter) enter(context.Context, bool) (realPass, error) {
+	return nil, unexpected{errors.New("broken")}
+}
+func (failingLimiter) limit() float64 { return 1 }
+func (failingLimiter) close()         {}
+
+// TestRealRunCountsFailures checks that a side answering with an
+// unexpected error is reported as failing, not as refusing.
+func TestRealRunCountsFailures(t *testing.T) {
+	s := adaptiveScenario{name: "short", length: 100 * time.Millisecond, phases: []phase{{load: 0.5, workers: adaptiveWorkers, service: adaptiveService}}}
+	reqs := s.arrivals(1)
+	side := realSide{name: "broken", build: func(*adaptiveScenario, int) (realLimiter, error) { return failingLimiter{}, nil }}
+	runs, err := realRun([]realSide{side}, &s, reqs, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := runs[0]; r.errs != int64(len(reqs)) || r.firstErr == nil || r.good != 0 {
+		t.Errorf("%d requests, each failing: counted %d failures (first %v), %d answered", len(reqs), r.errs, r.firstErr, r.good)
 	}
 }
 
