@@ -40,9 +40,16 @@ type Tally struct {
 	watching atomic.Bool // first attempts are counted
 	asleep   atomic.Bool // the actor folds on no timer: the next count wakes it
 	_        [62]byte    // keeps the flags, read on every count, off the lines written
-	ref      *engine.Ref
-	pub      [published]quote
-	lat      [policy.QuantileBuckets]atomic.Uint32 // latencies ever, by bucket, wrapping
+	// lease is how many retries and hedges callers may take without
+	// asking the actor, before the engine's clock reaches until. A
+	// caller that takes one counts it here. The actor counts what was
+	// taken at its next fold, and lends again.
+	lease atomic.Int64
+	until atomic.Int64
+	_     [48]byte
+	ref   *engine.Ref
+	pub   [published]quote
+	lat   [policy.QuantileBuckets]atomic.Uint32 // latencies ever, by bucket, wrapping
 }
 
 // tallyStripes is how many stripes a Tally counts first attempts in.
@@ -93,6 +100,24 @@ func (t *Tally) first() {
 	t.firsts[tallySpot()].n.Add(1)
 	if t.asleep.Load() {
 		t.wake()
+	}
+}
+
+// Lease takes one retry or hedge from what the actor lent, at now on the
+// engine's clock. It is false when nothing is lent, or the loan has run
+// out or expired: then the caller asks the actor with a Spend.
+func (t *Tally) Lease(now int64) bool {
+	if now >= t.until.Load() {
+		return false
+	}
+	for {
+		n := t.lease.Load()
+		if n <= 0 {
+			return false
+		}
+		if t.lease.CompareAndSwap(n, n-1) {
+			return true
+		}
 	}
 }
 
@@ -163,7 +188,9 @@ func (t *Tally) wake() {
 // Fold and Tick. Each folds in the Tally first, so an answer counts every
 // first attempt made before its request. While callers count, the actor
 // folds every twentieth of the window (at least every millisecond), so
-// counts are dated within that much.
+// counts are dated within that much. After each, it lends on the Tally
+// what the budget allows until its next slot (see Tally.Lease), while
+// first attempts are counted.
 func SpawnBudget(e *engine.Engine, name string, ratio, minPerSecond float64, window time.Duration) (*engine.Ref, *Tally, error) {
 	if e == nil {
 		return nil, nil, errNoEngine
@@ -202,6 +229,7 @@ type budgetActor struct {
 	every  time.Duration                  // how often to fold while awake
 	window int64                          // the budget's window
 	asked  int64                          // the latest Spend's instant
+	leased int64                          // what the Tally was last lent
 	awake  bool                           // the alarm folds every every
 	// counted is whether a fold found something since the last Tick.
 	counted bool
@@ -238,6 +266,7 @@ func (a *budgetActor) handle(msg any) {
 		m.answer(Permit{OK: ok, Left: a.budget.Left(a.at)})
 		a.answered()
 		a.countFirsts()
+		a.lend()
 	case *Latency:
 		a.fold(m.Now)
 		a.foldLatencies()
@@ -250,15 +279,18 @@ func (a *budgetActor) handle(msg any) {
 			a.wake()
 			a.quote(m.P, d, ok)
 		}
+		a.lend()
 	case *Left:
 		a.fold(m.Now)
 		reply(m.Reply, Permit{Left: a.budget.Left(a.at)})
 		a.answered()
+		a.lend()
 	case Fold, *Fold:
 		a.fold(a.alarm.clock.Now())
 		a.foldLatencies()
 		a.quiet()
 		a.wake()
+		a.lend()
 	case *Tick:
 		a.alarm.fired(m)
 		a.fold(m.Now)
@@ -273,9 +305,12 @@ func (a *budgetActor) handle(msg any) {
 		} else {
 			a.sleep()
 		}
+		a.lend()
 	case *actor.Stopped:
 		a.alarm.stop()
 		a.unpublish()
+		a.tally.lease.Store(0)
+		a.leased = 0
 	}
 }
 
@@ -294,6 +329,40 @@ func (a *budgetActor) fold(now int64) {
 		n -= k
 	}
 	a.at = max(a.at, now)
+	a.collect()
+}
+
+// collect takes back the loan and counts what callers took of it, dated
+// now: no earlier than they took it, so it stays in the window no less
+// long than it should. What they took counts as asked, as a Spend does.
+func (a *budgetActor) collect() {
+	if a.leased == 0 {
+		return
+	}
+	taken := a.leased - a.tally.lease.Swap(0)
+	a.leased = 0
+	if taken > 0 {
+		a.budget.Spent(a.at, int(min(taken, math.MaxInt32)))
+		a.asked = a.at
+	}
+}
+
+// lend lets callers take what the budget allows now without asking,
+// until its next slot begins (see policy.Budget.Lease). Only while first
+// attempts are counted: a caller's first retry after a quiet window asks,
+// and starts the count.
+func (a *budgetActor) lend() {
+	if !a.tally.watching.Load() {
+		return
+	}
+	n, until := a.budget.Lease(a.at)
+	k := int64(min(n, 1<<30)) // n may be +Inf
+	if k <= 0 {
+		return
+	}
+	a.tally.until.Store(until)
+	a.tally.lease.Store(k)
+	a.leased = k
 }
 
 // quiet stops the count of first attempts once a whole window has passed

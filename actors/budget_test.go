@@ -352,3 +352,61 @@ func TestBudgetCountsSendNothing(t *testing.T) {
 		t.Fatalf("100 counts to a sleeping actor sent %d Folds, want 1", n)
 	}
 }
+
+// TestBudgetLends: after each answer the actor lends what the budget
+// allows, until its next slot begins. Callers take it without a message,
+// and the actor counts what they took before its next answer, so taken
+// and asked spends together keep the bound. A stopped actor lends
+// nothing.
+func TestBudgetLends(t *testing.T) {
+	h := newHarness(t)
+	ref, tally := spawnBudget(t, h, 0.1, 0, time.Second) // slots of 50ms
+	for range 100 {
+		tally.First()
+	}
+	if tally.Lease(h.t0) {
+		t.Fatal("a lease before the actor answered anything")
+	}
+	if p := spend(ref, h.t0); !p.OK || p.Left != 9 {
+		t.Fatalf("Spend = %+v, want allowed with 9 left", p)
+	}
+	until := tally.until.Load()
+	if until <= h.t0 || until > h.t0+int64(50*time.Millisecond) {
+		t.Fatalf("lent until +%v, want within the slot", time.Duration(until-h.t0))
+	}
+	if tally.Lease(until) {
+		t.Fatal("a lease taken at its expiry")
+	}
+	for i := range 9 {
+		if !tally.Lease(until - 1) {
+			t.Fatalf("lease %d of 9 refused", i+1)
+		}
+	}
+	if tally.Lease(h.t0) {
+		t.Fatal("a tenth lease taken of 9 lent")
+	}
+	if got := left(ref, "", h.t0); got != 0 {
+		t.Fatalf("Left = %v after 9 leases and a spend, want 0", got)
+	}
+	if p := spend(ref, h.t0); p.OK {
+		t.Fatalf("Spend = %+v past the share, want refused", p)
+	}
+	for range 100 {
+		tally.First()
+	}
+	if got := left(ref, "", h.t0); got != 10 {
+		t.Fatalf("Left = %v after 100 more first attempts, want 10", got)
+	}
+	for range 4 {
+		tally.Lease(h.t0)
+	}
+	if p := spend(ref, h.t0); !p.OK || p.Left != 5 {
+		t.Fatalf("Spend = %+v after 4 leases of 10, want allowed with 5 left", p)
+	}
+	if err := ref.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if tally.Lease(h.t0) {
+		t.Fatal("a lease taken from a stopped actor")
+	}
+}

@@ -67,9 +67,12 @@ type BudgetConfig struct {
 //
 // First and Observe never wait, and cost at most one atomic add. The
 // budget's actor folds them in, dated no later than they happened, so a
-// count never stays in the window too long. Retry and Hedge ask the actor,
-// which answers at once. The window is counted in twentieths, and their
-// width only ever refuses more (see policy.Budget).
+// count never stays in the window too long. Retry and Hedge take what
+// the actor lent, one atomic swap, and ask it only when that is spent:
+// the actor lends what the budget allows until the window's next
+// twentieth begins, and counts what was taken at its next fold. The
+// window is counted in twentieths, and their width only ever refuses
+// more (see policy.Budget).
 //
 // A Budget is safe for concurrent use. A nil *Budget bounds nothing:
 // First and Observe do nothing, Retry and Hedge say yes. Build one with
@@ -150,8 +153,9 @@ func (b *Budget) First() {
 	}
 }
 
-// Retry is whether a retry may go now, counting it if so. It asks the
-// budget's actor, which answers at once. After Close it says no.
+// Retry is whether a retry may go now, counting it if so. It takes one
+// of what the budget's actor lent, or else asks the actor, which answers
+// at once. After Close it says no.
 func (b *Budget) Retry() bool {
 	if b == nil {
 		return true
@@ -201,12 +205,15 @@ func (b *Budget) ask(fill func(a *budgetAsk) any) actors.Permit {
 	return p
 }
 
-// spend asks the actor for one retry or hedge.
+// spend takes one retry or hedge from the loan, or asks the actor.
 func (b *Budget) spend(hedge bool) bool {
 	if b.closed.Load() {
 		return false
 	}
 	now := b.eng.Now()
+	if b.tally.Lease(now) {
+		return true
+	}
 	p := b.ask(func(a *budgetAsk) any {
 		a.spend = actors.Spend{Now: now, Hedge: hedge, Slot: &a.slot}
 		return &a.spend

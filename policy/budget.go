@@ -123,6 +123,31 @@ func (b *Budget) Spend(now int64) bool {
 	return true
 }
 
+// Spent counts n spends at now without asking: spends a Lease allowed,
+// made since. An n of zero or less counts nothing.
+func (b *Budget) Spent(now int64, n int) {
+	b.advance(now)
+	if n <= 0 {
+		return
+	}
+	b.slots.newest().spent += float64(n)
+	b.spent += float64(n)
+}
+
+// Lease is how many Spends the budget allows from now until until, the
+// instant its next slot begins: Left at now. Until then no count leaves
+// the window, and first attempts only raise the share. So up to n spends
+// made before until keep the bound, if each is counted with Spent by the
+// next time the budget is asked. It changes nothing.
+func (b *Budget) Lease(now int64) (n float64, until int64) {
+	n = b.Left(now)
+	w := b.slots.width
+	if b.slots.head >= math.MaxInt64/w-1 { // the end of the clock
+		return n, math.MaxInt64
+	}
+	return n, (b.slots.head + 1) * w
+}
+
 // Left is how many more Spends the budget would allow at now: a whole
 // number, never below zero, +Inf when nothing bounds them. It changes
 // nothing.

@@ -240,3 +240,40 @@ func TestBudgetEndOfClock(t *testing.T) {
 		t.Fatal("a budget of the shortest window did not return at the end of the clock")
 	}
 }
+
+// TestBudgetLease: a lease is Left at its instant, and holds until the
+// next slot begins, when counts can first leave the window. Spends made
+// under it and counted with Spent are refused no more than asked ones.
+func TestBudgetLease(t *testing.T) {
+	ms := func(d int64) int64 { return t0 + d*int64(time.Millisecond) }
+	b := NewBudget(0.1, 1, 10*time.Second) // slots of 500ms; t0 starts one
+	b.First(ms(0), 300)
+	for i, c := range []struct {
+		at    int64
+		n     float64
+		until int64
+	}{
+		{ms(0), 30, ms(500)},
+		{ms(499), 30, ms(500)},
+		{ms(500), 30, ms(1000)},
+		// The first attempts leave at +10s, the start of a slot: a lease
+		// taken just before it lasts no longer.
+		{ms(9999), 30, ms(10000)},
+		{ms(10000), 10, ms(10500)},
+	} {
+		if n, until := b.Lease(c.at); n != c.n || until != c.until {
+			t.Fatalf("step %d: Lease(+%v) = %v until +%v, want %v until +%v", i, time.Duration(c.at-t0), n, time.Duration(until-t0), c.n, time.Duration(c.until-t0))
+		}
+	}
+	b = NewBudget(0.1, 1, 10*time.Second)
+	b.First(ms(0), 300)
+	b.Spent(ms(100), 29)
+	b.Spent(ms(100), 0)
+	b.Spent(ms(100), -3)
+	if n, _ := b.Lease(ms(100)); n != 1 || !b.Spend(ms(100)) || b.Spend(ms(100)) {
+		t.Fatalf("after 29 spends counted with Spent: Lease = %v, want 1 left, spent by one Spend", n)
+	}
+	if n, until := NewBudget(0, math.Inf(1), time.Second).Lease(math.MaxInt64); !math.IsInf(n, 1) || until != math.MaxInt64 {
+		t.Fatalf("at the end of the clock: Lease = %v until %v", n, until)
+	}
+}
