@@ -177,18 +177,22 @@ func Retry(ctx context.Context, backoff Backoff, fn func(ctx context.Context) er
 		return errors.New("moonpool: Retry: nil fn")
 	}
 	// The options are read field by field, later ones winning, so that
-	// nothing escapes to the heap.
+	// nothing escapes to the heap. One option is read whole.
 	var s RetryOption
-	for i := range opts {
-		o := &opts[i]
-		if o.budget != nil {
-			s.budget = o.budget
-		}
-		if o.clock != nil {
-			s.clock = o.clock
-		}
-		if o.draw != nil {
-			s.draw = o.draw
+	if len(opts) == 1 {
+		s = opts[0]
+	} else {
+		for i := range opts {
+			o := &opts[i]
+			if o.budget != nil {
+				s.budget = o.budget
+			}
+			if o.clock != nil {
+				s.clock = o.clock
+			}
+			if o.draw != nil {
+				s.draw = o.draw
+			}
 		}
 	}
 	if !backoff.More(0) {
