@@ -1,11 +1,14 @@
 package moonredis
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,9 +68,11 @@ type verdict struct {
 // is first.
 type flight struct {
 	parts    []part
+	runs     []run // the script runs that carry parts, in one round trip
 	now      int64
 	deadline int64           // now + Config.Timeout, on the engine's clock
 	one      [1]part         // parts' array when it holds one key, the usual case
+	run1     [1]run          // runs' array when one run carries every key
 	ctx      context.Context // Config.Timeout on the real clock, with no parent: Close cuts it short through the actor
 	cancel   context.CancelFunc
 	probe    bool // a look the breaker sent to see whether Redis is back
@@ -93,20 +98,34 @@ var errStopping = errors.New("moonredis: closed before the call was sent")
 var errLate = fmt.Errorf("moonredis: no answer within Config.Timeout: %w", context.DeadlineExceeded)
 
 // part is one key's batch in a flight, and its answers. The actor fills
-// key, batch, keys and args before the call; the call, off the actor,
-// fills out and err.
+// key and batch before the call; the call, off the actor, fills out and
+// err.
 type part struct {
 	key   string
 	batch []*ask
-	keys  []string
-	args  []any
 	out   []verdict
 	err   error
 	one   [1]*ask    // batch's array when it holds one ask
 	res   [1]verdict // out's, likewise
-	key1  [1]string  // keys' array
-	argv  [8]any     // args' array when the batch holds one ask
 }
+
+// run is one script run of a flight: the batches of parts[from:to], one
+// key each, with their keys and arguments. The actor fills it before the
+// call.
+type run struct {
+	from, to int
+	keys     []string
+	args     []any
+	key1     [1]string // keys' array when the run carries one key
+	argv     [8]any    // args' array when it carries one ask
+}
+
+// How a flight of several keys goes to Redis, by the kind of client.
+const (
+	perRun  = iota // one script run per key, in one pipeline: the client may spread keys over servers
+	oneRun         // one run for every key: one server holds them all
+	perSlot        // one run per hash slot, in one pipeline: a cluster
+)
 
 // limiter is what Bucket and Window share: the actor that batches, the
 // calls, the counts.
@@ -115,10 +134,12 @@ type limiter struct {
 	ref    *engine.Ref
 	cfg    Config
 	script *redis.Script
-	a, b   any    // the script's ARGV[3] and ARGV[4], boxed once
-	keep   any    // its ARGV[5]: twice Config.Timeout in milliseconds, boxed once
-	id     string // names the limiter in Redis, so a batch sent twice counts once
-	idArg  any    // its ARGV[1]: id, boxed once
+	keys   *redis.Script // the script's form for several keys
+	spread int           // how a flight of several keys goes: perRun, oneRun or perSlot
+	a, b   any           // the script's ARGV[3] and ARGV[4], boxed once
+	keep   any           // its ARGV[5]: twice Config.Timeout in milliseconds, boxed once
+	id     string        // names the limiter in Redis, so a batch sent twice counts once
+	idArg  any           // its ARGV[1]: id, boxed once
 	seq    atomic.Uint64
 	once   bool         // name batches so one sent twice counts once; off only in a test
 	self   bool         // the client ends a call at its ctx's deadline: callers may make their own (see launch)
@@ -183,6 +204,8 @@ func (l *limiter) start(eng *engine.Engine) error {
 	l.once = true
 	l.keep = 2 * l.cfg.Timeout.Milliseconds()
 	l.self = boundsCalls(l.cfg.Client)
+	l.keys = keysOf(l.script)
+	l.spread = spreadOf(l.cfg.Client)
 	l.id = strconv.FormatUint(rand.Uint64(), 36)
 	l.idArg = l.id
 	l.asks.New = func() any { return &ask{reply: make(chan verdict, 2)} }
@@ -469,7 +492,14 @@ func (o *owner) pump() {
 			return
 		}
 		n := min(len(o.ready), o.l.cfg.MaxKeys)
-		f := &flight{parts: make([]part, n)}
+		f := &flight{}
+		f.parts = f.one[:]
+		if n > 1 {
+			f.parts = make([]part, n)
+			if o.l.spread == perSlot {
+				o.l.bySlot(o.ready[:n])
+			}
+		}
 		for i, key := range o.ready[:n] {
 			ln := o.lines[key]
 			p := &f.parts[i]
@@ -516,24 +546,82 @@ func (o *owner) launch(f *flight) {
 	}
 	o.l.calls.Add(1)
 	o.l.mu.Unlock()
-	for i := range f.parts {
-		p := &f.parts[i]
-		p.key1[0] = o.l.cfg.Prefix + p.key
-		p.keys = p.key1[:]
-		p.args = o.l.args(p, f.now)
-		o.l.stats.sent.Add(int64(len(p.batch)))
-	}
+	o.l.plan(f)
 	o.l.stats.calls.Add(1)
 	f.ctx, f.cancel = context.WithTimeout(context.Background(), o.l.cfg.Timeout)
 	f.deadline = f.now + int64(o.l.cfg.Timeout)
 	o.out(f)
 	o.arm()
 	o.l.flying.Store(int64(o.flying)) // once the timer is set: a test seeing the call out may move the clock
-	if p := &f.parts[0]; o.l.self && !f.probe && len(f.parts) == 1 && len(p.batch) == 1 && !p.batch[0].wait {
-		p.batch[0].answer(verdict{call: f})
+	if a := maker(f); a != nil && o.l.self {
+		a.answer(verdict{call: f})
 		return
 	}
 	go o.l.call(f)
+}
+
+// maker is the ask whose caller makes f's call: the first one waiting in
+// l.now, or nil if none is (a probe's look has nobody waiting).
+func maker(f *flight) *ask {
+	if f.probe {
+		return nil
+	}
+	for i := range f.parts {
+		for _, a := range f.parts[i].batch {
+			if !a.wait {
+				return a
+			}
+		}
+	}
+	return nil
+}
+
+// plan splits f's parts into script runs, by l.spread, and fills in each
+// run's keys and arguments.
+func (l *limiter) plan(f *flight) {
+	n := len(f.parts)
+	switch {
+	case n == 1 || l.spread == oneRun:
+		f.runs = f.run1[:]
+		f.runs[0].from, f.runs[0].to = 0, n
+	case l.spread == perRun:
+		f.runs = make([]run, n)
+		for i := range f.runs {
+			f.runs[i].from, f.runs[i].to = i, i+1
+		}
+	default: // parts are in slot order (see bySlot): a run for each slot
+		from := 0
+		for i := 1; i <= n; i++ {
+			if i == n || hashSlot(l.cfg.Prefix, f.parts[i].key) != hashSlot(l.cfg.Prefix, f.parts[from].key) {
+				f.runs = append(f.runs, run{from: from, to: i})
+				from = i
+			}
+		}
+	}
+	for i := range f.runs {
+		r := &f.runs[i]
+		if r.to-r.from == 1 {
+			r.key1[0] = l.cfg.Prefix + f.parts[r.from].key
+			r.keys = r.key1[:]
+		} else {
+			r.keys = make([]string, 0, r.to-r.from)
+			for _, p := range f.parts[r.from:r.to] {
+				r.keys = append(r.keys, l.cfg.Prefix+p.key)
+			}
+		}
+		r.args = l.args(r, f.parts[r.from:r.to], f.now)
+		for _, p := range f.parts[r.from:r.to] {
+			l.stats.sent.Add(int64(len(p.batch)))
+		}
+	}
+}
+
+// bySlot orders keys by the hash slot of their Redis keys, so the keys of
+// one slot are next to each other.
+func (l *limiter) bySlot(keys []string) {
+	slices.SortStableFunc(keys, func(a, b string) int {
+		return int(hashSlot(l.cfg.Prefix, a)) - int(hashSlot(l.cfg.Prefix, b))
+	})
 }
 
 // boundsCalls says whether c ends every call at its ctx's deadline, as
@@ -702,44 +790,59 @@ func (o *owner) stop() {
 // in microseconds: a century, which is never in practice.
 const noDeadline = 100 * 365 * 24 * 3600 * 1e6
 
-// call runs the script for each of f's batches (off the actor), one key
-// alone or several in one pipeline, and sends the outcome back to the
-// actor in f. It touches only f's parts' keys, args, out and err.
+// call makes f's script runs (off the actor), one alone or several in
+// one pipeline, and sends the outcome back to the actor in f. It touches
+// only f's runs and its parts' out and err.
 func (l *limiter) call(f *flight) {
 	defer l.calls.Done()
 	defer f.cancel()
 	ctx := f.ctx
-	if len(f.parts) == 1 {
-		p := &f.parts[0]
-		s, err := l.script.Run(ctx, l.cfg.Client, p.keys, p.args...).Text()
-		read(p, s, err)
+	if len(f.runs) == 1 {
+		r := &f.runs[0]
+		v, err := l.scriptOf(r).Run(ctx, l.cfg.Client, r.keys, r.args...).Result()
+		read(f.parts[r.from:r.to], v, err)
 	} else {
 		pipe := l.cfg.Client.Pipeline()
-		cmds := make([]*redis.Cmd, len(f.parts))
-		for i := range f.parts {
-			p := &f.parts[i]
-			cmds[i] = l.script.EvalSha(ctx, pipe, p.keys, p.args...)
+		cmds := make([]*redis.Cmd, len(f.runs))
+		for i := range f.runs {
+			r := &f.runs[i]
+			cmds[i] = l.scriptOf(r).EvalSha(ctx, pipe, r.keys, r.args...)
 		}
 		pipe.Exec(ctx)
 		for i, c := range cmds {
-			p := &f.parts[i]
-			s, err := c.Text()
+			r := &f.runs[i]
+			v, err := c.Result()
 			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 				// Redis lost its scripts (a restart, SCRIPT FLUSH): the
-				// batch did not run, so running it now counts it once.
-				s, err = l.script.Run(ctx, l.cfg.Client, p.keys, p.args...).Text()
+				// run did not happen, so making it now counts it once.
+				v, err = l.scriptOf(r).Run(ctx, l.cfg.Client, r.keys, r.args...).Result()
 			}
-			read(p, s, err)
+			read(f.parts[r.from:r.to], v, err)
 		}
 	}
 	l.ref.Send(f)
 }
 
-// args are the script's arguments for p's batch, sent at now.
-func (l *limiter) args(p *part, now int64) []any {
-	args := p.argv[:5]
-	if len(p.batch) > 1 {
-		args = make([]any, 5, 5+3*len(p.batch))
+// scriptOf is the script r runs: the form for several keys when it
+// carries more than one.
+func (l *limiter) scriptOf(r *run) *redis.Script {
+	if r.to-r.from > 1 {
+		return l.keys
+	}
+	return l.script
+}
+
+// args are the script's arguments for r, carrying parts, sent at now: the
+// five every key shares, then for each key its requests, three numbers
+// each, after their count when r carries several keys.
+func (l *limiter) args(r *run, parts []part, now int64) []any {
+	args := r.argv[:5]
+	if len(parts) > 1 || len(parts[0].batch) > 1 {
+		n := 5
+		for i := range parts {
+			n += 1 + 3*len(parts[i].batch)
+		}
+		args = make([]any, 5, n)
 	}
 	args[0], args[2], args[3], args[4] = l.idArg, l.a, l.b, l.keep
 	if !l.once {
@@ -747,38 +850,101 @@ func (l *limiter) args(p *part, now int64) []any {
 	}
 	var name [32]byte // the id is at most 13 bytes, and so is the number
 	args[1] = string(strconv.AppendUint(append(append(name[:0], l.id...), '.'), l.seq.Add(1), 36))
-	for _, a := range p.batch {
-		most := zero
-		if a.wait {
-			most = forever
-			if a.deadline != 0 {
-				most = max(0, float64(a.deadline-now)/1e3)
+	for i := range parts {
+		if len(parts) > 1 {
+			args = append(args, len(parts[i].batch))
+		}
+		for _, a := range parts[i].batch {
+			most := zero
+			if a.wait {
+				most = forever
+				if a.deadline != 0 {
+					most = max(0, float64(a.deadline-now)/1e3)
+				}
 			}
+			n := one
+			if a.n != 1 {
+				n = a.n
+			}
+			look := zero
+			if a.look {
+				look = one
+			}
+			args = append(args, n, most, look)
 		}
-		n := one
-		if a.n != 1 {
-			n = a.n
-		}
-		look := zero
-		if a.look {
-			look = one
-		}
-		args = append(args, n, most, look)
 	}
 	return args
 }
 
-// read takes a script's answer for p, or the error in its place.
-func read(p *part, s string, err error) {
+// read takes a script run's answer for parts, or the error in its place:
+// a bucket's, numbers, three per request, every key's in turn; a window's,
+// a string per key (see parse), the keys' joined by slashes.
+func read(parts []part, v any, err error) {
+	var s string
+	var ns []any
 	if err == nil {
-		out := p.res[:0]
-		n := (len(p.args) - 5) / 3
-		if n > 1 {
-			out = make([]verdict, 0, n)
+		switch v := v.(type) {
+		case string:
+			s = v
+			if k := strings.Count(s, "/") + 1; len(parts) > 1 && k != len(parts) {
+				err = fmt.Errorf("moonredis: answers for %d keys, want %d", k, len(parts))
+			}
+		case []any:
+			want := 0
+			for i := range parts {
+				want += 3 * len(parts[i].batch)
+			}
+			if len(v) != want {
+				err = fmt.Errorf("moonredis: %d numbers for %d requests", len(v), want/3)
+			}
+			ns = v
+		default:
+			err = fmt.Errorf("moonredis: unreadable answer of type %T", v)
 		}
-		p.out, err = parse(out, s, n)
 	}
-	p.err = err
+	for i := range parts {
+		p := &parts[i]
+		if p.err = err; err != nil {
+			continue
+		}
+		if ns != nil {
+			n := 3 * len(p.batch)
+			p.out, p.err = numbers(p.res[:0], ns[:n])
+			ns = ns[n:]
+		} else {
+			one := s
+			if len(parts) > 1 {
+				one, s, _ = strings.Cut(s, "/")
+			}
+			p.out, p.err = parse(p.res[:0], one, len(p.batch))
+		}
+		if p.err != nil {
+			// One key's answer unreadable: the run's are not to be trusted.
+			for j := range parts {
+				parts[j].err = p.err
+			}
+			return
+		}
+	}
+}
+
+// numbers reads a bucket's answer, three numbers per request (see parse
+// for what they say), into out, or into a slice of its own when out has
+// no room for them.
+func numbers(out []verdict, ns []any) ([]verdict, error) {
+	if cap(out) < len(ns)/3 {
+		out = make([]verdict, 0, len(ns)/3)
+	}
+	for i := 0; i+2 < len(ns); i += 3 {
+		ok, okOK := ns[i].(int64)
+		w, wOK := ns[i+1].(int64)
+		k, kOK := ns[i+2].(int64)
+		if !okOK || !wOK || !kOK {
+			return nil, fmt.Errorf("moonredis: unreadable answer %v", ns[i:i+3])
+		}
+		out = append(out, verdict{ok: ok == 1, wait: micros(w), left: float64(k) / 1000})
+	}
+	return out, nil
 }
 
 // Numbers the calls send often, boxed once.
@@ -788,8 +954,12 @@ var (
 	forever any = noDeadline
 )
 
-// parse reads a script's answer for n requests into out.
+// parse reads a script's answer for n requests into out, or into a
+// slice of its own when out has no room for them.
 func parse(out []verdict, s string, n int) ([]verdict, error) {
+	if cap(out) < n {
+		out = make([]verdict, 0, n)
+	}
 	for s != "" {
 		var one string
 		one, s, _ = strings.Cut(s, ";")
@@ -828,4 +998,63 @@ func deadlineOf(ctx context.Context, now int64) int64 {
 		return 0
 	}
 	return now + int64(left)
+}
+
+// spreadOf is how a flight of several keys goes to Redis through c: one
+// run for every key through a client of one server (a *redis.Client,
+// failover clients included), one run per hash slot through a
+// *redis.ClusterClient, and one run per key through any other (a
+// *redis.Ring spreads keys over its shards by a hash of its own).
+func spreadOf(c redis.UniversalClient) int {
+	switch c.(type) {
+	case *redis.Client:
+		return oneRun
+	case *redis.ClusterClient:
+		return perSlot
+	}
+	return perRun
+}
+
+// poolSize is how many connections c keeps to a server: Config.MaxCalls
+// is at most that, so no call waits for a connection. A client whose pool
+// it cannot read counts as go-redis's default, ten per GOMAXPROCS.
+func poolSize(c redis.UniversalClient) int {
+	n := 0
+	switch c := c.(type) {
+	case *redis.Client:
+		n = c.Options().PoolSize
+	case *redis.ClusterClient:
+		n = c.Options().PoolSize
+	case *redis.Ring:
+		n = c.Options().PoolSize
+	}
+	if n <= 0 {
+		n = 10 * runtime.GOMAXPROCS(0)
+	}
+	return n
+}
+
+// hashSlot is the Redis Cluster hash slot of the key prefix+key: CRC16
+// (XMODEM) of its hash tag, the part between its first '{' and the next
+// '}' when that is not empty, or else of the whole key, modulo 16384.
+func hashSlot(prefix, key string) uint16 {
+	var buf [128]byte
+	k := append(append(buf[:0], prefix...), key...)
+	if i := bytes.IndexByte(k, '{'); i >= 0 {
+		if j := bytes.IndexByte(k[i+1:], '}'); j > 0 {
+			k = k[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for _, b := range k {
+		crc ^= uint16(b) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
 }

@@ -97,10 +97,15 @@ type Config struct {
 	// MaxBatch is the most requests of one key sent in one call; <= 0 is
 	// 512.
 	MaxBatch int
-	// MaxCalls is the most calls to Redis in flight at once; <= 0 is 4.
-	// Requests for keys with no call in flight that come while that many
-	// are go together in the next call, up to MaxKeys keys in one round
-	// trip (a pipeline of one script call per key).
+	// MaxCalls is the most calls to Redis in flight at once; <= 0 is 4,
+	// or the client's PoolSize if that is less, so no call waits for a
+	// connection. Requests for keys with no call in flight that come
+	// while that many are go together in the next call, up to MaxKeys
+	// keys in one round trip: one script run for them all through a
+	// *redis.Client, one per hash slot through a *redis.ClusterClient,
+	// one per key through other clients. A run of many keys costs Redis
+	// about half as much a key as a run per key, so a few calls carrying
+	// many keys each let more through than many calls of a few.
 	MaxCalls int
 	// MaxKeys is the most keys in one call; <= 0 is 64.
 	MaxKeys int
@@ -142,7 +147,7 @@ func (c Config) normal(kind string) (Config, error) {
 		c.MaxBatch = 512
 	}
 	if c.MaxCalls <= 0 {
-		c.MaxCalls = 4
+		c.MaxCalls = min(4, poolSize(c.Client))
 	}
 	if c.MaxKeys <= 0 {
 		c.MaxKeys = 64

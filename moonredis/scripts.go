@@ -1,6 +1,10 @@
 package moonredis
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // The scripts. Each takes one batch of requests for one key and answers
 // each in order, so a batch of N costs one round trip and one run, and
@@ -40,6 +44,10 @@ import "github.com/redis/go-redis/v9"
 const prologue = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+`
+
+// start begins one key's answer.
+const start = `
 local res, out = '', nil
 `
 
@@ -76,27 +84,46 @@ if out then res = table.concat(out, ';') end
 // the future by moving tat, so later callers, here or in another process,
 // queue behind it.
 //
+// It answers in a table of numbers, res, three per request, which Redis
+// sends as integers: writing a number into a string costs Redis's Lua
+// about a microsecond, more than the rest of a request's work. For the
+// same reason the batch it keeps is not its answer but what the answer
+// follows from: tat before the batch and the TIME it ran at, as the
+// strings Redis gave them. A batch sent again is answered again from
+// those, and writes nothing.
+//
 // A write needs the key kept past tat, and ARGV[5] past now for its kept
-// answer. It reads the key's expiry (PTTL, which only reads) and sets it
+// batch. It reads the key's expiry (PTTL, which only reads) and sets it
 // only when it falls short of that, and then a grid's cell further, the
 // cell G being ARGV[5] or a second, whichever is more: so a busy key's
 // expiry is set about once in G rather than on every write (PEXPIRE is a
 // sixth of a short run), and never made shorter by this script, whatever
 // expiry another process (with another Timeout) or an older script set (an
 // older script sets it on every write, and may shorten it, never below
-// tat). An idle key is gone about 2G after its state and kept answers
+// tat). An idle key is gone about 2G after its state and kept batches
 // stop mattering, G the largest of its writers'.
 const bucketBody = `
 local got = redis.call('HMGET', KEYS[1], 't', ARGV[1])
-` + kept + `
 local T = tonumber(ARGV[3])
 local tau = T * tonumber(ARGV[4])
-local tat = tonumber(got[1] or '0')
-if tat < now then tat = now end
+local at, was, again = now, got[1], false
+local kept = got[2]
+if kept and ARGV[1] ~= '' then
+  local m = #ARGV[2]
+  if string.byte(kept, m + 1) == 124 and string.find(kept, ARGV[2], 1, true) == 1 then
+    local w, s, u = string.match(kept, '^([^|]*)|(%d+)|(%d+)$', m + 2)
+    if s then
+      again, at = true, tonumber(s) * 1000000 + tonumber(u)
+      if w == '' then was = nil else was = w end
+    end
+  end
+end
+local tat = tonumber(was or '0')
+if tat < at then tat = at end
 local moved = false
 for i = 6, #ARGV, 3 do
   local n, most = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
-  local wait = tat + n * T - tau - now
+  local wait = tat + n * T - tau - at
   if wait < 0 then wait = 0 end
   local ok = 0
   if ARGV[i + 2] ~= '1' and wait <= most then
@@ -104,13 +131,13 @@ for i = 6, #ARGV, 3 do
     moved = true
     ok = 1
   end
-  local left = (now + tau - tat) / T
+  local left = (at + tau - tat) / T
   if left < 0 then left = 0 end
-` + emit + `end
-` + answer + `
-if moved then
+  res[r + 1], res[r + 2], res[r + 3], r = ok, math.ceil(wait), math.floor(left * 1000), r + 3
+end
+if moved and not again then
   tat = math.ceil(tat)
-  redis.call('HSET', KEYS[1], 't', string.format('%.0f', tat), ARGV[1], ARGV[2] .. '|' .. res)
+  redis.call('HSET', KEYS[1], 't', string.format('%.0f', tat), ARGV[1], ARGV[2] .. '|' .. (got[1] or '') .. '|' .. t[1] .. '|' .. t[2])
   local keep = tonumber(ARGV[5]) * 1000
   local need = math.max(tat, now + keep) + 1000
   if not got[1] or now + redis.call('PTTL', KEYS[1]) * 1000 < need then
@@ -118,8 +145,18 @@ if moved then
     redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', (math.floor(need / G) + 2) * G / 1000))
   end
 end
+`
+
+// inNumbers begins, and numbersEnd ends, a script that answers in a
+// table of numbers.
+const (
+	inNumbers = `
+local res, r = {}, 0
+`
+	numbersEnd = `
 return res
 `
+)
 
 // windowBody is the exact sliding window: the key is a sorted set of the
 // events counted, scored by their instant, each counted for W from it. A
@@ -226,8 +263,69 @@ end
 return res
 `
 
-var (
-	bucketScript  = redis.NewScript(prologue + bucketBody)
-	windowScript  = redis.NewScript(prologue + windowBody)
-	counterScript = redis.NewScript(prologue + counterBody)
+// Each script has a form for several keys in one run, which answers
+// the batches of many keys for the cost of one: a run, not a key, is
+// most of what a script costs Redis. It runs the body once per key
+// (KEYS[k]), on the requests that follow that key's count in ARGV,
+// after the five arguments every key shares, and joins the keys'
+// answers with slashes. Every key of a run shares its batch's name, so
+// a run sent again is answered again from each key's kept answer. In a
+// cluster, every key of one run must be in one hash slot.
+const (
+	perKey = `
+local function run(key, first, last)
+`
+	everyKey = `
+end
+local all, pos = {}, 6
+for k = 1, #KEYS do
+  local c = tonumber(ARGV[pos])
+  all[k] = run(KEYS[k], pos + 1, pos + 3 * c)
+  pos = pos + 1 + 3 * c
+end
+return table.concat(all, '/')
+`
 )
+
+// several is body as the function run of the form for several keys.
+func several(body string) string {
+	return prologue + perKey + start + perKeyBody(body) + everyKey
+}
+
+// perKeyBody is body on the key and requests run is given.
+func perKeyBody(body string) string {
+	return strings.NewReplacer("KEYS[1]", "key", "6, #ARGV, 3", "first, last, 3", "i == 6", "i == first").Replace(body)
+}
+
+// severalNumbers is the form for several keys of a body that answers in
+// numbers: one table of them, every key's in turn.
+const severalNumbers = `
+end
+local pos = 6
+for k = 1, #KEYS do
+  local c = tonumber(ARGV[pos])
+  run(KEYS[k], pos + 1, pos + 3 * c)
+  pos = pos + 1 + 3 * c
+end
+`
+
+var (
+	bucketScript  = redis.NewScript(prologue + inNumbers + bucketBody + numbersEnd)
+	windowScript  = redis.NewScript(prologue + start + windowBody)
+	counterScript = redis.NewScript(prologue + start + counterBody)
+
+	bucketKeys  = redis.NewScript(prologue + inNumbers + perKey + perKeyBody(bucketBody) + severalNumbers + numbersEnd)
+	windowKeys  = redis.NewScript(several(windowBody))
+	counterKeys = redis.NewScript(several(counterBody))
+)
+
+// keysOf is the form for several keys of a script.
+func keysOf(s *redis.Script) *redis.Script {
+	switch s {
+	case windowScript:
+		return windowKeys
+	case counterScript:
+		return counterKeys
+	}
+	return bucketKeys
+}
