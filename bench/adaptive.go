@@ -20,10 +20,9 @@ import (
 // within it.
 //
 // Sides:
-//   - client.AdaptiveGate at its defaults. On the virtual clock requests
-//     enter with TryEnter, since the simulation's loop is the clock and
-//     cannot wait; on the real clock with Enter, so they may wait in its
-//     line. A request that times out still Leaves: it reached the backend.
+//   - client.AdaptiveGate at its defaults, entered with Enter, so a
+//     request may wait in its line. A request that times out still
+//     Leaves: it reached the backend.
 //   - failsafe-go's adaptivelimiter at its defaults, with its prioritizer
 //     where there are classes. It runs on the real clock only: it reads
 //     the machine's clock itself, so it cannot run on virtual time. A

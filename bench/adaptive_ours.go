@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -53,16 +55,26 @@ func (w *watchedClock) AfterFunc(d time.Duration, f func()) engine.Timer {
 }
 
 // oursSimLimiter is an AdaptiveGate on an engine of its own, on a virtual
-// clock the simulation moves. Requests enter with TryEnter: the
-// simulation's loop is the clock, and must not wait.
+// clock the simulation moves. A request enters with TryEnter while there
+// is room, and otherwise with Enter on a goroutine of its own, which
+// waits in the gate's line. Its context ends when the simulation says its
+// deadline has passed.
 type oursSimLimiter struct {
-	clock  *watchedClock
-	eng    *client.Engine
-	g      *client.AdaptiveGate
-	cls    classCtx
-	passes []client.Pass
-	free   []int
-	lim    float64
+	clock   *watchedClock
+	eng     *client.Engine
+	g       *client.AdaptiveGate
+	cls     classCtx
+	passes  map[int]client.Pass
+	waiters map[int]*simCtx // in line, or answered and not yet settled
+	answers chan simAnswer
+	lim     float64
+}
+
+// simAnswer is what Enter said to a request that went in line.
+type simAnswer struct {
+	ticket int
+	pass   client.Pass
+	err    error
 }
 
 // oursSim builds our side for one virtual-clock run of s.
@@ -74,9 +86,13 @@ func oursSim(s *adaptiveScenario) (simLimiter, func(), error) {
 		_ = eng.Shutdown(context.Background())
 		return nil, nil, err
 	}
-	o := &oursSimLimiter{clock: c, eng: eng, g: g, cls: classesOf(s)}
+	o := &oursSimLimiter{clock: c, eng: eng, g: g, cls: classesOf(s),
+		passes: map[int]client.Pass{}, waiters: map[int]*simCtx{}, answers: make(chan simAnswer, 1024)}
 	o.lim = float64(g.Stats().Limit)
 	stop := func() {
+		for _, w := range o.waiters {
+			w.end()
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := g.Close(ctx); err != nil {
@@ -91,24 +107,75 @@ func oursSim(s *adaptiveScenario) (simLimiter, func(), error) {
 
 func (o *oursSimLimiter) origin() int64 { return o.clock.Now() }
 
-func (o *oursSimLimiter) enter(_ int64, critical bool) (int, bool) {
-	p, ok := o.g.TryEnter(o.cls.of(critical))
-	if !ok {
-		return 0, false
+func (o *oursSimLimiter) enter(_ int64, ticket int, critical bool, deadline int64) entry {
+	ctx := o.cls.of(critical)
+	if p, ok := o.g.TryEnter(ctx); ok {
+		o.passes[ticket] = p
+		return entered
 	}
-	if n := len(o.free); n > 0 {
-		i := o.free[n-1]
-		o.free = o.free[:n-1]
-		o.passes[i] = p
-		return i, true
-	}
-	o.passes = append(o.passes, p)
-	return len(o.passes) - 1, true
+	w := &simCtx{Context: ctx, clock: o.clock, deadline: deadline, done: make(chan struct{})}
+	o.waiters[ticket] = w
+	go func() {
+		p, err := o.g.Enter(w)
+		o.answers <- simAnswer{ticket: ticket, pass: p, err: err}
+	}()
+	return waiting
 }
 
 func (o *oursSimLimiter) leave(ticket int, _ int64) {
-	o.passes[ticket].Leave()
-	o.free = append(o.free, ticket)
+	p := o.passes[ticket]
+	p.Leave()
+	delete(o.passes, ticket)
+}
+
+func (o *oursSimLimiter) expire(ticket int) {
+	if w := o.waiters[ticket]; w != nil {
+		w.end()
+	}
+}
+
+// settle takes in the answers of requests that left the line, until every
+// request still unanswered is in it: then the gate has nothing under way
+// that the simulation has not seen. Stats is a round trip to the gate's
+// actor, so what it counts as queued is after every message sent before.
+func (o *oursSimLimiter) settle() ([]answer, error) {
+	var out []answer
+	give := time.Now().Add(10 * time.Second)
+	for {
+		for more := true; more; {
+			select {
+			case a := <-o.answers:
+				out = append(out, o.answered(a))
+			default:
+				more = false
+			}
+		}
+		if len(o.waiters) == 0 || o.g.Stats().Queued == len(o.waiters) {
+			break
+		}
+		if time.Now().After(give) {
+			return out, fmt.Errorf("moonpool: %d requests neither in line nor answered after 10s", len(o.waiters))
+		}
+		runtime.Gosched()
+	}
+	slices.SortFunc(out, func(a, b answer) int { return a.ticket - b.ticket })
+	return out, nil
+}
+
+// answered is the simulation's answer for what Enter said.
+func (o *oursSimLimiter) answered(a simAnswer) answer {
+	delete(o.waiters, a.ticket)
+	var we *client.WaitError
+	switch {
+	case a.err == nil:
+		o.passes[a.ticket] = a.pass
+		return answer{ticket: a.ticket, entered: true}
+	case errors.Is(a.err, context.DeadlineExceeded):
+		return answer{ticket: a.ticket, timedOut: true}
+	case errors.Is(a.err, client.ErrShed), errors.As(a.err, &we):
+		return answer{ticket: a.ticket}
+	}
+	return answer{ticket: a.ticket, err: a.err}
 }
 
 func (o *oursSimLimiter) limit() float64 { return o.lim }
@@ -116,13 +183,43 @@ func (o *oursSimLimiter) limit() float64 { return o.lim }
 // tick moves the clock to now. When that fired one of the engine's
 // timers, Stats (a round trip to the gate's actor, behind what the timer
 // sent it) waits until the actor has taken it in, and reads the limit.
-func (o *oursSimLimiter) tick(now int64) bool {
+func (o *oursSimLimiter) tick(now int64) {
 	o.clock.AdvanceTo(now)
-	if !o.clock.fired.Swap(false) {
-		return false
+	if o.clock.fired.Swap(false) {
+		o.lim = float64(o.g.Stats().Limit)
 	}
-	o.lim = float64(o.g.Stats().Limit)
-	return true
+}
+
+// simCtx is a request's context on the virtual clock: its deadline is on
+// the simulation's clock, and it ends when the simulation ends it.
+type simCtx struct {
+	context.Context // the request's priority
+	clock           *watchedClock
+	deadline        int64
+	done            chan struct{}
+	ended           atomic.Bool
+}
+
+// Deadline is as far away on the machine's clock as the request's
+// deadline is on the virtual one.
+func (c *simCtx) Deadline() (time.Time, bool) {
+	return time.Now().Add(time.Duration(c.deadline - c.clock.Now())), true
+}
+
+func (c *simCtx) Done() <-chan struct{} { return c.done }
+
+func (c *simCtx) Err() error {
+	if c.ended.Load() {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// end ends the context, once.
+func (c *simCtx) end() {
+	if c.ended.CompareAndSwap(false, true) {
+		close(c.done)
+	}
 }
 
 // ---- on the real clock ----

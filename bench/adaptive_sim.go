@@ -296,33 +296,66 @@ func (rc *recorder) done() {
 
 // ---- the virtual clock ----
 
-// simLimiter is a side's limit as the discrete-event simulation uses it:
-// enter answers at once; leave gives the room back, with the request's
-// latency (done) or as given up at its deadline.
+// simLimiter is a side's limit as the discrete-event simulation uses it.
+// Each request is known by its ticket, its index among the arrivals.
 type simLimiter interface {
-	enter(now int64, critical bool) (ticket int, ok bool)
+	// enter lets the request in at once, refuses it, or puts it in line,
+	// to be answered by settle later.
+	enter(now int64, ticket int, critical bool, deadline int64) entry
+	// leave gives a request's room back: it was answered, or its caller
+	// gave up at its deadline.
 	leave(ticket int, now int64)
+	// expire ends the wait of a request in line whose deadline passed.
+	expire(ticket int)
+	// settle waits until every request in line has been answered or is
+	// still waiting, and returns the answers since the last call, in
+	// ticket order.
+	settle() ([]answer, error)
 	limit() float64
-	// tick runs what is due on the side's clock by now; it answers
-	// whether the limit may have moved.
-	tick(now int64) bool
+	// tick runs what is due on the side's clock by now.
+	tick(now int64)
 }
 
-// release is a request let in, due to end.
-type release struct {
+// entry is what enter did with a request.
+type entry int
+
+const (
+	entered entry = iota
+	refused
+	waiting
+)
+
+// answer is a wait that ended: let in, given up at the deadline, or
+// refused.
+type answer struct {
+	ticket   int
+	entered  bool
+	timedOut bool
+	err      error // an answer no side should give
+}
+
+// event is a request let in, due to end, or a request in line, due to
+// give up.
+type event struct {
 	at     int64
+	seq    int // events at the same instant run in the order they were made
 	ticket int
-	a      arrival
+	expire bool
 	inTime bool
 }
 
-type releases []release
+type events []event
 
-func (h releases) Len() int           { return len(h) }
-func (h releases) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h releases) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *releases) Push(x any)        { *h = append(*h, x.(release)) }
-func (h *releases) Pop() any {
+func (h events) Len() int { return len(h) }
+func (h events) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h events) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *events) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *events) Pop() any {
 	old := *h
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
@@ -331,11 +364,19 @@ func (h *releases) Pop() any {
 
 // simulate runs the requests through lim and a fresh backend, every
 // instant an offset from origin on the side's clock, and records what
-// happened into run. Nothing runs concurrently: the clock is the loop.
+// happened into run. The loop is the clock: it moves only when the side
+// has settled what the last step started.
 func simulate(s *adaptiveScenario, reqs []arrival, lim simLimiter, origin int64, run *adaptiveRun, every time.Duration) {
 	be := newKnee(s.mostWorkers())
 	rc := newRecorder(run, time.Second)
-	var due releases
+	var due events
+	seq := 0
+	push := func(e event) {
+		e.seq = seq
+		seq++
+		heap.Push(&due, e)
+	}
+	inLine := map[int]bool{}
 	nextLook := time.Duration(0)
 	look := func(t time.Duration) {
 		for nextLook <= t {
@@ -343,39 +384,85 @@ func simulate(s *adaptiveScenario, reqs []arrival, lim simLimiter, origin int64,
 			nextLook += every
 		}
 	}
-	end := func(r release) {
-		t := time.Duration(r.at - origin)
-		lim.tick(r.at)
-		look(t)
-		lim.leave(r.ticket, r.at)
-		rc.answer(r.a, r.a.at, t, r.inTime)
+	fail := func(err error) {
+		run.errs++
+		if run.firstErr == nil {
+			run.firstErr = err
+		}
 	}
-	for _, a := range reqs {
+	// admit hands request i to the backend at now.
+	admit := func(i int, now int64) {
+		a := reqs[i]
+		done := be.admit(now, s.workersAt(time.Duration(now-origin)), a.service)
+		deadline := origin + int64(a.at+adaptiveDeadline)
+		e := event{at: done, ticket: i, inTime: done <= deadline}
+		if !e.inTime {
+			// The caller gives up at its deadline; the backend works on.
+			e.at = deadline
+		}
+		push(e)
+	}
+	settle := func(now int64) {
+		answers, err := lim.settle()
+		if err != nil {
+			fail(err)
+		}
+		for _, ans := range answers {
+			delete(inLine, ans.ticket)
+			a := reqs[ans.ticket]
+			switch {
+			case ans.err != nil:
+				fail(ans.err)
+				rc.refuse(a)
+			case ans.entered:
+				admit(ans.ticket, now)
+			case ans.timedOut:
+				rc.answer(a, a.at, time.Duration(now-origin), false)
+			default:
+				rc.refuse(a)
+			}
+		}
+	}
+	step := func(now int64) {
+		lim.tick(now)
+		settle(now)
+		look(time.Duration(now - origin))
+	}
+	run1 := func(e event) {
+		step(e.at)
+		if e.expire {
+			if inLine[e.ticket] {
+				lim.expire(e.ticket)
+				settle(e.at)
+			}
+			return
+		}
+		lim.leave(e.ticket, e.at)
+		a := reqs[e.ticket]
+		rc.answer(a, a.at, time.Duration(e.at-origin), e.inTime)
+		settle(e.at)
+	}
+	for i, a := range reqs {
 		now := origin + int64(a.at)
 		for len(due) > 0 && due[0].at <= now {
-			end(heap.Pop(&due).(release))
+			run1(heap.Pop(&due).(event))
 		}
-		lim.tick(now)
-		look(a.at)
-		ticket, ok := lim.enter(now, a.critical)
-		if !ok {
+		step(now)
+		switch lim.enter(now, i, a.critical, now+int64(adaptiveDeadline)) {
+		case entered:
+			admit(i, now)
+		case refused:
 			rc.refuse(a)
-			continue
+		case waiting:
+			inLine[i] = true
+			push(event{at: now + int64(adaptiveDeadline), ticket: i, expire: true})
+			settle(now)
 		}
-		done := be.admit(now, s.workersAt(a.at), a.service)
-		deadline := now + int64(adaptiveDeadline)
-		r := release{at: done, ticket: ticket, a: a, inTime: done <= deadline}
-		if !r.inTime {
-			// The caller gives up at its deadline; the backend works on.
-			r.at = deadline
-		}
-		heap.Push(&due, r)
 	}
 	for len(due) > 0 {
-		end(heap.Pop(&due).(release))
+		run1(heap.Pop(&due).(event))
 	}
-	lim.tick(origin + int64(s.length))
-	look(s.length)
+	step(origin + int64(s.length))
 	rc.done()
 }
 
@@ -385,16 +472,18 @@ type fixedSim struct {
 	room, in int
 }
 
-func (f *fixedSim) enter(int64, bool) (int, bool) {
+func (f *fixedSim) enter(int64, int, bool, int64) entry {
 	if f.in >= f.room {
-		return 0, false
+		return refused
 	}
 	f.in++
-	return 0, true
+	return entered
 }
-func (f *fixedSim) leave(int, int64) { f.in-- }
-func (f *fixedSim) limit() float64   { return float64(f.room) }
-func (f *fixedSim) tick(int64) bool  { return false }
+func (f *fixedSim) leave(int, int64)          { f.in-- }
+func (f *fixedSim) expire(int)                {}
+func (f *fixedSim) settle() ([]answer, error) { return nil, nil }
+func (f *fixedSim) limit() float64            { return float64(f.room) }
+func (f *fixedSim) tick(int64)                {}
 
 // unlimited is the side without a limit.
 func unlimited() *fixedSim { return &fixedSim{room: math.MaxInt} }

@@ -145,11 +145,19 @@ func TestArrivalsFollowPhases(t *testing.T) {
 }
 
 // TestAdaptiveVirtualRepeats checks that our side on the virtual clock
-// runs the same way every time: the gate's actor has taken in each timer's
-// message before the simulation moves on, so its limit at every instant
-// is a function of the arrivals alone.
+// runs the same way every time: before the simulation moves on, the
+// gate's actor has taken in each timer's message, and every request in
+// its line has been answered or is still waiting. So what happens at
+// every instant is a function of the arrivals alone.
 func TestAdaptiveVirtualRepeats(t *testing.T) {
-	s := adaptiveScenarios(0, 0.5)[1] // the capacity falling from 12 to 4
+	all := adaptiveScenarios(0, 0.5)
+	for _, s := range []adaptiveScenario{all[1], all[3]} { // the capacity falling, and two classes
+		t.Run(s.name, func(t *testing.T) { repeats(t, s) })
+	}
+}
+
+// repeats runs our side through s three times and compares the runs.
+func repeats(t *testing.T, s adaptiveScenario) {
 	var first *adaptiveRun
 	for i := range 3 {
 		lim, stop, err := oursSim(&s)
@@ -159,8 +167,8 @@ func TestAdaptiveVirtualRepeats(t *testing.T) {
 		r := &adaptiveRun{scenario: &s}
 		simulate(&s, s.arrivals(adaptiveSeed), lim, lim.(interface{ origin() int64 }).origin(), r, 100*time.Millisecond)
 		stop()
-		if r.good == 0 || len(r.limits) == 0 {
-			t.Fatalf("run %d answered %d in time with %d limit samples", i, r.good, len(r.limits))
+		if r.good == 0 || len(r.limits) == 0 || r.errs > 0 {
+			t.Fatalf("run %d answered %d in time with %d limit samples, %d failures (%v)", i, r.good, len(r.limits), r.errs, r.firstErr)
 		}
 		if first == nil {
 			first = r
@@ -170,6 +178,67 @@ func TestAdaptiveVirtualRepeats(t *testing.T) {
 			t.Errorf("run %d: %d in time, %d refused, %d late; run 0: %d, %d, %d (limits equal: %v)",
 				i, r.good, r.refused, r.late, first.good, first.refused, first.late, slices.Equal(r.limits, first.limits))
 		}
+	}
+}
+
+// lineSim is a room of one with a line: a request without room waits,
+// and a request leaving hands its room to the first in line.
+type lineSim struct {
+	in      bool
+	line    []int
+	answers []answer
+}
+
+func (l *lineSim) enter(_ int64, ticket int, _ bool, _ int64) entry {
+	if !l.in {
+		l.in = true
+		return entered
+	}
+	l.line = append(l.line, ticket)
+	return waiting
+}
+
+func (l *lineSim) leave(int, int64) {
+	l.in = false
+	if len(l.line) > 0 {
+		l.in = true
+		l.answers = append(l.answers, answer{ticket: l.line[0], entered: true})
+		l.line = l.line[1:]
+	}
+}
+
+func (l *lineSim) expire(ticket int) {
+	if i := slices.Index(l.line, ticket); i >= 0 {
+		l.line = slices.Delete(l.line, i, i+1)
+		l.answers = append(l.answers, answer{ticket: ticket, timedOut: true})
+	}
+}
+
+func (l *lineSim) settle() ([]answer, error) {
+	out := l.answers
+	l.answers = nil
+	return out, nil
+}
+
+func (l *lineSim) limit() float64 { return 1 }
+func (l *lineSim) tick(int64)     {}
+
+// TestSimulationLine checks the simulation of a side with a line: four
+// requests at once on one worker of 40 ms, with room for one. The first
+// is answered at 40 ms. The second waits for it and is answered at 80 ms.
+// The third gets in at 80 ms, too late: its caller gives up at 100 ms. The
+// fourth gives up in line at 100 ms.
+func TestSimulationLine(t *testing.T) {
+	s := adaptiveScenario{name: "line", length: time.Second, phases: []phase{{workers: 1, service: 40 * time.Millisecond}}}
+	reqs := make([]arrival, 4)
+	for i := range reqs {
+		reqs[i] = arrival{service: 40 * time.Millisecond}
+	}
+	r := &adaptiveRun{scenario: &s}
+	simulate(&s, reqs, &lineSim{}, 0, r, time.Second)
+	want := []float64{40e6, 80e6, 100e6, 100e6}
+	if r.good != 2 || r.late != 2 || r.refused != 0 || !slices.Equal(r.lat, want) {
+		t.Errorf("%d in time, %d late, %d refused, latencies %v; want 2, 2, 0 and %v", r.good, r.late, r.refused, r.lat, want)
 	}
 }
 
