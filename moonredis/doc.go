@@ -32,7 +32,8 @@
 //
 // While Redis answers, a limiter never lets through more than its limit
 // across all processes sharing it: every decision is one script run on the
-// key's state in Redis. A batch that go-redis sends again after a network
+// key's state in Redis. Leased credit (Config.Lease) is taken from that
+// state too, ahead of time; see Leases for the bound it keeps. A batch that go-redis sends again after a network
 // error is known by its name and counted once (a bucket keeps, per key, the
 // last batch of each limiter and its answer; a window finds the batch's
 // events by name), since a key is kept at least twice Config.Timeout, past
@@ -75,6 +76,55 @@
 // Redis is out, until the remembered wait has passed. Requests of less
 // than one, Wait, Delay and Tokens always ask Redis. At most 65,536 keys
 // are remembered at once.
+//
+// # Leases
+//
+// With Config.Lease set, a Bucket leases the tokens of a key this process
+// asks often (above Config.LeaseAbove requests a second): one script run
+// takes about a Lease of the process's demand from the key's state in
+// Redis, and the process lets requests through from it with an atomic
+// draw, without a call. A quiet key goes to Redis one request at a time,
+// exact to the request. The rules:
+//   - A lease is taken on the same GCRA state the requests sent one by
+//     one use, so leases and requests together never take more than the
+//     limit from Redis.
+//   - A lease lasts Config.Lease from the last call that took or renewed
+//     it. Nothing is drawn from it after its end. What is left goes back
+//     to Redis then, and at Close: Redis moves the key's state back by
+//     those tokens, never past full.
+//   - A lease is about a Lease of the key's demand here, at most growth
+//     (8) times the requests seen since the last grant, and at most the
+//     process's share of the burst: the burst over the processes that
+//     took a lease of the key within the last Lease. A grant is what the
+//     key holds, up to that.
+//   - A lease is renewed when a quarter of it is left, so steady demand
+//     never waits on a round trip. An Allow or Try that finds it dry
+//     while a call is in flight waits for that call, then draws; if
+//     the call brings nothing, it goes to Redis alone.
+//   - When Redis grants less than asked, the process calls again only
+//     once the key holds the grant times the lessees, or half its share
+//     if more. Until then a dry lease refuses with that wait, and the
+//     tokens stay in Redis for whoever asks first. So at the limit the
+//     processes share it about evenly, each with a call per share.
+//   - Wait takes from a lease that holds enough, and asks Redis
+//     otherwise. Delay and Tokens always ask Redis, and count leased
+//     tokens as taken.
+//   - A failed lease call grants nothing. The key goes one request at a
+//     time, answered by the FailMode when Redis fails, for a Timeout.
+//     No lease call goes while the breaker is tripped.
+//
+// What leases cost in exactness: Redis counts a leased token when the
+// lease is taken, and the process lets it through within the lease. So
+// over any span the fleet lets through at most what the limit gives over
+// the span, plus the leases held when it began: at most a burst each, and
+// about a burst between them once each process has renewed. Over a long
+// run the fleet lets through no more than the limit. Tokens a process
+// holds and does not spend are lost to the others until its lease ends,
+// at most one lease per process per key for at most a Lease; then they go
+// back. A process killed holding a lease loses that lease: its tokens
+// come back only as the key refills. A lease call that go-redis sends
+// again is known by its name and counted once, as a batch is; so is a
+// give-back.
 //
 // # When Redis fails
 //

@@ -103,9 +103,10 @@ const (
 	creditGen  = 1 << creditBits
 )
 
-// growth is how many times its last target a lease's next may be: demand
+// growth is how many times the requests seen a lease may be: demand
 // measured over a short span is noisy, and a lease too large is held from
-// the other processes until it ends.
+// the other processes until it ends. It is also how fast a lease grows
+// with demand from one call to the next.
 const growth = 8
 
 func newLeases(eng *engine.Engine, cfg Config, perToken, burst float64, tripped func() bool) *leases {
@@ -162,46 +163,58 @@ func (ls *leases) take(key string, n uint64) (client.Decision, bool) {
 	}
 	e.seen.Store(now)
 	if over := e.over.Load(); now < over {
+		e.hits.Add(1) // demand all the same
 		ls.refused.Add(1)
 		return client.Decision{Wait: time.Duration(over - now)}, true
 	}
-	if !e.busy.Load() {
+	if e.busy.Load() {
+		e.hits.Add(1) // demand the next lease should cover
+	} else {
 		if e.hit(now, ls.period) <= ls.above && now-e.landed.Load() >= ls.period {
 			return client.Decision{}, false // a quiet key
 		}
 		ls.renew(e, now)
 	}
-	// A call is in flight: wait for it, then draw once more.
-	if done := e.done.Load(); done != nil && e.busy.Load() {
-		<-*done
-		return ls.again(e, n)
-	}
-	e.hits.Add(1)
-	return client.Decision{}, false
+	return ls.await(e, n)
 }
 
-// again is take's last try, once the call the caller waited for has
-// landed: a draw, else the refusal the call left, else Redis alone.
-func (ls *leases) again(e *keyLease, n uint64) (client.Decision, bool) {
-	now := ls.eng.Now()
-	for {
-		w := e.w.Load()
-		left := w & creditMask
-		if left < n || now >= e.end.Load() {
+// awaits is how many lease calls in a row a caller that finds the credit
+// dry waits for before it goes to Redis alone: each call lands a grant
+// that others may drain first, or a refusal.
+const awaits = 3
+
+// await is take for a caller that found e's credit dry: while a call is
+// in flight it waits for it and draws again, and it answers with the
+// refusal a call left. Otherwise the request goes to Redis alone.
+func (ls *leases) await(e *keyLease, n uint64) (client.Decision, bool) {
+	for range awaits {
+		done := e.done.Load()
+		if done == nil || !e.busy.Load() {
 			break
 		}
-		if e.w.CompareAndSwap(w, w-n) {
-			if n != 1 {
-				ls.extra.Add(int64(n - 1))
+		<-*done
+		now := ls.eng.Now()
+		for {
+			w := e.w.Load()
+			left := w & creditMask
+			if left < n || now >= e.end.Load() {
+				break
 			}
-			return client.Decision{OK: true, Left: int(left - n)}, true
+			if e.w.CompareAndSwap(w, w-n) {
+				if n != 1 {
+					ls.extra.Add(int64(n - 1))
+				}
+				if int64(left-n) <= e.low.Load() && !e.busy.Load() {
+					ls.renew(e, now)
+				}
+				return client.Decision{OK: true, Left: int(left - n)}, true
+			}
+		}
+		if over := e.over.Load(); now < over {
+			ls.refused.Add(1)
+			return client.Decision{Wait: time.Duration(over - now)}, true
 		}
 	}
-	if over := e.over.Load(); now < over {
-		ls.refused.Add(1)
-		return client.Decision{Wait: time.Duration(over - now)}, true
-	}
-	e.hits.Add(1)
 	return client.Decision{}, false
 }
 
@@ -252,17 +265,19 @@ func (ls *leases) renew(e *keyLease, now int64) {
 		return
 	}
 	held := int64(e.w.Load() & creditMask)
-	// Demand: tokens drawn and requests sent one by one since the last
-	// grant landed (or since the window began, before the first), over
-	// at least an eighth of a period.
+	// Demand: tokens drawn, and requests that found the credit dry or were
+	// refused, since
+	// the last grant landed (or since the window began, before the
+	// first), over at least a growth-th of a period. So a lease is at most
+	// growth times what was asked meanwhile.
 	since := e.landed.Load()
 	drawn := e.base - held - e.back + e.hits.Load()
 	if since == 0 {
 		since, drawn = e.from.Load(), e.hits.Load()
 	}
-	span := max(now-since, ls.period/8, 1)
+	span := max(now-since, ls.period/growth, 1)
 	target := int64(math.Ceil(float64(max(drawn, 1)) * float64(ls.period) / float64(span)))
-	target = min(target, max(growth*e.ask, growth), ls.most)
+	target = min(target, ls.most)
 	if target <= held {
 		// What is held covers a period of demand: renew at a lower mark.
 		e.low.Store(target / 4)

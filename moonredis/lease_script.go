@@ -34,10 +34,13 @@ import (
 //     holds after the give-back, and the share less what the lessee
 //     holds. It may be 0, and then nothing moves but the give-back.
 //   - When the grant falls short of the ask, wait is how long until the
-//     bucket holds half of what the lessee may take (the ask or
-//     its share, whichever is less; at least one token), and the lessee
-//     calls again no sooner. Those tokens stay in Redis for anyone
-//     meanwhile.
+//     bucket holds the grant times the lessees, or half of what the
+//     lessee may take (the ask or its share, whichever is less), if
+//     more; at least one token, at most the burst. The lessee calls
+//     again no sooner. Those tokens stay in Redis for anyone meanwhile.
+//     So each lessee calls about when the others have earned as much as
+//     it took, and one that took little calls again sooner: at the
+//     limit, they share it about evenly.
 //   - A lessee that gives back and asks for nothing leaves the list.
 //
 // The answer is grant,wait,lessees in whole numbers. Like a bucket's
@@ -81,8 +84,8 @@ if ask > 0 then
   if grant < 0 then grant = 0 end
   tat = tat + grant * T
   if grant < ask then
-    local chunk = math.max(math.floor(math.min(ask, share) / 2), 1)
-    wait = tat + chunk * T - tau - now
+    local need = math.min(math.max(n * grant, math.floor(math.min(ask, share) / 2), 1), burst)
+    wait = tat + need * T - tau - now
     if wait < 0 then wait = 0 end
   end
 end

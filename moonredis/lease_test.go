@@ -208,9 +208,9 @@ func TestLeaseGivesBack(t *testing.T) {
 }
 
 // TestLeaseDemandMoves: one bucket asks twice the limit for a second and
-// stops; another starts then. Within two lease periods the second is let
-// through 90% of the limit: the first's lease ends and goes back, and the
-// second's grows to the key's demand.
+// stops; another starts then. From two lease periods on, the second is
+// let through at least 90% of the limit: the first's lease ends and goes
+// back, and the second's grows to the key's demand.
 func TestLeaseDemandMoves(t *testing.T) {
 	f := newFake(t)
 	const rate = 1000
@@ -230,7 +230,7 @@ func TestLeaseDemandMoves(t *testing.T) {
 		return per
 	}
 	run(a, 1000)
-	per := run(b, 200)
+	per := run(b, 700)
 	p := int(leasePeriod / time.Millisecond)
 	sum := func(s []int) (n int) {
 		for _, v := range s {
@@ -241,11 +241,11 @@ func TestLeaseDemandMoves(t *testing.T) {
 	for i := 0; i+p <= len(per); i += p {
 		t.Logf("period %d after the move: %d let through", i/p+1, sum(per[i:i+p]))
 	}
-	if got, want := sum(per[p:2*p]), rate*p/1000*9/10; got < want {
-		t.Errorf("the second period after the move let through %d, want at least 90%% of the limit: %d", got, want)
-	}
-	if got, want := sum(per[2*p:]), rate*len(per[2*p:])/1000*9/10; got < want {
-		t.Errorf("after two periods the new process let through %d, want at least %d", got, want)
+	// At the limit a lease comes in grants of half a share (50 here), so
+	// one period may hold one grant or two: the rate is measured over
+	// twelve, where a grant more or less is less than a tenth.
+	if got, want := sum(per[2*p:14*p]), rate*12*p/1000*9/10; got < want {
+		t.Errorf("from two periods after the move, the new process let through %d in twelve, want at least 90%% of the limit: %d", got, want)
 	}
 }
 
