@@ -107,6 +107,7 @@ func redisSuite(eng *engine.Engine, cfg config) ([]row, func(), error) {
 			},
 		})
 	}
+	rows = append(rows, leaseRows(eng, cfg, srv.Addr(), &built)...)
 	return rows, stop, nil
 }
 
@@ -228,5 +229,6 @@ func redisTargets(results []result) []check {
 	cs = append(cs, check{group: "Redis", target: "Redis: Allow at most 1.0× redis_rate at 1 caller, every call to Redis", measured: s, met: worst <= 1, known: ok})
 	s, worst, ok = vsAt(hot, "redis_rate", func(c int) bool { return c == 64 || c == 512 }, ns)
 	cs = append(cs, check{group: "Redis", target: "Redis: Allow at most 0.5× redis_rate at 64 and 512 callers on one hot key", measured: s, met: worst <= 0.5, known: ok})
+	cs = append(cs, leaseTargets(results)...)
 	return cs
 }
