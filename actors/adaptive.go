@@ -344,15 +344,29 @@ func (a *adaptiveActor) withdraw(m *AdaptiveEnter) {
 }
 
 // serve lets waiters in while there is room, highest class first, and
-// cuts the line to its length, lowest class and latest comers first.
+// cuts the line to its length, lowest class and latest comers first. A
+// waiter whose deadline is less than a latency away when its turn comes
+// is refused with ErrDeadline instead: it could not finish in time.
 func (a *adaptiveActor) serve() {
 	limit := a.ctl.Limit()
+	var now int64
+	rtt := int64(a.ctl.Latency())
+	if a.waiting > 0 && rtt > 0 {
+		now = a.alarm.clock.Now()
+	}
 	for c := AdaptiveClasses - 1; c >= 0 && a.held < limit; c-- {
 		for len(a.line[c]) > 0 && a.held < limit {
 			m := a.line[c][0]
 			a.line[c][0] = nil
 			a.line[c] = a.line[c][1:]
 			a.waiting--
+			if rtt > 0 && m.Deadline != 0 && m.Deadline-now < rtt {
+				// Its turn came too late to finish: the room goes to
+				// the next, who may.
+				a.counts[c].Deadline++
+				m.Slot.Put(Permit{Err: ErrDeadline, After: time.Duration(rtt), Held: a.held})
+				continue
+			}
 			a.held++
 			m.Slot.Put(Permit{OK: true, Held: a.held})
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/internal/vclock"
 	"github.com/moonpool-go/moonpool/policy"
 )
 
@@ -76,6 +77,7 @@ func TestAdaptiveLimitFallsCutsTheLine(t *testing.T) {
 		room:  &AdaptiveRoom{},
 		every: 25 * time.Millisecond,
 	}
+	a.alarm.clock = vclock.NewVirtual()
 	// Eight inside, through the actor, and a window at 10 ms.
 	for range 8 {
 		m := &AdaptiveEnter{Now: 0, Class: 1, Wait: true, Slot: new(engine.Reply[Permit])}

@@ -496,7 +496,9 @@ type (
 	// expected wait, when it could not get in and finish by Deadline (0:
 	// none), and with ErrTooManyWaiting when the line is full of callers
 	// of its class or higher. A parked caller may be evicted by a higher
-	// class (ErrTooManyWaiting), or as the limit falls (ErrOverLimit).
+	// class (ErrTooManyWaiting), or as the limit falls (ErrOverLimit), and
+	// is refused with ErrDeadline if its turn comes less than a latency
+	// before its Deadline.
 	AdaptiveEnter struct {
 		Now      int64
 		Class    int
@@ -532,7 +534,7 @@ type AdaptiveClass struct {
 	Entered   int64 // let in
 	Shed      int64 // refused for want of room: TryEnter, or evicted as the limit fell
 	QueueFull int64 // refused with the line full, or evicted by a higher class
-	Deadline  int64 // refused at once: the expected wait would pass the deadline
+	Deadline  int64 // refused: the expected wait would pass the deadline, or its turn came too late to finish
 	Cancelled int64 // withdrawn while waiting: the caller's ctx ended
 }
 

@@ -158,7 +158,9 @@ func (p *Pass) Drop() {
 //
 //   - at once with a *WaitError (ErrExceedsDeadline) when ctx's deadline
 //     comes before the expected wait and one latency more: the wait is one
-//     latency for each limit's worth of callers ahead;
+//     latency for each limit's worth of callers ahead. So is a waiter
+//     whose turn comes less than a latency before its deadline: it could
+//     not finish, and the room goes to the next;
 //   - with ErrTooManyWaiting when the line is full of callers of its
 //     priority or higher, at once or when a higher one takes its place;
 //   - with ErrOverLimit when the limit falls and the line is cut, lowest

@@ -240,7 +240,29 @@ func TestAdaptiveGateDeadline(t *testing.T) {
 		t.Fatalf("waiter with time enough: %v", e.err)
 	}
 	e.pass.Leave()
+	// A waiter whose turn comes less than a latency before its deadline
+	// is refused then, and the room goes to the next.
+	near, cancel := context.WithTimeout(bg, 10*time.Second)
+	defer cancel()
+	a, _ = g.Enter(bg)
+	ch = enterAsync(g, near)
+	queued(t, g, 1)
+	next := enterAsync(g, bg)
+	queued(t, g, 2)
+	clock.Advance(10*time.Second - 10*time.Millisecond)
+	a.Leave()
+	if e := outcome(t, ch, "waiter too close to its deadline"); !errors.As(e.err, &we) {
+		t.Fatalf("waiter whose turn came 10ms before its deadline: %v, want a *WaitError", e.err)
+	}
+	e = outcome(t, next, "waiter behind it")
+	if e.err != nil {
+		t.Fatalf("waiter behind: %v", e.err)
+	}
+	e.pass.Leave()
 	b.Leave()
+	if s := g.Stats(); s.Classes[1].Deadline != 2 || s.InFlight != 0 {
+		t.Fatalf("stats %+v, want two refused for their deadlines and none inside", s)
+	}
 }
 
 // TestAdaptiveGateCancel: a caller whose ctx ends in line leaves it with

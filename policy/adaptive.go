@@ -50,14 +50,16 @@ const (
 	// adaptiveGrow is the share the limit grows by in a window, at least
 	// one call.
 	adaptiveGrow = 0.1
-	// adaptiveKnee is what is left of the limit when throughput stopped
-	// following in-flight.
+	// adaptiveKnee is what is left of the limit after the least fall.
 	adaptiveKnee = 0.9
 	// adaptiveFall is the most the limit falls in one window: by half.
 	adaptiveFall = 0.5
 	// adaptiveMoved is the least change of in-flight, as a ratio, that
 	// says anything about how latency and throughput follow it.
 	adaptiveMoved = 1.1
+	// adaptiveApart is how far apart in-flight must be in two windows
+	// for their latencies to say whether latency grows with in-flight.
+	adaptiveApart = 1.2
 	// adaptiveStep is the least change of in-flight, as a share, against
 	// which to judge how throughput follows it.
 	adaptiveStep = 0.05
@@ -81,31 +83,36 @@ const (
 // and a throughput X = I/r. The baseline B is the lowest latency seen. In
 // each window:
 //
-//   - The limit falls when r passes B by a quarter: to limit × 1.25·B/r.
-//     That is the share of the limit that was queue.
-//   - The limit falls by a tenth when in-flight moved by more than 5 %
-//     since the last window and throughput did not follow: up by less
-//     than a third as much, or down by less than two thirds as much. Past
-//     the dependency's knee, more calls at once bring no more throughput.
-//   - It falls at most by half a window, and only while it is in use: a
-//     caller found no room, or in-flight was half the limit or more.
+//   - The limit falls when r passes B by a quarter: to limit × 1.25·B/r,
+//     the share of the limit that was not queue.
+//   - Until the baseline has been seen to be no queue, it also falls when
+//     in-flight moved by more than 5 % since the last window and
+//     throughput did not follow: up by less than a third as much, or down
+//     by less than two thirds as much. Past the dependency's knee, more
+//     calls at once bring no more throughput. A baseline is seen to be no
+//     queue when in-flight moves by a tenth and throughput follows, at
+//     that latency: below the knee. From then on the limit holds at the
+//     knee rather than fall below it.
+//   - A fall is at least a tenth, so it moves in-flight enough to learn
+//     from, and at most a half. The limit falls only while it is in use:
+//     a caller found no room, or in-flight was half the limit or more.
 //   - The limit grows by a tenth (at least one) when a caller found no
-//     room, r is within a tenth of B, and throughput rose at least as much
-//     as latency. So an unused limit does not grow, nor does one at the
-//     knee.
+//     room, r is within a tenth of B, throughput followed in-flight, and
+//     throughput rose at least as much as latency. So an unused limit
+//     does not grow, nor does one at the knee.
 //   - A latency within Healthy never makes the limit fall.
 //
-// Drift. The last eight windows are remembered. When two of them have
-// in-flight a tenth or more apart, and latency grew less than half as
-// much as in-flight between them, the latency does not come from a queue:
-// a queue grows with the calls in it. The baseline then becomes the
-// lower of their latencies, and the next window that shows no queue by
-// it puts the limit back to what it was in the window with more in
-// flight. So a dependency that slows down for ten minutes moves the
-// baseline with it, and costs the limit at most a short dip, not a
-// ratchet down to Min. The baseline falls at once when the dependency
-// recovers. The evidence needs in-flight to move: with the limit in use
-// it does, by the limit's own steps.
+// Drift. The last eight windows are remembered. Once the baseline has
+// been seen to be no queue, two windows with in-flight a fifth or more
+// apart, between which latency grew less than a third as much as
+// in-flight, show that the latency does not come from a queue: a queue
+// grows with the calls in it. The baseline then becomes the lower of
+// their latencies, and the next window that shows no queue by it puts the
+// limit back to what it was in the window with more in flight. So a
+// dependency that slows down for ten minutes moves the baseline with it,
+// at the price of a short dip each time its latency rises by a quarter,
+// not a ratchet down to Min. The baseline falls at once when the
+// dependency recovers.
 //
 // A pure latency rise never raises the limit: a window with the same
 // throughput as the last and a higher latency leaves it no higher.
@@ -138,6 +145,9 @@ type Adaptive struct {
 	history [adaptiveHistory]adaptiveWindow
 	last    int
 	restore float64 // the limit to go back to once no queue shows; 0 none
+	// sure is whether the baseline has been seen to be no queue: a window
+	// whose throughput followed in-flight at that latency.
+	sure bool
 }
 
 // NewAdaptive is a limit read from c as AdaptiveConfig says, whose first
@@ -263,12 +273,12 @@ func (a *Adaptive) decide(r, i float64, full bool) {
 
 	target := a.limit
 	switch {
-	case used && !healthy && (queued || saturated):
+	case used && !healthy && (queued || saturated && !a.sure):
+		// At least a tenth: a fall too small to move in-flight would
+		// teach nothing about where the latency comes from.
+		target = a.limit * adaptiveKnee
 		if queued {
-			target = a.limit * base * adaptiveQueued / r
-		}
-		if saturated {
-			target = math.Min(target, a.limit*adaptiveKnee)
+			target = math.Min(target, a.limit*base*adaptiveQueued/r)
 		}
 		target = math.Max(target, a.limit*adaptiveFall)
 		a.restore = 0
@@ -290,6 +300,14 @@ func (a *Adaptive) decide(r, i float64, full bool) {
 // learn updates the baseline from a window with latency r and in-flight i
 // under limit, for the windows after it.
 func (a *Adaptive) learn(r, i, limit float64) {
+	if a.inflight > 0 && r <= a.base*adaptiveClear {
+		// Throughput followed in-flight at the baseline's latency: below
+		// the knee, so the baseline is no queue.
+		di, dx := i/a.inflight-1, (i/r)/a.put-1
+		if math.Abs(di) > adaptiveMoved-1 && dx/di >= 2.0/3 {
+			a.sure = true
+		}
+	}
 	switch {
 	case r < a.base:
 		a.base = r
@@ -300,18 +318,18 @@ func (a *Adaptive) learn(r, i, limit float64) {
 	// less than half as much, shows the latency does not come from a
 	// queue: the dependency's own latency is the lower one. The limit of
 	// the window with more in flight did no harm, and comes back.
-	if r > a.base*adaptiveClear {
+	if a.sure && r > a.base*adaptiveClear {
 		now := adaptiveWindow{i, r, limit}
 		for _, h := range a.history {
 			lo, hi := h, now
 			if lo.inflight > hi.inflight {
 				lo, hi = hi, lo
 			}
-			if lo.inflight <= 0 || hi.inflight < lo.inflight*adaptiveMoved {
+			if lo.inflight <= 0 || hi.inflight < lo.inflight*adaptiveApart {
 				continue
 			}
-			if grew := hi.rtt/lo.rtt - 1; grew > -adaptiveStep && grew < (hi.inflight/lo.inflight-1)/2 {
-				a.base = math.Min(h.rtt, r)
+			if grew := hi.rtt/lo.rtt - 1; grew > -adaptiveStep && grew < (hi.inflight/lo.inflight-1)/3 {
+				a.base, a.sure = math.Min(h.rtt, r), true
 				a.restore = math.Max(a.restore, hi.limit)
 			}
 		}

@@ -62,25 +62,35 @@ func TestAdaptiveSteps(t *testing.T) {
 			{at: 200, n: 400, rtt: 20 * time.Millisecond, full: true, limit: 22, moved: true},
 			// Twice the latency, the same throughput: a queue, but healthy.
 			{at: 300, n: 200, rtt: 20 * time.Millisecond, full: true, limit: 22},
-			// Past Healthy, a queue makes it fall. 20 ms at 40 and at 80
-			// in flight made 20 ms the baseline: 22 × 25/30.
-			{at: 400, n: 200, rtt: 30 * time.Millisecond, full: true, limit: 18, moved: true, base: 20 * time.Millisecond},
+			// Past Healthy, a queue makes it fall: 22 × 12.5/30, at most
+			// by half.
+			{at: 400, n: 200, rtt: 30 * time.Millisecond, full: true, limit: 11, moved: true, base: 10 * time.Millisecond},
 		}},
 		{"throughput that does not follow in-flight is a queue", AdaptiveConfig{}, []step{
 			{at: 100, n: 200, rtt: 10 * time.Millisecond, limit: 20},
 			// In flight 20 → 22, throughput the same: a tenth off.
 			{at: 200, n: 200, rtt: 11 * time.Millisecond, full: true, limit: 18, moved: true},
 		}},
+		{"a baseline seen to be no queue holds at the knee", AdaptiveConfig{}, []step{
+			{at: 100, n: 200, rtt: 10 * time.Millisecond, limit: 20},
+			{at: 200, n: 240, rtt: 10 * time.Millisecond, full: true, limit: 22, moved: true},
+			// A tenth more in flight, no more throughput: the knee. Below
+			// a queue's latency the limit neither falls nor grows.
+			{at: 300, n: 240, rtt: 11 * time.Millisecond, full: true, limit: 22},
+		}},
 		{"the dependency's own latency is learnt", AdaptiveConfig{}, []step{
 			{at: 100, n: 200, rtt: 10 * time.Millisecond, limit: 20},
-			// Twice the latency at the same throughput: in flight 40.
-			{at: 200, n: 200, rtt: 20 * time.Millisecond, full: true, limit: 12, moved: true, base: 10 * time.Millisecond},
-			// The limit fell to 12; in flight fell to 24, and latency
-			// stayed: it is not a queue. A dip for one more window while
-			// the baseline is learnt, then the limit goes back to 20.
-			{at: 300, n: 120, rtt: 20 * time.Millisecond, full: true, limit: 7, moved: true, base: 20 * time.Millisecond},
-			{at: 400, n: 120, rtt: 20 * time.Millisecond, full: true, limit: 20, moved: true},
-			{at: 500, n: 200, rtt: 20 * time.Millisecond, full: true, limit: 22, moved: true},
+			// A fifth more in flight, a fifth more throughput: the
+			// baseline is no queue.
+			{at: 200, n: 240, rtt: 10 * time.Millisecond, full: true, limit: 22, moved: true},
+			// Twice the latency at the same throughput: in flight 48.
+			{at: 300, n: 240, rtt: 20 * time.Millisecond, full: true, limit: 13, moved: true, base: 10 * time.Millisecond},
+			// In flight fell to 28.8, and latency stayed: it is not a
+			// queue. A dip for one more window while the baseline is
+			// learnt, then the limit goes back to 22.
+			{at: 400, n: 144, rtt: 20 * time.Millisecond, full: true, limit: 8, moved: true, base: 20 * time.Millisecond},
+			{at: 500, n: 144, rtt: 20 * time.Millisecond, full: true, limit: 22, moved: true},
+			{at: 600, n: 240, rtt: 20 * time.Millisecond, full: true, limit: 24, moved: true},
 		}},
 		{"a queue that drains is no evidence", AdaptiveConfig{}, []step{
 			{at: 100, n: 200, rtt: 10 * time.Millisecond, limit: 20},
