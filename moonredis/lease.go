@@ -52,6 +52,7 @@ type leases struct {
 	keys    sync.Map     // string to *keyLease
 	count   atomic.Int64 // leases in keys
 	sweepAt atomic.Int64 // sweep keys when count passes it
+	floor   int64        // the least sweepAt: keys a bucket keeps without a sweep
 
 	// mu orders each calls.Add before close's calls.Wait, or keeps it from
 	// happening.
@@ -120,7 +121,8 @@ func newLeases(eng *engine.Engine, cfg Config, perToken, burst float64, tripped 
 	}
 	ls.perToken, ls.burst = perToken, burst
 	ls.keep, ls.span = 2*cfg.Timeout.Milliseconds(), cfg.Lease.Microseconds()
-	ls.sweepAt.Store(1024)
+	ls.floor = 1024
+	ls.sweepAt.Store(ls.floor)
 	return ls
 }
 
@@ -428,7 +430,7 @@ func (ls *leases) sweep() {
 		e.mu.Unlock()
 		return true
 	})
-	ls.sweepAt.Store(max(2*ls.count.Load(), 1024))
+	ls.sweepAt.Store(max(2*ls.count.Load(), ls.floor))
 }
 
 // close waits for the calls in flight, then takes back every lease's

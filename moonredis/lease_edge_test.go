@@ -1,0 +1,184 @@
+package moonredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/engine"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestLeaseRefusalSteps walks a hot key of a bucket of 1,000 a second,
+// bursts of 10, through fixed instants. Its fifth request takes a lease of
+// what is left; once that is spent, Redis's wait is remembered: Trys are
+// refused with the rest of it and no call goes until it has passed.
+func TestLeaseRefusalSteps(t *testing.T) {
+	f := newFake(t)
+	b := leased(t, f, f.cfg(), 1000, 10)
+	calls := func() int64 { return b.Stats().Calls }
+	steps := []struct {
+		at    time.Duration // since the start
+		n     int           // Trys at that instant
+		ok    int           // of them let through
+		wait  time.Duration // the last one's Wait, when refused
+		calls int64         // calls to Redis so far
+	}{
+		{0, 4, 4, 0, 4},                    // one by one: a quiet key so far
+		{0, 1, 1, 0, 5},                    // the fifth takes a lease: the 6 left
+		{0, 6, 5, 6 * time.Millisecond, 5}, // 5 drawn, then the wait Redis gave
+		{5 * time.Millisecond, 3, 0, time.Millisecond, 5},
+		{6 * time.Millisecond, 1, 1, 0, 6}, // the wait has passed: a lease of the 6 earned
+		{6 * time.Millisecond, 5, 5, 0, 6}, // drawn
+		{6 * time.Millisecond, 1, 0, 6 * time.Millisecond, 6},
+	}
+	start := f.clock.Now()
+	for i, s := range steps {
+		f.advance(time.Duration(start + int64(s.at) - f.clock.Now()))
+		ok := 0
+		var last client.Decision
+		for range s.n {
+			last = b.Try("k")
+			if last.OK {
+				ok++
+			}
+			settled(t, b)
+		}
+		if ok != s.ok || (!last.OK && last.Wait != s.wait) || calls() != s.calls {
+			t.Fatalf("step %d at %v: %d of %d let through, last %+v, %d calls; want %d, a wait of %v, %d calls (%+v)",
+				i, s.at, ok, s.n, last, calls(), s.ok, s.wait, s.calls, b.LeaseStats())
+		}
+	}
+}
+
+// TestLeaseFractionalAsksRedis: a request for a fraction of a token is not
+// drawn from a lease; it goes to Redis.
+func TestLeaseFractionalAsksRedis(t *testing.T) {
+	f := newFake(t)
+	b := leased(t, f, f.cfg(), 1000, 1000)
+	for range 10 {
+		b.Allow("k")
+		settled(t, b)
+	}
+	if b.LeaseStats().Held == 0 {
+		t.Fatalf("no lease after 10 requests: %+v", b.LeaseStats())
+	}
+	before := b.Stats().Calls
+	if !b.AllowN("k", 1.5) {
+		t.Fatal("AllowN(1.5) refused")
+	}
+	if got := b.Stats().Calls - before; got != 1 {
+		t.Errorf("AllowN(1.5) made %d calls, want 1: a fraction goes to Redis", got)
+	}
+}
+
+// TestLeaseCallFails: when lease calls fail, a hot key's requests go to
+// Redis one by one and are let through by it; the key tries a lease again
+// only a Timeout later.
+func TestLeaseCallFails(t *testing.T) {
+	f := newFake(t)
+	f.rdb.AddHook(hook{process: func(next redis.ProcessHook) redis.ProcessHook {
+		return func(ctx context.Context, cmd redis.Cmder) error {
+			if isLease(cmd) {
+				err := errors.New("lease call lost")
+				cmd.SetErr(err)
+				return err
+			}
+			return next(ctx, cmd)
+		}
+	}})
+	cfg := f.cfg()
+	cfg.Timeout = 100 * time.Millisecond
+	b := leased(t, f, cfg, 1000, 1000)
+	for range 50 { // 250 requests over 50 ms
+		for range 5 {
+			if !b.Allow("k") {
+				t.Fatal("Allow refused with Redis answering requests")
+			}
+			settled(t, b)
+		}
+		f.advance(time.Millisecond)
+	}
+	ls := b.LeaseStats()
+	if ls.Failures != 1 || ls.Calls != 1 || ls.Leases != 0 {
+		t.Errorf("%+v: want one lease call, failed, within the Timeout", ls)
+	}
+	if got := b.Stats(); got.Admitted != 250 || got.Fallbacks != 0 {
+		t.Errorf("Stats %+v: want 250 let through by Redis", got)
+	}
+	f.advance(cfg.Timeout)
+	for range 5 { // past LeaseAbove again
+		b.Allow("k")
+		settled(t, b)
+	}
+	if got := b.LeaseStats().Calls; got != 2 {
+		t.Errorf("%d lease calls a Timeout after the failure, want a second", got)
+	}
+}
+
+// TestLeaseSweep: a bucket asked once each for many keys keeps few of
+// them once they have been quiet for two lease periods.
+func TestLeaseSweep(t *testing.T) {
+	f := newFake(t)
+	b := leased(t, f, f.cfg(), 1000, 10)
+	b.ls.floor = 16 // rather than 1,024, so the test is short
+	b.ls.sweepAt.Store(b.ls.floor)
+	for round := range 5 {
+		for i := range 20 {
+			b.Allow(fmt.Sprint(round, ":", i))
+		}
+		f.advance(3 * leasePeriod)
+	}
+	if got, n := b.ls.count.Load(), 0; got > 40 {
+		b.ls.keys.Range(func(any, any) bool { n++; return true })
+		t.Errorf("%d keys kept (%d in the map) after 100 quiet ones, want those of the last round or two", got, n)
+	}
+}
+
+// TestLeaseInBubble: a leased bucket works inside a synctest bubble: its
+// lease ends on the bubble's clock and goes back, and Close ends its
+// calls. The miniredis runs outside the bubble.
+func TestLeaseInBubble(t *testing.T) {
+	mr := miniredis.RunT(t)
+	synctest.Test(t, func(t *testing.T) {
+		eng := engine.New()
+		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), PoolSize: 1})
+		defer rdb.Close()
+		b, err := NewBucket(eng, Config{Client: rdb, Timeout: time.Minute, Lease: leasePeriod}, 1.0/3600, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 10 {
+			if !b.Allow("k") {
+				t.Fatal("Allow refused")
+			}
+		}
+		if b.LeaseStats().Held == 0 {
+			t.Fatalf("no lease after 10 requests: %+v", b.LeaseStats())
+		}
+		time.Sleep(2 * leasePeriod) // the lease ends and goes back
+		for b.ls.flying.Load() != 0 {
+			time.Sleep(time.Millisecond)
+		}
+		ls := b.LeaseStats()
+		if ls.Held != 0 || ls.Returned == 0 || ls.Given != ls.Returned {
+			t.Errorf("after the lease's end: %+v, want all it held given back", ls)
+		}
+		if got := b.Tokens("k"); got != 90 {
+			t.Errorf("Redis holds %v, want the burst less the 10 let through", got)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := b.Close(ctx); err != nil {
+			t.Error(err)
+		}
+		if err := eng.Shutdown(ctx); err != nil {
+			t.Errorf("engine shutdown: %v", err)
+		}
+	})
+}
