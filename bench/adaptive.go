@@ -33,9 +33,12 @@ import (
 //     the virtual clock over the same arrivals (the oracle).
 //   - No limit.
 //
+// On the real clock each scenario runs a few rounds: counts and latencies
+// are over all of them.
+//
 // Converged after a step means: from the start of a tenth of the phase
 // on, every tenth answers in time at least 90 % as many requests as the
-// oracle answered in it.
+// oracle answered in it. Over rounds, it is the median round's.
 
 // Side names.
 const (
@@ -49,14 +52,15 @@ const (
 // scenarios last on each clock, as a multiple of their base length.
 type adaptiveConfig struct {
 	virtual, real float64
+	rounds        int           // of each real-clock scenario
 	slowdown      time.Duration // the slowdown's length (virtual clock)
 }
 
 var adaptiveConfigs = map[string]adaptiveConfig{
-	"smoke":   {virtual: 0.25, real: 0.05, slowdown: 20 * time.Second},
-	"quick":   {virtual: 1, real: 0.25, slowdown: 10 * time.Minute},
-	"default": {virtual: 4, real: 0.5, slowdown: 10 * time.Minute},
-	"full":    {virtual: 10, real: 1, slowdown: 10 * time.Minute},
+	"smoke":   {virtual: 0.25, real: 0.05, rounds: 2, slowdown: 20 * time.Second},
+	"quick":   {virtual: 1, real: 0.25, rounds: 1, slowdown: 10 * time.Minute},
+	"default": {virtual: 4, real: 0.5, rounds: 3, slowdown: 10 * time.Minute},
+	"full":    {virtual: 10, real: 1, rounds: 5, slowdown: 10 * time.Minute},
 }
 
 func adaptiveConfigOf(cfg config) adaptiveConfig {
@@ -87,7 +91,7 @@ func adaptiveFactsOf(r result) *adaptiveFacts { return adaptiveRows.of(r, "Adapt
 func adaptiveSuiteRows(eng *engine.Engine, cfg config) []row {
 	ac := adaptiveConfigOf(cfg)
 	vName := fmt.Sprintf("scenarios, virtual clock (%gx the base lengths)", ac.virtual)
-	rName := fmt.Sprintf("scenarios, real clock (%gx the base lengths)", ac.real)
+	rName := fmt.Sprintf("scenarios, real clock (%gx the base lengths, %d rounds)", ac.real, ac.rounds)
 	return []row{
 		{suite: "Adaptive", name: vName, scenario: func(say progress) (result, error) {
 			return result{}, adaptiveVirtualRow(vName, ac, say)
@@ -153,17 +157,23 @@ func adaptiveRealRow(eng *engine.Engine, name string, ac adaptiveConfig, say pro
 		// The oracle's room is searched on the virtual clock, over the
 		// same requests: the real clock has time for one run.
 		room, _ := oracle(&s, reqs)
-		say(fmt.Sprintf("Adaptive real-clock %s every-side-at-once", dashed(s.name)))
-		runs, err := realRun(sides, &s, reqs, room)
-		if err != nil {
-			return fmt.Errorf("real clock, %s: %w", s.name, err)
-		}
-		for _, r := range runs {
-			if r.side == adaptiveNone {
-				r.limits = nil
+		each := make([][]*adaptiveRun, len(sides))
+		for round := range max(ac.rounds, 1) {
+			say(fmt.Sprintf("Adaptive real-clock %s round %d every-side-at-once", dashed(s.name), round+1))
+			runs, err := realRun(sides, &s, reqs, room)
+			if err != nil {
+				return fmt.Errorf("real clock, %s: %w", s.name, err)
+			}
+			for i, r := range runs {
+				if r.side == adaptiveNone {
+					r.limits = nil
+				}
+				each[i] = append(each[i], r)
 			}
 		}
-		f.runs = append(f.runs, runs...)
+		for _, runs := range each {
+			f.runs = append(f.runs, merge(runs))
+		}
 	}
 	adaptiveRows.keep(name, f)
 	return nil
@@ -180,10 +190,27 @@ const convergenceBins = 10
 // same window, and keep doing so in every window to the phase's end: the
 // start of the first window from which it held, or the phase's length if
 // it did not hold in its last window. Each phase is cut into ten windows.
+//
+// Of a run of several rounds, it is each step's median over the rounds.
 func (r *adaptiveRun) convergence(or *adaptiveRun) []time.Duration {
 	s := r.scenario
 	if !s.steps || or == nil {
 		return nil
+	}
+	if len(r.rounds) > 0 && len(r.rounds) == len(or.rounds) {
+		var each [][]time.Duration
+		for k := range r.rounds {
+			each = append(each, r.rounds[k].convergence(or.rounds[k]))
+		}
+		out := make([]time.Duration, len(each[0]))
+		for i := range out {
+			var xs []float64
+			for _, c := range each {
+				xs = append(xs, float64(c[i]))
+			}
+			out[i] = time.Duration(median(xs))
+		}
+		return out
 	}
 	var out []time.Duration
 	for i := 1; i < len(s.phases); i++ {
@@ -229,8 +256,16 @@ func (r *adaptiveRun) drift() (before, after, moved float64, ok bool) {
 	return before, after, math.Abs(after-before) / before, true
 }
 
-// finalLimit is the median of the run's limit over its last tenth.
+// finalLimit is the median of the run's limit over its last tenth; of a
+// run of several rounds, the median over the rounds.
 func (r *adaptiveRun) finalLimit() float64 {
+	if len(r.rounds) > 0 {
+		var xs []float64
+		for _, x := range r.rounds {
+			xs = append(xs, x.finalLimit())
+		}
+		return median(xs)
+	}
 	var v []float64
 	for _, x := range r.limits {
 		if x.at >= r.scenario.length-r.scenario.length/10 {

@@ -207,6 +207,35 @@ type adaptiveRun struct {
 	p99s                          []sample // p99 per window of the requests answered in it
 	errs                          int64
 	firstErr                      error
+	// rounds, when the scenario ran more than once, are each round's run:
+	// the counts and latencies above are over all of them, the samples
+	// over time the first round's.
+	rounds []*adaptiveRun
+}
+
+// merge folds runs of one side through the same scenario into one.
+func merge(runs []*adaptiveRun) *adaptiveRun {
+	first := runs[0]
+	m := &adaptiveRun{side: first.side, ours: first.ours, clock: first.clock, scenario: first.scenario, fixed: first.fixed,
+		goodEnds: first.goodEnds, limits: first.limits, p99s: first.p99s, rounds: runs}
+	for _, r := range runs {
+		m.requests += r.requests
+		m.good += r.good
+		m.late += r.late
+		m.refused += r.refused
+		m.critical += r.critical
+		m.criticalGood += r.criticalGood
+		m.criticalRefused += r.criticalRefused
+		m.lat = append(m.lat, r.lat...)
+		m.criticalLat = append(m.criticalLat, r.criticalLat...)
+		m.errs += r.errs
+		if m.firstErr == nil {
+			m.firstErr = r.firstErr
+		}
+	}
+	slices.Sort(m.lat)
+	slices.Sort(m.criticalLat)
+	return m
 }
 
 // sample is a value at an offset into the scenario.
@@ -217,7 +246,7 @@ type sample struct {
 
 // goodput is the run's answers in time a second.
 func (r *adaptiveRun) goodput() float64 {
-	return float64(r.good) / r.scenario.length.Seconds()
+	return float64(r.good) / r.scenario.length.Seconds() / float64(max(len(r.rounds), 1))
 }
 
 // goodIn counts the answers in time from from to to.

@@ -147,8 +147,9 @@ func TestArrivalsFollowPhases(t *testing.T) {
 // TestAdaptiveVirtualRepeats checks that our side on the virtual clock
 // runs the same way every time: before the simulation moves on, the
 // gate's actor has taken in each timer's message, and every request in
-// its line has been answered or is still waiting. So what happens at
-// every instant is a function of the arrivals alone.
+// its line has been answered or is still waiting. At this load the gate
+// times every call (it times only some past a few hundred a window), so
+// what happens at every instant is a function of the arrivals alone.
 func TestAdaptiveVirtualRepeats(t *testing.T) {
 	all := adaptiveScenarios(0, 0.5)
 	for _, s := range []adaptiveScenario{all[1], all[3]} { // the capacity falling, and two classes
@@ -239,6 +240,38 @@ func TestSimulationLine(t *testing.T) {
 	want := []float64{40e6, 80e6, 100e6, 100e6}
 	if r.good != 2 || r.late != 2 || r.refused != 0 || !slices.Equal(r.lat, want) {
 		t.Errorf("%d in time, %d late, %d refused, latencies %v; want 2, 2, 0 and %v", r.good, r.late, r.refused, r.lat, want)
+	}
+}
+
+// TestMergeRounds checks that rounds of a scenario add up: counts and
+// latencies over all of them, goodput a second of all of them, and the
+// time to converge the median round's.
+func TestMergeRounds(t *testing.T) {
+	s := &adaptiveScenario{name: "step", steps: true, length: 2 * time.Second, phases: []phase{{}, {at: time.Second}}}
+	ends := func(from time.Duration) []time.Duration {
+		var out []time.Duration
+		for at := from; at < 2*time.Second; at += time.Millisecond {
+			out = append(out, at)
+		}
+		return out
+	}
+	or, ours := []*adaptiveRun{}, []*adaptiveRun{}
+	for k, from := range []time.Duration{1100, 1500, 1300} {
+		o := &adaptiveRun{scenario: s, goodEnds: ends(time.Second)}
+		o.good = len(o.goodEnds)
+		r := &adaptiveRun{scenario: s, goodEnds: ends(from * time.Millisecond), requests: 1000, refused: k, lat: []float64{float64(k)}}
+		r.good = len(r.goodEnds)
+		or, ours = append(or, o), append(ours, r)
+	}
+	m, mo := merge(ours), merge(or)
+	if m.requests != 3000 || m.refused != 3 || m.good != 900+500+700 || !slices.Equal(m.lat, []float64{0, 1, 2}) {
+		t.Errorf("merged: %d requests, %d refused, %d in time, latencies %v", m.requests, m.refused, m.good, m.lat)
+	}
+	if g := m.goodput(); g != 2100.0/6 {
+		t.Errorf("goodput %.1f/s, want %.1f/s over three rounds of 2 s", g, 2100.0/6)
+	}
+	if c := m.convergence(mo); len(c) != 1 || c[0] != 300*time.Millisecond {
+		t.Errorf("converged after %v, want the median round's 300ms", c)
 	}
 }
 

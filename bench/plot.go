@@ -161,7 +161,7 @@ func adaptivePlot(f *adaptiveFacts) string {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", left,
-		html.EscapeString(fmt.Sprintf("Adaptive, %s clock: the limit and the p99 latency over time", f.clock)))
+		html.EscapeString(adaptivePlotTitle(f)))
 	b.WriteString(legend.String())
 	for ri, name := range names {
 		y0 := top + ri*(panelH+rowGap)
@@ -232,6 +232,15 @@ func adaptivePlot(f *adaptiveFacts) string {
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
+}
+
+// adaptivePlotTitle says what the plot shows, and of which round.
+func adaptivePlotTitle(f *adaptiveFacts) string {
+	t := fmt.Sprintf("Adaptive, %s clock: the limit and the p99 latency over time", f.clock)
+	if len(f.runs) > 0 && len(f.runs[0].rounds) > 1 {
+		t += fmt.Sprintf(" (the first of %d rounds)", len(f.runs[0].rounds))
+	}
+	return t
 }
 
 // linearAxis maps values from lo to hi (rounded out to a nice step) onto
