@@ -23,7 +23,7 @@
 //	go run ./bench -only Redis      # a real redis-server: about a minute
 //	go run ./bench -only Fleet      # fleets of replicas through an outage: about a minute
 //	go run ./bench -only Retry      # retry budgets and hedging: about twenty seconds
-//	go run ./bench -only Adaptive   # adaptive limits through load and capacity changes: about a minute
+//	go run ./bench -only Adaptive   # adaptive limits through load and capacity changes: about a minute and a half
 //
 // The Postgres suite is not in the default run: it takes longer than all
 // the others together, and needs PostgreSQL's server binaries (initdb,
