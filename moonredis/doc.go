@@ -12,13 +12,17 @@
 // order they came; so a hot key costs one round trip per batch, not per
 // request, and Stats says how many calls each admitted request cost. While
 // Config.MaxCalls calls are in flight, the batches of other keys wait too,
-// and go in one pipeline, one script run per key, in one round trip. The
-// actor never waits on Redis: a call that carries one Allow, Try, Delay or
-// Tokens alone is made by that caller on its own goroutine when the client
-// ends calls at their ctx's deadline (a *redis.Client or *redis.Ring with
-// ContextTimeoutEnabled; set it, it saves two goroutine switches a call,
-// about 7 µs of a 60 µs round trip on the loopback), and every other call
-// on a goroutine of its own, which a timer on the engine's clock answers
+// and go together in the next call, in one round trip. Through a
+// *redis.Client that call is one script run for all their keys; through a
+// *redis.ClusterClient, one run per hash slot; through other clients, one
+// run per key. A run of many keys costs Redis about half as much a key as
+// a run of one. The actor never waits on Redis: a call that carries an
+// Allow, Try, Delay or Tokens is made by one of those callers on its own
+// goroutine when the client ends calls at their ctx's deadline (a
+// *redis.Client or *redis.Ring with ContextTimeoutEnabled; set it, it
+// saves two goroutine switches a call, about 7 µs of a 60 µs round trip on
+// the loopback), and every other call (of Waits alone) on a goroutine of
+// its own, which a timer on the engine's clock answers
 // by the FailMode once Config.Timeout has passed, whatever the client does
 // with a ctx's deadline. A caller making its own call is answered when the
 // client gives up, at the call's deadline, Config.Timeout on the real
