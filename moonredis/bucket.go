@@ -86,7 +86,8 @@ func NewBucket(eng *client.Engine, cfg Config, rate, burst float64) (*Bucket, er
 // no. Once Redis has refused key, it says no at once, without a call,
 // until the wait Redis gave has passed (see the package documentation).
 // A leased key answers from its lease without a call while the lease
-// holds tokens.
+// holds tokens. When the lease is dry while a lease call is in flight,
+// Allow waits for that call, at most Config.Timeout from its start.
 func (b *Bucket) Allow(key string) bool { return b.TryN(key, 1).OK }
 
 // AllowN is Allow for n tokens. An n <= 0 asks for nothing and gets it
@@ -220,6 +221,9 @@ func (b *Bucket) LeaseStats() LeaseStats {
 // within ctx; a give-back that fails or is cut short loses those tokens to
 // the fleet until Redis refills them (fewer let through, never more).
 func (b *Bucket) Close(ctx context.Context) error {
+	if b.ls != nil {
+		b.ls.shut.Store(true)
+	}
 	err := b.l.close(ctx, b.fb.orNil())
 	if b.ls != nil {
 		if err2 := b.ls.close(ctx); err == nil {

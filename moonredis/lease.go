@@ -58,6 +58,7 @@ type leases struct {
 	// happening.
 	mu     sync.Mutex
 	closed bool
+	shut   atomic.Bool // Close has begun: a caller that waited for a call draws nothing
 	calls  sync.WaitGroup
 	flying atomic.Int64 // calls in flight: a test hook
 
@@ -74,9 +75,9 @@ type keyLease struct {
 	end  atomic.Int64 // no draw at or after it, on the engine's clock
 	low  atomic.Int64 // a draw leaving this many tokens or fewer starts the renewal
 	busy atomic.Bool  // a call for the key is in flight
-	// done is closed when the call in flight lands: callers that found
-	// the credit dry wait for it.
-	done atomic.Pointer[chan struct{}]
+	// sig is the call in flight's: callers that found the credit dry
+	// wait for it.
+	sig atomic.Pointer[callSig]
 
 	over   atomic.Int64 // a dry credit refuses until then, and no call goes before it
 	next   atomic.Int64 // no call before it: a failed call backs off
@@ -94,6 +95,14 @@ type keyLease struct {
 	owed  int64 // tokens taken back, to give back with the next call
 	armed bool  // the end timer is set and has not fired
 	timer engine.Timer
+}
+
+// callSig tells the callers waiting for a lease call that it has landed
+// (done), or that it has taken Config.Timeout on the engine's clock
+// (late): they stop waiting then, and go to Redis alone.
+type callSig struct {
+	done, late chan struct{}
+	timer      engine.Timer
 }
 
 // The fields of lease.w: tokens in the low 40 bits (at most about 1.1e12,
@@ -186,15 +195,23 @@ func (ls *leases) take(key string, n uint64) (client.Decision, bool) {
 const awaits = 3
 
 // await is take for a caller that found e's credit dry: while a call is
-// in flight it waits for it and draws again, and it answers with the
-// refusal a call left. Otherwise the request goes to Redis alone.
+// in flight it waits for it, at most Config.Timeout on the engine's clock
+// from the call's start, and draws again, and it answers with the refusal
+// a call left. Otherwise the request goes to Redis alone.
 func (ls *leases) await(e *keyLease, n uint64) (client.Decision, bool) {
 	for range awaits {
-		done := e.done.Load()
-		if done == nil || !e.busy.Load() {
+		sig := e.sig.Load()
+		if sig == nil || !e.busy.Load() {
 			break
 		}
-		<-*done
+		select {
+		case <-sig.done:
+		case <-sig.late:
+			return client.Decision{}, false
+		}
+		if ls.shut.Load() {
+			return client.Decision{Wait: client.Never, Closed: true}, true
+		}
 		now := ls.eng.Now()
 		for {
 			w := e.w.Load()
@@ -305,8 +322,9 @@ func (ls *leases) launch(e *keyLease, ask, held, now int64) bool {
 	ls.mu.Unlock()
 	give := e.owed
 	e.owed = 0
-	done := make(chan struct{})
-	e.done.Store(&done)
+	sig := &callSig{done: make(chan struct{}), late: make(chan struct{})}
+	sig.timer = ls.eng.Clock().AfterFunc(ls.timeout, func() { close(sig.late) })
+	e.sig.Store(sig)
 	ls.flying.Add(1)
 	ls.sent.Add(1)
 	go ls.call(e, ask, held, give, now)
@@ -335,8 +353,9 @@ func (ls *leases) land(e *keyLease, g grant, err error, ask, give, sent int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	defer ls.flying.Add(-1)
-	done := e.done.Load()
-	defer close(*done) // after busy is cleared and the grant is in
+	sig := e.sig.Load()
+	sig.timer.Stop()
+	defer close(sig.done) // after busy is cleared and the grant is in
 	now := ls.eng.Now()
 	if err != nil {
 		ls.failures.Add(1)
@@ -437,6 +456,7 @@ func (ls *leases) sweep() {
 // credit and gives it back to Redis in one pipeline, all within ctx. No
 // call starts after it begins.
 func (ls *leases) close(ctx context.Context) error {
+	ls.shut.Store(true)
 	ls.mu.Lock()
 	if ls.closed {
 		ls.mu.Unlock()

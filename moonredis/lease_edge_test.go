@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -181,4 +182,46 @@ func TestLeaseInBubble(t *testing.T) {
 			t.Errorf("engine shutdown: %v", err)
 		}
 	})
+}
+
+// TestLeaseLateCall: a caller waiting for a lease call that hangs (in a
+// client that does not end calls at their ctx's deadline) stops waiting
+// once Config.Timeout has passed on the engine's clock, and goes to Redis
+// alone.
+func TestLeaseLateCall(t *testing.T) {
+	f := newFake(t)
+	release, entered := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.rdb.AddHook(hook{process: func(next redis.ProcessHook) redis.ProcessHook {
+		return func(ctx context.Context, cmd redis.Cmder) error {
+			if isLease(cmd) {
+				once.Do(func() { close(entered) })
+				<-release // deaf to ctx
+			}
+			return next(ctx, cmd)
+		}
+	}})
+	cfg := f.cfg()
+	cfg.Timeout = 100 * time.Millisecond
+	b := leased(t, f, cfg, 1000, 1000)
+	defer settled(t, b)
+	defer close(release)
+	for range 4 {
+		b.Allow("k") // quiet so far
+	}
+	got := make(chan bool, 1)
+	go func() { got <- b.Allow("k") }() // takes a lease, and waits for it
+	within(t, entered, "the lease call")
+	select {
+	case <-got:
+		t.Fatal("the caller did not wait for the lease call")
+	default:
+	}
+	f.advance(cfg.Timeout)
+	if !recv(t, got, "the caller waiting for a lease call past its Timeout") {
+		t.Error("Allow refused: Redis alone should let it through")
+	}
+	if n := b.Stats().Calls - b.LeaseStats().Calls; n != 5 {
+		t.Errorf("%d calls one by one, want 5: the four quiet ones and the one that waited", n)
+	}
 }
