@@ -106,7 +106,7 @@ func clampClass(class int) int { return min(max(class, 0), AdaptiveClasses-1) }
 
 // SpawnAdaptive starts an adaptive gate's actor on e under name (a fresh
 // name when empty): a gate whose room follows a policy.Adaptive read from
-// cfg, with a line of at most queue waiting callers (0: as many as the
+// cfg, with a line of at most queue waiting callers (0: four times the
 // limit, following it; below 0: none). It returns the AdaptiveRoom callers
 // go through first.
 //
@@ -299,13 +299,18 @@ func (a *adaptiveActor) expected(c int) (time.Duration, bool) {
 	return time.Duration(min(float64(rtt)*float64(ahead)/float64(limit), float64(policy.Never))), true
 }
 
+// adaptiveLine is how many limits' worth of callers the line holds when
+// its length follows the limit: about four latencies of waiting, which a
+// caller with a deadline is refused at once rather than sit through.
+const adaptiveLine = 4
+
 // length is how many may wait in line now.
 func (a *adaptiveActor) length() int {
 	switch {
 	case a.queue < 0:
 		return 0
 	case a.queue == 0:
-		return a.ctl.Limit()
+		return adaptiveLine * a.ctl.Limit()
 	}
 	return a.queue
 }

@@ -21,7 +21,7 @@ var ErrOverLimit = actors.ErrOverLimit
 
 // AdaptiveConfig sets an AdaptiveGate's numbers. The zero AdaptiveConfig
 // is the defaults: room from 1 to 1,000, starting at 20, updated every
-// 100 ms, and a line as long as the limit.
+// 100 ms, and a line four times as long as the limit.
 type AdaptiveConfig struct {
 	// Min is the least room. Zero or less is 1.
 	Min int
@@ -33,8 +33,8 @@ type AdaptiveConfig struct {
 	// Healthy is a latency that never counts as congestion: while calls
 	// finish within it on average, the limit never falls. Zero is none.
 	Healthy time.Duration
-	// Queue is the most callers waiting in line. Zero is as many as the
-	// limit, about one latency of waiting; it follows the limit. Below
+	// Queue is the most callers waiting in line. Zero is four times the
+	// limit, about four latencies of waiting; it follows the limit. Below
 	// zero is no line: a caller without room is refused at once, with
 	// ErrTooManyWaiting.
 	Queue int

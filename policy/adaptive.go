@@ -63,11 +63,12 @@ const (
 	// adaptiveStep is the least change of in-flight, as a share, against
 	// which to judge how throughput follows it.
 	adaptiveStep = 0.05
-	// adaptiveTrack is how fast the baseline follows a latency inside the
-	// band that is no queue, so noise does not pin it to a lucky minimum.
-	adaptiveTrack = 0.05
 	// adaptiveMost is the most room: room is counted in 32 bits.
 	adaptiveMost = 1 << 30
+	// adaptiveProbe is how many windows in a row the limit holds, in use
+	// with latency over the baseline and no queue, before it falls a
+	// tenth to see whether the latency is the dependency's own.
+	adaptiveProbe = 10
 	// adaptiveHistory is how many windows are remembered.
 	adaptiveHistory = 8
 )
@@ -80,39 +81,40 @@ const (
 //
 // Each window gives a latency r (the mean of the calls that finished), an
 // in-flight I (the mean of what InFlight was told, or else Little's law)
-// and a throughput X = I/r. The baseline B is the lowest latency seen. In
-// each window:
+// and a throughput X = I/r. The baseline B is the lowest latency seen,
+// until evidence moves it. The limit is in use when a caller found no
+// room in the window, or I was half the limit or more. In each window:
 //
-//   - The limit falls when r passes B by a quarter: to limit × 1.25·B/r,
-//     the share of the limit that was not queue.
-//   - Until the baseline has been seen to be no queue, it also falls when
-//     in-flight moved by more than 5 % since the last window and
-//     throughput did not follow: up by less than a third as much, or down
-//     by less than two thirds as much. Past the dependency's knee, more
-//     calls at once bring no more throughput. A baseline is seen to be no
-//     queue when in-flight moves by a tenth and throughput follows, at
-//     that latency: below the knee. From then on the limit holds at the
-//     knee rather than fall below it.
-//   - A fall is at least a tenth, so it moves in-flight enough to learn
-//     from, and at most a half. The limit falls only while it is in use:
-//     a caller found no room, or in-flight was half the limit or more.
+//   - The limit falls when it is in use and r passes B by a quarter: to
+//     limit × 1.25·B/r, the share that was not queue, or by a tenth if
+//     that is less. A fall is at most a half.
 //   - The limit grows by a tenth (at least one) when a caller found no
 //     room, r is within a tenth of B, throughput followed in-flight, and
-//     throughput rose at least as much as latency. So an unused limit
-//     does not grow, nor does one at the knee.
+//     throughput rose at least as much as latency. So an unused limit does
+//     not grow, nor does one past the knee, where more calls at once bring
+//     no more throughput.
 //   - A latency within Healthy never makes the limit fall.
 //
-// Drift. The last eight windows are remembered. Once the baseline has
-// been seen to be no queue, two windows with in-flight a fifth or more
-// apart, between which latency grew less than a third as much as
-// in-flight, show that the latency does not come from a queue: a queue
-// grows with the calls in it. The baseline then becomes the lower of
-// their latencies, and the next window that shows no queue by it puts the
-// limit back to what it was in the window with more in flight. So a
-// dependency that slows down for ten minutes moves the baseline with it,
-// at the price of a short dip each time its latency rises by a quarter,
-// not a ratchet down to Min. The baseline falls at once when the
-// dependency recovers.
+// The baseline is sure once a window shows in-flight moving by more than
+// 5 % with throughput following, at that latency: the dependency is below
+// its knee there. Until then the limit, in use, also falls by a tenth
+// when r passes B by a tenth or throughput did not follow in-flight: it
+// looks for the knee from above. Once the baseline is sure, the window
+// after a move holds, since its calls were let in before the move; and a
+// limit in use that holds for ten windows with r over B by a tenth falls
+// a tenth at a time, to learn where that latency comes from.
+//
+// Drift. The last eight windows are remembered. Two windows that each
+// followed a window without a move, with in-flight a fifth or more apart,
+// both with latency over B by a tenth, between which latency grew less
+// than a third as much as in-flight, show that the latency does not come
+// from a queue: a queue grows with the calls in it. The baseline then
+// becomes the lower of their latencies, and the next window that shows no
+// queue by it puts the limit back to what it was in the window with more
+// in flight. So a dependency that slows down for ten minutes moves the
+// baseline with it, at the price of a dip of a fifth of the limit each
+// time its latency rises by a tenth or more, not a ratchet down to Min.
+// The baseline falls at once when the dependency recovers.
 //
 // A pure latency rise never raises the limit: a window with the same
 // throughput as the last and a higher latency leaves it no higher.
@@ -145,6 +147,9 @@ type Adaptive struct {
 	history [adaptiveHistory]adaptiveWindow
 	last    int
 	restore float64 // the limit to go back to once no queue shows; 0 none
+	steady  int     // windows in a row held in use between growing and falling
+	moved   bool    // the limit moved at the last window's end
+	probing bool    // falling a tenth a time to learn whether latency follows
 	// sure is whether the baseline has been seen to be no queue: a window
 	// whose throughput followed in-flight at that latency.
 	sure bool
@@ -238,15 +243,17 @@ func (a *Adaptive) Update(now int64) bool {
 	if n == 0 || sum == 0 || inflight <= 0 {
 		return false
 	}
-	old := a.limit
+	old, settled := a.limit, !a.moved
 	a.decide(float64(sum)/float64(n), inflight, full)
-	a.learn(float64(sum)/float64(n), inflight, old)
+	a.moved = a.limit != old
+	a.learn(float64(sum)/float64(n), inflight, old, settled)
 	return a.Limit() != int(old)
 }
 
 // adaptiveWindow is what one window showed.
 type adaptiveWindow struct {
 	inflight, rtt, limit float64
+	settled              bool // the limit did not move at its start
 }
 
 // decide moves the limit for a window with latency r (ns) and in-flight i.
@@ -270,10 +277,17 @@ func (a *Adaptive) decide(r, i float64, full bool) {
 		keptUp = put/a.put >= r/a.rtt
 	}
 	queued := r > base*adaptiveQueued
+	// The window after the limit moved still holds calls let in before:
+	// once the baseline is sure, the limit waits for a window that shows
+	// what the move did.
+	settling := a.moved && a.sure
 
 	target := a.limit
 	switch {
-	case used && !healthy && (queued || saturated && !a.sure):
+	case settling:
+		// Hold.
+	case used && !healthy && (queued || r > base*adaptiveClear && (!a.sure || a.probing || a.steady >= adaptiveProbe) || !a.sure && saturated):
+		a.probing = a.sure && !queued
 		// At least a tenth: a fall too small to move in-flight would
 		// teach nothing about where the latency comes from.
 		target = a.limit * adaptiveKnee
@@ -291,6 +305,17 @@ func (a *Adaptive) decide(r, i float64, full bool) {
 		}
 		a.restore = 0
 	}
+	switch {
+	case target != a.limit:
+		a.steady = 0
+	case used && r > base*adaptiveClear:
+		a.steady++
+	default:
+		a.steady = 0
+	}
+	if r <= base*adaptiveClear {
+		a.probing = false
+	}
 	a.limit = math.Min(math.Max(target, a.lo), a.hi)
 	if math.IsNaN(a.limit) { // a NaN never stays
 		a.limit = a.lo
@@ -299,43 +324,39 @@ func (a *Adaptive) decide(r, i float64, full bool) {
 
 // learn updates the baseline from a window with latency r and in-flight i
 // under limit, for the windows after it.
-func (a *Adaptive) learn(r, i, limit float64) {
+func (a *Adaptive) learn(r, i, limit float64, settled bool) {
 	if a.inflight > 0 && r <= a.base*adaptiveClear {
 		// Throughput followed in-flight at the baseline's latency: below
 		// the knee, so the baseline is no queue.
 		di, dx := i/a.inflight-1, (i/r)/a.put-1
-		if math.Abs(di) > adaptiveMoved-1 && dx/di >= 2.0/3 {
+		if math.Abs(di) > adaptiveStep && dx/di >= 2.0/3 {
 			a.sure = true
 		}
 	}
-	switch {
-	case r < a.base:
-		a.base = r
-	case r <= a.base*adaptiveClear:
-		a.base += (r - a.base) * adaptiveTrack
-	}
+	a.base = math.Min(a.base, r)
 	// A window with in-flight a tenth or more apart, whose latency moved
 	// less than half as much, shows the latency does not come from a
 	// queue: the dependency's own latency is the lower one. The limit of
 	// the window with more in flight did no harm, and comes back.
 	if a.sure && r > a.base*adaptiveClear {
-		now := adaptiveWindow{i, r, limit}
+		now := adaptiveWindow{i, r, limit, settled}
 		for _, h := range a.history {
 			lo, hi := h, now
 			if lo.inflight > hi.inflight {
 				lo, hi = hi, lo
 			}
-			if lo.inflight <= 0 || hi.inflight < lo.inflight*adaptiveApart {
+			if !lo.settled || !hi.settled || lo.inflight <= 0 || hi.inflight < lo.inflight*adaptiveApart ||
+				lo.rtt <= a.base*adaptiveClear || hi.rtt <= a.base*adaptiveClear {
 				continue
 			}
 			if grew := hi.rtt/lo.rtt - 1; grew > -adaptiveStep && grew < (hi.inflight/lo.inflight-1)/3 {
-				a.base, a.sure = math.Min(h.rtt, r), true
+				a.base, a.sure, a.probing = math.Min(h.rtt, r), true, false
 				a.restore = math.Max(a.restore, hi.limit)
 			}
 		}
 	}
 	a.last = (a.last + 1) % adaptiveHistory
-	a.history[a.last] = adaptiveWindow{i, r, limit}
+	a.history[a.last] = adaptiveWindow{i, r, limit, settled}
 	a.rtt, a.inflight, a.put = r, i, i/r
 }
 

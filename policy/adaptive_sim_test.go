@@ -8,8 +8,9 @@ import (
 // kneeSim is a dependency with a concurrency knee in front of an adaptive
 // gate, on simulated time. The dependency works on at most knee calls at
 // full speed: past it, every call slows to knee/n of it (processor
-// sharing), so latency is flat up to the knee and grows with the queue
-// beyond. Callers arrive at rate a second, each with a deadline; the gate
+// sharing), or with fifo the first knee calls go at full speed and the
+// rest wait their turn. Either way latency is flat up to the knee and
+// grows with the queue beyond. Callers arrive at rate a second, each with a deadline; the gate
 // lets them in up to its limit, puts the rest in a line as long as the
 // limit, and refuses at once a caller whose expected wait and one latency
 // would pass its deadline, as the adaptive gate's actor does.
@@ -24,6 +25,7 @@ type kneeSim struct {
 	rate     func(t time.Duration) float64 // arrivals a second
 	deadline int64                         // each caller's, after it arrives
 	healthy  bool                          // drop the line's deadline check
+	fifo     bool                          // knee workers take calls in turn, rather than share
 
 	start   int64
 	due     float64 // ns until the next arrival
@@ -82,11 +84,16 @@ func (s *kneeSim) tick() {
 	// knee, relative to the latency at the base.
 	if n := float64(len(s.inside)); n > 0 {
 		speed := min(1, s.knee(t)/n)
+		if s.fifo {
+			speed = 1
+		}
 		work := float64(s.step) * speed * 1e7 / s.base(t) // in ns of a 10 ms call
 		kept := s.inside[:0]
 		var n, sum int64
-		for _, c := range s.inside {
-			c.left -= work
+		for k, c := range s.inside {
+			if !s.fifo || float64(k) < s.knee(t) {
+				c.left -= work
+			}
 			if c.left > 0 {
 				kept = append(kept, c)
 				continue
