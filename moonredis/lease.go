@@ -156,21 +156,8 @@ func (ls *leases) entry(key string) *keyLease {
 func (ls *leases) take(key string, n uint64) (client.Decision, bool) {
 	e := ls.entry(key)
 	now := ls.eng.Now()
-	for {
-		w := e.w.Load()
-		left := w & creditMask
-		if left < n || now >= e.end.Load() {
-			break
-		}
-		if e.w.CompareAndSwap(w, w-n) {
-			if n != 1 {
-				ls.extra.Add(int64(n - 1))
-			}
-			if int64(left-n) <= e.low.Load() && !e.busy.Load() {
-				ls.renew(e, now)
-			}
-			return client.Decision{OK: true, Left: int(left - n)}, true
-		}
+	if d, ok := ls.drawn(e, now, n); ok {
+		return d, true
 	}
 	e.seen.Store(now)
 	if over := e.over.Load(); now < over {
@@ -213,21 +200,8 @@ func (ls *leases) await(e *keyLease, n uint64) (client.Decision, bool) {
 			return client.Decision{Wait: client.Never, Closed: true}, true
 		}
 		now := ls.eng.Now()
-		for {
-			w := e.w.Load()
-			left := w & creditMask
-			if left < n || now >= e.end.Load() {
-				break
-			}
-			if e.w.CompareAndSwap(w, w-n) {
-				if n != 1 {
-					ls.extra.Add(int64(n - 1))
-				}
-				if int64(left-n) <= e.low.Load() && !e.busy.Load() {
-					ls.renew(e, now)
-				}
-				return client.Decision{OK: true, Left: int(left - n)}, true
-			}
+		if d, ok := ls.drawn(e, now, n); ok {
+			return d, true
 		}
 		if over := e.over.Load(); now < over {
 			ls.refused.Add(1)
@@ -238,24 +212,34 @@ func (ls *leases) await(e *keyLease, n uint64) (client.Decision, bool) {
 }
 
 // draw is take for a caller that will wait otherwise: it takes from the
-// lease only, and starts no call.
+// lease only, and starts no call but a renewal.
 func (ls *leases) draw(key string, n uint64) bool {
 	v, ok := ls.keys.Load(key)
 	if !ok {
 		return false
 	}
-	e := v.(*keyLease)
-	now := ls.eng.Now()
+	_, ok = ls.drawn(v.(*keyLease), ls.eng.Now(), n)
+	return ok
+}
+
+// drawn takes n tokens from e's credit at now, before its end, if it
+// holds them, and starts the renewal when that leaves it low. It never
+// blocks.
+func (ls *leases) drawn(e *keyLease, now int64, n uint64) (client.Decision, bool) {
 	for {
 		w := e.w.Load()
-		if w&creditMask < n || now >= e.end.Load() {
-			return false
+		left := w & creditMask
+		if left < n || now >= e.end.Load() {
+			return client.Decision{}, false
 		}
 		if e.w.CompareAndSwap(w, w-n) {
 			if n != 1 {
 				ls.extra.Add(int64(n - 1))
 			}
-			return true
+			if int64(left-n) <= e.low.Load() && !e.busy.Load() {
+				ls.renew(e, now)
+			}
+			return client.Decision{OK: true, Left: int(left - n)}, true
 		}
 	}
 }
@@ -284,11 +268,10 @@ func (ls *leases) renew(e *keyLease, now int64) {
 		return
 	}
 	held := int64(e.w.Load() & creditMask)
-	// Demand: tokens drawn, and requests that found the credit dry or were
-	// refused, since
-	// the last grant landed (or since the window began, before the
-	// first), over at least a growth-th of a period. So a lease is at most
-	// growth times what was asked meanwhile.
+	// Demand: tokens drawn, and requests that found the credit dry or
+	// were refused, since the last grant landed (or since the window
+	// began, before the first), over at least a growth-th of a period.
+	// So a lease is at most growth times what was asked meanwhile.
 	since := e.landed.Load()
 	drawn := e.base - held - e.back + e.hits.Load()
 	if since == 0 {
