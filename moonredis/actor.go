@@ -118,7 +118,22 @@ type run struct {
 	args     []any
 	key1     [1]string // keys' array when the run carries one key
 	argv     [8]any    // args' array when it carries one ask
+	name     name      // its batch's name, ARGV[2]
 }
+
+// name is a batch's name as Redis reads it: the limiter's id, a dot and a
+// sequence number. A run's arguments hold a pointer to it, which costs no
+// allocation where a string would cost two.
+type name struct {
+	b [32]byte // the id is at most 13 bytes, and so is the number
+	n int
+}
+
+// MarshalBinary is n's bytes, which go-redis writes as the argument.
+func (n *name) MarshalBinary() ([]byte, error) { return n.b[:n.n], nil }
+
+// String is n as a string, for a hook or a log that prints arguments.
+func (n *name) String() string { return string(n.b[:n.n]) }
 
 // How a flight of several keys goes to Redis, by the kind of client.
 const (
@@ -313,11 +328,36 @@ type owner struct {
 	timer       engine.Timer // the late timer, while l.armed says it is set and has not fired
 	late        bool         // landing the late calls: pump waits until all have
 	stopped     bool
+	spare       []*line // lines keys have left, for keys to take again
 }
 
 type line struct {
 	flying []*ask // in the call in flight
 	next   []*ask // for the next call
+}
+
+// drop takes key's line, ln, away: key has no request in hand.
+func (o *owner) drop(key string, ln *line) {
+	delete(o.lines, key)
+	if len(o.spare) < maxSpare {
+		*ln = line{}
+		o.spare = append(o.spare, ln)
+	}
+}
+
+// maxSpare is the most lines kept for keys to take again.
+const maxSpare = 1024
+
+// line is a line for a key that has none: one a key left, if any.
+func (o *owner) line() *line {
+	n := len(o.spare)
+	if n == 0 {
+		return &line{}
+	}
+	ln := o.spare[n-1]
+	o.spare[n-1] = nil
+	o.spare = o.spare[:n-1]
+	return ln
 }
 
 func (o *owner) Receive(c actor.Context) {
@@ -361,11 +401,15 @@ func (o *owner) Handle(msg any) {
 			p.key, p.one[0] = m.key, m
 			p.batch = p.one[:]
 			f.parts = f.one[:]
-			o.lines[m.key] = &line{flying: p.batch}
+			ln := o.line()
+			ln.flying = p.batch
+			o.lines[m.key] = ln
 			o.launch(f)
 			return
 		}
-		o.lines[m.key] = &line{next: []*ask{m}}
+		ln := o.line()
+		ln.next = append(ln.next, m)
+		o.lines[m.key] = ln
 		o.ready = append(o.ready, m.key)
 		o.pump()
 	case *flight:
@@ -709,7 +753,7 @@ func (o *owner) land(f *flight, failed error) {
 		ln := o.lines[p.key]
 		ln.flying = nil
 		if len(ln.next) == 0 {
-			delete(o.lines, p.key)
+			o.drop(p.key, ln)
 		} else {
 			o.ready = append(o.ready, p.key)
 		}
@@ -741,7 +785,7 @@ func (o *owner) tripped() {
 	}
 	for _, key := range o.ready {
 		if ln := o.lines[key]; ln != nil && len(ln.flying) == 0 {
-			delete(o.lines, key)
+			o.drop(key, ln)
 		}
 	}
 	o.ready = o.ready[:0]
@@ -848,8 +892,8 @@ func (l *limiter) args(r *run, parts []part, now int64) []any {
 	if !l.once {
 		args[0] = ""
 	}
-	var name [32]byte // the id is at most 13 bytes, and so is the number
-	args[1] = string(strconv.AppendUint(append(append(name[:0], l.id...), '.'), l.seq.Add(1), 36))
+	r.name.n = len(strconv.AppendUint(append(append(r.name.b[:0], l.id...), '.'), l.seq.Add(1), 36))
+	args[1] = &r.name
 	for i := range parts {
 		if len(parts) > 1 {
 			args = append(args, len(parts[i].batch))
