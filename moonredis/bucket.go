@@ -73,7 +73,11 @@ func NewBucket(eng *client.Engine, cfg Config, rate, burst float64) (*Bucket, er
 		b.fb = &bucketLocal{kb}
 	}
 	if cfg.Lease > 0 {
-		b.ls = newLeases(eng, cfg, 1e6/rate, burst, func() bool { return b.l.trips.Load() > b.l.closes.Load() })
+		b.ls, err = newLeases(eng, cfg, 1e6/rate, burst, func() bool { return b.l.trips.Load() > b.l.closes.Load() })
+		if err != nil {
+			b.l.close(context.Background(), b.fb.orNil())
+			return nil, fmt.Errorf("moonredis: NewBucket: %w", err)
+		}
 	}
 	return b, nil
 }
@@ -218,7 +222,8 @@ func (b *Bucket) LeaseStats() LeaseStats {
 // With leases on, no request is let through from a lease once Close has
 // begun. Close then waits for the lease calls in flight and gives Redis
 // back every token this process holds unspent, in one round trip, all
-// within ctx; a give-back that fails or is cut short loses those tokens to
+// within ctx. The engine's Shutdown does the same for a Bucket not
+// closed. A give-back that fails or is cut short loses those tokens to
 // the fleet until Redis refills them (fewer let through, never more).
 func (b *Bucket) Close(ctx context.Context) error {
 	if b.ls != nil {
@@ -226,7 +231,7 @@ func (b *Bucket) Close(ctx context.Context) error {
 	}
 	err := b.l.close(ctx, b.fb.orNil())
 	if b.ls != nil {
-		if err2 := b.ls.close(ctx); err == nil {
+		if err2 := b.ls.stop(ctx); err == nil {
 			err = err2
 		}
 	}

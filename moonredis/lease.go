@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/engine"
 	"github.com/redis/go-redis/v9"
@@ -48,6 +49,7 @@ type leases struct {
 	id              string // names this lessee in Redis
 	seq             atomic.Uint64
 	tripped         func() bool // the breaker in front of Redis is tripped: no lease call
+	ref             *engine.Ref // an actor that holds nothing, so that the engine's Shutdown closes the leases
 
 	keys    sync.Map     // string to *keyLease
 	count   atomic.Int64 // leases in keys
@@ -119,7 +121,7 @@ const (
 // with demand from one call to the next.
 const growth = 8
 
-func newLeases(eng *engine.Engine, cfg Config, perToken, burst float64, tripped func() bool) *leases {
+func newLeases(eng *engine.Engine, cfg Config, perToken, burst float64, tripped func() bool) (*leases, error) {
 	ls := &leases{
 		eng: eng, rdb: cfg.Client, prefix: cfg.Prefix, timeout: cfg.Timeout,
 		period:  int64(cfg.Lease),
@@ -132,7 +134,24 @@ func newLeases(eng *engine.Engine, cfg Config, perToken, burst float64, tripped 
 	ls.keep, ls.span = 2*cfg.Timeout.Milliseconds(), cfg.Lease.Microseconds()
 	ls.floor = 1024
 	ls.sweepAt.Store(ls.floor)
-	return ls
+	ref, err := eng.Spawn("", keeper{}, ls.close)
+	if err != nil {
+		return nil, err
+	}
+	ls.ref = ref
+	return ls, nil
+}
+
+// keeper is the leases' actor: it receives nothing. The engine runs its
+// shutdown, which gives back every lease, when it shuts down.
+type keeper struct{}
+
+func (keeper) Receive(actor.Context) {}
+
+// stop closes the leases through their actor, within ctx.
+func (ls *leases) stop(ctx context.Context) error {
+	ls.shut.Store(true)
+	return ls.ref.Stop(ctx)
 }
 
 // entry is key's lease, made if it has none.

@@ -225,3 +225,42 @@ func TestLeaseLateCall(t *testing.T) {
 		t.Errorf("%d calls one by one, want 5: the four quiet ones and the one that waited", n)
 	}
 }
+
+// TestLeaseEngineShutdown: the engine's Shutdown gives back what a
+// leased bucket holds, as its Close would.
+func TestLeaseEngineShutdown(t *testing.T) {
+	f := newFake(t)
+	eng := engine.New(engine.WithClock(f.clock))
+	cfg := f.cfg()
+	cfg.Lease = leasePeriod
+	const rate, burst = 1e-6, 100
+	b, err := NewBucket(eng, cfg, rate, burst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	let := 0
+	for range 10 {
+		if b.Allow("k") {
+			let++
+		}
+		settled(t, b)
+	}
+	held := b.LeaseStats().Held
+	if held == 0 {
+		t.Fatalf("no lease after 10 requests: %+v", b.LeaseStats())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	if err := eng.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ls := b.LeaseStats(); ls.Given != held {
+		t.Errorf("gave back %d at the engine's Shutdown, want the %d held", ls.Given, held)
+	}
+	if got := redisTokens(t, f, "moonredis:bucket:", "k", rate, burst); got != float64(burst-let) {
+		t.Errorf("Redis holds %v, want the burst less the %d let through", got, let)
+	}
+	if b.Allow("k") {
+		t.Error("Allow after the engine's Shutdown said yes")
+	}
+}
