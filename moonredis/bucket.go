@@ -202,8 +202,8 @@ func (b *Bucket) Stats() Stats {
 	return s
 }
 
-// LeaseStats are the bucket's lease counts in this process; all 0 with
-// leases off.
+// LeaseStats are the bucket's lease counts in this process, read without
+// blocking; all 0 with leases off.
 func (b *Bucket) LeaseStats() LeaseStats {
 	if b.ls == nil {
 		return LeaseStats{}

@@ -32,9 +32,9 @@ type LeaseStats struct {
 
 // leases is a Bucket's leased credit: for each key this process asks
 // often, tokens taken from Redis ahead of time and spent here with atomic
-// draws. A key's state is a lease; the manager's calls to Redis run on
-// goroutines of their own, one at a time per key, and no caller waits
-// for one.
+// draws. A key's state is a keyLease. The calls to Redis run on
+// goroutines of their own, one at a time per key. A caller that finds a
+// lease dry waits for the call in flight, if any, at most a Timeout.
 type leases struct {
 	eng     *engine.Engine
 	rdb     redis.UniversalClient
