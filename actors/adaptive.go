@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -22,45 +21,62 @@ var ErrOverLimit error = &shed{"moonpool: shed: over the adaptive limit"}
 // a timer of the engine's clock while calls finish; when a timer finds
 // nothing new it sleeps, and the next Leave wakes it with a Fold.
 //
-// Enter and Leave each cost one compare-and-swap on the lent room, and an
-// atomic add or two on the caller's own stripe. While anybody waits in
-// line nothing is lent, so every Enter goes to the actor and a waiting
-// caller is never overtaken.
+// One word holds the room lent, and the Enters and Leaves through it since
+// it was lent, so the actor learns from it how many came in without
+// asking. Enter and Leave each cost one compare-and-swap on it, and a
+// timed call an atomic add or two on the caller's own stripe. While
+// anybody waits in line nothing is lent, so every Enter goes to the actor
+// and a waiting caller is never overtaken.
 type AdaptiveRoom struct {
-	room    Room
-	_       [56]byte // the room's word on a line of its own
+	w       atomic.Uint64 // lent<<48 | entered<<24 | left
+	_       [56]byte      // the word on a line of its own
 	stripes [tallyStripes]adaptiveStripe
 	asleep  atomic.Bool   // the actor reads on no timer: the next Leave wakes it
-	mask    atomic.Uint64 // an Enter whose count on its stripe has none of these bits set is timed
+	mask    atomic.Uint64 // an Enter whose count in the lease has none of these bits set is timed
 	ref     *engine.Ref
 }
 
+// The fields of an AdaptiveRoom's word. A lease is at most roomMost, and
+// the Enters and Leaves through one at most roomField each: the actor
+// takes the lease back far more often than that.
+const (
+	roomField = 1<<24 - 1
+	roomIn    = 1 << 24
+	roomLent  = 48
+	roomMost  = 1<<16 - 1
+)
+
+// normalClass is the class of callers that carry none (the client's
+// PriorityNormal). Their Enters through the lent room are counted by the
+// room's word alone; the other classes' also on a stripe.
+const normalClass = 1
+
 // adaptiveStripe is one stripe's counts, on a cache line of its own.
 type adaptiveStripe struct {
-	entered [AdaptiveClasses]atomic.Int64 // let in from the lent room
+	entered [AdaptiveClasses]atomic.Int64 // let in from the lent room, but normalClass
 	n       atomic.Int64                  // calls that left with a latency
 	sum     atomic.Int64                  // their latencies, ns
 	_       [16]byte
 }
 
-// Enter takes a unit of lent room for a caller of class, if some is free,
-// and counts it. It reports whether it did, and whether the call is one
-// to time: all of them while a window holds few calls, and one in two,
-// four and so on as it holds more, so that a window times a few hundred.
-// Reading the clock costs more than the rest of Enter and Leave. It never
-// blocks.
+// Enter takes a unit of lent room for a caller of class, if some is free.
+// It reports whether it did, and whether the call is one to time: all of
+// them while a window holds few calls, and one in two, four and so on as
+// it holds more, so that a window times a few hundred. Reading the clock
+// costs more than the rest of Enter and Leave. It never blocks.
 func (r *AdaptiveRoom) Enter(class int) (ok, timed bool) {
-	if !r.room.Enter() {
-		return false, false
+	for w := r.w.Load(); ; w = r.w.Load() {
+		in, out := w>>24&roomField, w&roomField
+		if in-out >= w>>roomLent || in == roomField {
+			return false, false
+		}
+		if r.w.CompareAndSwap(w, w+roomIn) {
+			if class != normalClass {
+				r.stripes[tallySpot()].entered[clampClass(class)].Add(1)
+			}
+			return true, (in+1)&r.mask.Load() == 0
+		}
 	}
-	return true, r.Count(class)
-}
-
-// Count counts a caller of class let in by the actor, and reports whether
-// the call is one to time, as Enter does.
-func (r *AdaptiveRoom) Count(class int) (timed bool) {
-	n := r.stripes[tallySpot()].entered[clampClass(class)].Add(1)
-	return uint64(n)&r.mask.Load() == 0
 }
 
 // Leave counts a call that took rtt and gives its room back. It reports
@@ -73,12 +89,21 @@ func (r *AdaptiveRoom) Leave(rtt time.Duration) bool {
 	return r.Drop()
 }
 
-// Drop gives room back without a latency, as Leave does.
+// Drop gives room back without a latency, as Leave does: to the lease
+// while some of it is taken.
 func (r *AdaptiveRoom) Drop() bool {
 	if r.asleep.Load() {
 		r.wake()
 	}
-	return r.room.Leave()
+	for w := r.w.Load(); ; w = r.w.Load() {
+		in, out := w>>24&roomField, w&roomField
+		if in == out {
+			return false
+		}
+		if r.w.CompareAndSwap(w, w+1) {
+			return true
+		}
+	}
 }
 
 // wake sends the actor a Fold, if this caller is the one to wake it.
@@ -106,8 +131,8 @@ func clampClass(class int) int { return min(max(class, 0), AdaptiveClasses-1) }
 
 // SpawnAdaptive starts an adaptive gate's actor on e under name (a fresh
 // name when empty): a gate whose room follows a policy.Adaptive read from
-// cfg, with a line of at most queue waiting callers (0: four times the
-// limit, following it; below 0: none). It returns the AdaptiveRoom callers
+// cfg, with a line of at most queue waiting callers (0: twice the limit,
+// following it; below 0: none). It returns the AdaptiveRoom callers
 // go through first.
 //
 // It answers AdaptiveEnter, AdaptiveWithdraw and AdaptiveInspect, and
@@ -158,6 +183,7 @@ type adaptiveActor struct {
 	every          time.Duration // how often the timer reads while awake: a fourth of a window
 	strideAt       int64         // when the stride was last set
 	strideSeen     int64         // the calls let in by then
+	fast           int64         // Enters through the lent room, ever
 	awake          bool
 	stopped        bool
 	alarm          alarm
@@ -221,7 +247,7 @@ func (a *adaptiveActor) handle(msg any) {
 			Queued:   a.waiting,
 			Baseline: a.ctl.Baseline(),
 			Latency:  a.ctl.Latency(),
-			Classes:  a.counts,
+			Classes:  a.classes(),
 		}
 		m.Reply <- s
 		a.answered()
@@ -250,6 +276,7 @@ func (a *adaptiveActor) enter(m *AdaptiveEnter) {
 	limit := a.ctl.Limit()
 	if a.held < limit && a.waiting == 0 {
 		a.held++
+		a.counts[c].Entered++
 		m.Slot.Put(Permit{OK: true, Held: a.held})
 		a.answered()
 		return
@@ -261,7 +288,7 @@ func (a *adaptiveActor) enter(m *AdaptiveEnter) {
 		a.answered()
 		return
 	}
-	if wait, ok := a.expected(c); ok && m.Deadline != 0 && m.Deadline-m.Now < int64(wait+a.ctl.Latency()) {
+	if wait, ok := a.expected(c); ok && m.Deadline != 0 && m.Deadline-m.Now < int64(wait)+a.needed() {
 		a.counts[c].Deadline++
 		m.Slot.Put(Permit{Err: ErrDeadline, After: wait, Held: a.held})
 		a.answered()
@@ -283,6 +310,12 @@ func (a *adaptiveActor) enter(m *AdaptiveEnter) {
 	a.answered()
 }
 
+// needed is how long a caller needs before its deadline once let in: the
+// last window's latency and a quarter; 0 while none is known.
+func (a *adaptiveActor) needed() int64 {
+	return int64(float64(a.ctl.Latency()) * adaptiveMargin)
+}
+
 // expected is how long a caller of class c would wait in line now: one
 // latency for each limit's worth of callers ahead of it, itself counted.
 // It is false while no latency is known.
@@ -300,9 +333,13 @@ func (a *adaptiveActor) expected(c int) (time.Duration, bool) {
 }
 
 // adaptiveLine is how many limits' worth of callers the line holds when
-// its length follows the limit: about four latencies of waiting, which a
-// caller with a deadline is refused at once rather than sit through.
-const adaptiveLine = 4
+// its length follows the limit: about two latencies of waiting.
+const adaptiveLine = 2
+
+// adaptiveMargin is the latency a caller needs left before its deadline,
+// over the last window's mean: a latency may grow by a quarter before the
+// limit falls.
+const adaptiveMargin = 1.25
 
 // length is how many may wait in line now.
 func (a *adaptiveActor) length() int {
@@ -350,12 +387,13 @@ func (a *adaptiveActor) withdraw(m *AdaptiveEnter) {
 
 // serve lets waiters in while there is room, highest class first, and
 // cuts the line to its length, lowest class and latest comers first. A
-// waiter whose deadline is less than a latency away when its turn comes
-// is refused with ErrDeadline instead: it could not finish in time.
+// waiter whose deadline is less than a latency and a quarter away when its
+// turn comes is refused with ErrDeadline instead: it could not finish in
+// time.
 func (a *adaptiveActor) serve() {
 	limit := a.ctl.Limit()
 	var now int64
-	rtt := int64(a.ctl.Latency())
+	rtt := a.needed()
 	if a.waiting > 0 && rtt > 0 {
 		now = a.alarm.clock.Now()
 	}
@@ -373,6 +411,7 @@ func (a *adaptiveActor) serve() {
 				continue
 			}
 			a.held++
+			a.counts[c].Entered++
 			m.Slot.Put(Permit{OK: true, Held: a.held})
 		}
 	}
@@ -389,14 +428,10 @@ func (a *adaptiveActor) serve() {
 func (a *adaptiveActor) fold(now int64) int64 {
 	n, sum, entered := a.room.counts()
 	dn, dsum := n-a.seenN, sum-a.seenSum
-	a.seenN, a.seenSum = n, sum
-	for c := range entered {
-		a.counts[c].Entered += entered[c] - a.seenEntered[c]
-		a.seenEntered[c] = entered[c]
-	}
+	a.seenN, a.seenSum, a.seenEntered = n, sum, entered
 	a.ctl.Sample(dn, time.Duration(dsum))
 	a.ctl.InFlight(a.held)
-	a.stride(now, entered)
+	a.stride(now)
 	if a.ctl.Update(now) {
 		a.serve()
 	}
@@ -411,22 +446,38 @@ func (a *adaptiveActor) fold(now int64) int64 {
 // stride sets how many calls of each the callers time, one in mask+1, from
 // the calls let in over the last window: enough to time adaptiveTimed of
 // them a window, and all of them below that.
-func (a *adaptiveActor) stride(now int64, entered [AdaptiveClasses]int64) {
+func (a *adaptiveActor) stride(now int64) {
 	if now-a.strideAt < int64(a.every)*adaptiveLooks {
 		return
 	}
-	var total int64
-	for _, e := range entered {
-		total += e
+	total := a.fast
+	for c := range a.counts {
+		total += a.counts[c].Entered
 	}
-	per := (total - a.strideSeen) / tallyStripes // a window's calls on one stripe
+	per := total - a.strideSeen // a window's calls
 	a.strideAt, a.strideSeen = now, total
 	mask := uint64(0)
-	for per >= 2*adaptiveTimed/tallyStripes && mask < 1<<20 {
+	for per >= 2*adaptiveTimed && mask < 1<<20 {
 		mask = mask<<1 | 1
 		per /= 2
 	}
 	a.room.mask.Store(mask)
+}
+
+// classes is the counts by class: the actor's own, and the Enters through
+// the lent room, read from the stripes, and for normalClass from the
+// room's word less the other classes'.
+func (a *adaptiveActor) classes() [AdaptiveClasses]AdaptiveClass {
+	cs := a.counts
+	normal := a.fast
+	for c, e := range a.seenEntered {
+		if c != normalClass {
+			cs[c].Entered += e
+			normal -= e
+		}
+	}
+	cs[normalClass].Entered += normal
+	return cs
 }
 
 // adaptiveTimed is about how many calls a window times, at the least.
@@ -437,8 +488,10 @@ func (a *adaptiveActor) reclaim() {
 	if a.lent == 0 {
 		return
 	}
-	free := int(a.room.room.w.Swap(0) & roomMask)
-	a.held -= free
+	w := a.room.w.Swap(0)
+	in, out := int(w>>24&roomField), int(w&roomField)
+	a.held -= a.lent - (in - out)
+	a.fast += int64(in)
 	a.lent = 0
 }
 
@@ -447,11 +500,11 @@ func (a *adaptiveActor) lend() {
 	if a.waiting > 0 {
 		return
 	}
-	n := min(a.ctl.Limit()-a.held, math.MaxInt32)
+	n := min(a.ctl.Limit()-a.held, roomMost)
 	if n <= 0 {
 		return
 	}
 	a.held += n
 	a.lent = n
-	a.room.room.w.Store(uint64(n)<<32 | uint64(n))
+	a.room.w.Store(uint64(n) << roomLent)
 }

@@ -88,17 +88,17 @@ func TestAdaptiveLimitFallsCutsTheLine(t *testing.T) {
 	}
 	addSamples(a.room, 200, 10*time.Millisecond)
 	a.Handle(&Tick{Now: 100 * ms})
-	// A full line, four times the limit: sixteen low, then sixteen high.
-	line := make([]*AdaptiveEnter, 32)
+	// A full line, twice the limit: eight low, then eight high.
+	line := make([]*AdaptiveEnter, 16)
 	for i := range line {
 		line[i] = &AdaptiveEnter{Now: 0, Class: 0, Wait: true, Slot: new(engine.Reply[Permit])}
-		if i >= 16 {
+		if i >= 8 {
 			line[i].Class = 3
 		}
 		a.Handle(line[i])
 	}
-	if a.waiting != 32 {
-		t.Fatalf("%d waiting, want 32", a.waiting)
+	if a.waiting != 16 {
+		t.Fatalf("%d waiting, want 16", a.waiting)
 	}
 	// A window at 40 ms with the line full: a queue.
 	addSamples(a.room, 200, 40*time.Millisecond)
@@ -107,7 +107,7 @@ func TestAdaptiveLimitFallsCutsTheLine(t *testing.T) {
 		t.Fatalf("limit %d, want 4", l)
 	}
 	for i, m := range line {
-		cut := i < 16
+		cut := i < 8
 		if m.Slot.Ready() != cut {
 			t.Fatalf("waiter %d (class %d): answered %v, want %v", i, m.Class, m.Slot.Ready(), cut)
 		}
@@ -117,8 +117,8 @@ func TestAdaptiveLimitFallsCutsTheLine(t *testing.T) {
 			}
 		}
 	}
-	if a.counts[0].Shed != 16 || a.waiting != 16 {
-		t.Fatalf("shed %d, waiting %d; want 16 and 16", a.counts[0].Shed, a.waiting)
+	if a.counts[0].Shed != 8 || a.waiting != 8 {
+		t.Fatalf("shed %d, waiting %d; want 8 and 8", a.counts[0].Shed, a.waiting)
 	}
 	a.alarm.stop()
 }

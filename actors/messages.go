@@ -493,12 +493,12 @@ type (
 	// Wait it is refused at once otherwise, with ErrOverLimit. With Wait
 	// the caller is parked in line: higher classes first, first come first
 	// within a class. It is refused at once with ErrDeadline, After the
-	// expected wait, when it could not get in and finish by Deadline (0:
-	// none), and with ErrTooManyWaiting when the line is full of callers
+	// expected wait, when the wait and a latency and a quarter would pass
+	// Deadline (0: none), and with ErrTooManyWaiting when the line is full of callers
 	// of its class or higher. A parked caller may be evicted by a higher
 	// class (ErrTooManyWaiting), or as the limit falls (ErrOverLimit), and
-	// is refused with ErrDeadline if its turn comes less than a latency
-	// before its Deadline.
+	// is refused with ErrDeadline if its turn comes less than a latency and
+	// a quarter before its Deadline.
 	AdaptiveEnter struct {
 		Now      int64
 		Class    int

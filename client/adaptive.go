@@ -21,7 +21,7 @@ var ErrOverLimit = actors.ErrOverLimit
 
 // AdaptiveConfig sets an AdaptiveGate's numbers. The zero AdaptiveConfig
 // is the defaults: room from 1 to 1,000, starting at 20, updated every
-// 100 ms, and a line four times as long as the limit.
+// 100 ms, and a line twice as long as the limit.
 type AdaptiveConfig struct {
 	// Min is the least room. Zero or less is 1.
 	Min int
@@ -33,8 +33,8 @@ type AdaptiveConfig struct {
 	// Healthy is a latency that never counts as congestion: while calls
 	// finish within it on average, the limit never falls. Zero is none.
 	Healthy time.Duration
-	// Queue is the most callers waiting in line. Zero is four times the
-	// limit, about four latencies of waiting; it follows the limit. Below
+	// Queue is the most callers waiting in line. Zero is twice the limit,
+	// about two latencies of waiting; it follows the limit. Below
 	// zero is no line: a caller without room is refused at once, with
 	// ErrTooManyWaiting.
 	Queue int
@@ -157,10 +157,10 @@ func (p *Pass) Drop() {
 // refused instead:
 //
 //   - at once with a *WaitError (ErrExceedsDeadline) when ctx's deadline
-//     comes before the expected wait and one latency more: the wait is one
-//     latency for each limit's worth of callers ahead. So is a waiter
-//     whose turn comes less than a latency before its deadline: it could
-//     not finish, and the room goes to the next;
+//     comes before the expected wait and a latency and a quarter more:
+//     the wait is one latency for each limit's worth of callers ahead. So
+//     is a waiter whose turn comes less than that latency before its
+//     deadline: it could not finish, and the room goes to the next;
 //   - with ErrTooManyWaiting when the line is full of callers of its
 //     priority or higher, at once or when a higher one takes its place;
 //   - with ErrOverLimit when the limit falls and the line is cut, lowest
@@ -203,7 +203,7 @@ func (g *AdaptiveGate) Enter(ctx context.Context) (Pass, error) {
 	if !p.OK {
 		return Pass{}, adaptiveErr(p)
 	}
-	return g.pass(g.room.Count(class)), nil
+	return g.pass(true), nil
 }
 
 // pass is a Pass of g's let in now, timed or not.
@@ -234,7 +234,7 @@ func (g *AdaptiveGate) TryEnter(ctx context.Context) (Pass, bool) {
 	if !p.OK {
 		return Pass{}, false
 	}
-	return g.pass(g.room.Count(class)), true
+	return g.pass(true), true
 }
 
 // ask is an Enter request from g.asks, or a new one.

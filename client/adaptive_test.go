@@ -219,7 +219,8 @@ func TestAdaptiveGateDeadline(t *testing.T) {
 	bg := context.Background()
 	a, _ := g.Enter(bg)
 	b, _ := g.Enter(bg)
-	// One ahead of nobody: half a latency of waiting, plus one latency.
+	// One ahead of nobody: half a latency of waiting, and a latency and a
+	// quarter to finish.
 	short, cancel := context.WithTimeout(bg, 140*time.Millisecond)
 	defer cancel()
 	_, err := g.Enter(short)
