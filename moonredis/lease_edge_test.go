@@ -163,7 +163,10 @@ func TestLeaseInBubble(t *testing.T) {
 			t.Fatalf("no lease after 10 requests: %+v", b.LeaseStats())
 		}
 		time.Sleep(2 * leasePeriod) // the lease ends and goes back
-		for b.ls.flying.Load() != 0 {
+		for i := 0; b.ls.flying.Load() != 0; i++ {
+			if i == 1000 {
+				t.Fatal("the give-back call still in flight after a second of the bubble's time")
+			}
 			time.Sleep(time.Millisecond)
 		}
 		ls := b.LeaseStats()
