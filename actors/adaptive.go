@@ -444,18 +444,23 @@ func (a *adaptiveActor) fold(now int64) int64 {
 }
 
 // stride sets how many calls of each the callers time, one in mask+1, from
-// the calls let in over the last window: enough to time adaptiveTimed of
-// them a window, and all of them below that.
+// the calls let in since it last looked, at most a tick ago, as a rate a
+// window: enough to time adaptiveTimed of them a window, and all of them
+// below that.
 func (a *adaptiveActor) stride(now int64) {
-	if now-a.strideAt < int64(a.every)*adaptiveLooks {
+	if now-a.strideAt < int64(a.every) {
 		return
 	}
 	total := a.fast
 	for c := range a.counts {
 		total += a.counts[c].Entered
 	}
-	per := total - a.strideSeen // a window's calls
+	seen, since := a.strideSeen, now-a.strideAt
 	a.strideAt, a.strideSeen = now, total
+	if seen == 0 && total > 0 {
+		return // the first look: since is not known
+	}
+	per := float64(total-seen) * float64(a.every*adaptiveLooks) / float64(since)
 	mask := uint64(0)
 	for per >= 2*adaptiveTimed && mask < 1<<20 {
 		mask = mask<<1 | 1

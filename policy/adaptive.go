@@ -81,8 +81,9 @@ const (
 //
 // Each window gives a latency r (the mean of the calls that finished), an
 // in-flight I (the mean of what InFlight was told, or else Little's law)
-// and a throughput X = I/r. The baseline B is the lowest latency seen,
-// until evidence moves it. The limit is in use when a caller found no
+// and a throughput X = I/r. The baseline B follows the lowest latencies
+// seen (a window under it moves it halfway down) until evidence moves it
+// up. The limit is in use when a caller found no
 // room in the window, or I was half the limit or more. In each window:
 //
 //   - The limit falls when it is in use and r passes B by a quarter: to
@@ -333,7 +334,11 @@ func (a *Adaptive) learn(r, i, limit float64, settled bool) {
 			a.sure = true
 		}
 	}
-	a.base = math.Min(a.base, r)
+	if r < a.base {
+		// Halfway down: one lucky window of a noisy dependency does not
+		// make the baseline, a few do.
+		a.base = (a.base + r) / 2
+	}
 	// A window with in-flight a tenth or more apart, whose latency moved
 	// less than half as much, shows the latency does not come from a
 	// queue: the dependency's own latency is the lower one. The limit of

@@ -26,6 +26,7 @@ type kneeSim struct {
 	deadline int64                         // each caller's, after it arrives
 	healthy  bool                          // drop the line's deadline check
 	fifo     bool                          // knee workers take calls in turn, rather than share
+	jitter   float64                       // each call's work is off by up to this share, either way
 
 	start   int64
 	due     float64 // ns until the next arrival
@@ -142,7 +143,7 @@ func (s *kneeSim) tick() {
 // arrive lets a caller in, puts it in line, or refuses it.
 func (s *kneeSim) arrive() {
 	s.arrived++
-	c := simCall{arrived: s.now, deadline: s.now + s.deadline, left: 1e7}
+	c := simCall{arrived: s.now, deadline: s.now + s.deadline, left: 1e7 * (1 + s.jitter*(2*s.rnd.Float64()-1))}
 	if len(s.inside) < s.a.Limit() && len(s.line) == 0 {
 		s.admit(c)
 		return

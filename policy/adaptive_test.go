@@ -200,20 +200,22 @@ func goodput(s *kneeSim, d time.Duration) float64 {
 
 // TestAdaptiveFindsTheKnee: at twice the dependency's capacity the limit
 // settles near its knee, and the gate gets almost all of the capacity
-// through in time.
+// through in time, with calls all alike or half as long or half as long
+// again at random.
 func TestAdaptiveFindsTheKnee(t *testing.T) {
 	for _, tc := range []struct {
-		knee float64
-		fifo bool
-	}{{4, false}, {12, false}, {50, false}, {4, true}, {12, true}, {50, true}} {
+		knee   float64
+		fifo   bool
+		jitter float64
+	}{{4, false, 0}, {12, false, 0}, {50, false, 0}, {4, true, 0}, {12, true, 0}, {50, true, 0}, {12, true, 0.5}, {50, false, 0.5}} {
 		knee := tc.knee
 		const base = 10 * time.Millisecond
 		s := newKneeSim(AdaptiveConfig{}, knee, base, 2*capacity(knee, base))
-		s.fifo = tc.fifo
+		s.fifo, s.jitter = tc.fifo, tc.jitter
 		s.run(5*time.Second, nil)
 		mean := meanLimit(s, 5*time.Second)
 		put := goodput(s, 5*time.Second)
-		t.Logf("knee %v, fifo %v: mean limit %.1f, goodput %.0f/s of %.0f", knee, tc.fifo, mean, put, capacity(knee, base))
+		t.Logf("knee %v, fifo %v, jitter %v: mean limit %.1f, goodput %.0f/s of %.0f", knee, tc.fifo, tc.jitter, mean, put, capacity(knee, base))
 		if mean < knee*0.9 || mean > knee*1.5+1 {
 			t.Errorf("knee %v: mean limit %.1f, want within [%.1f, %.1f]", knee, mean, knee*0.9, knee*1.5+1)
 		}
