@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -59,14 +59,22 @@ func (w *watchedClock) AfterFunc(d time.Duration, f func()) engine.Timer {
 // is room, and otherwise with Enter on a goroutine of its own, which
 // waits in the gate's line. Its context ends when the simulation says its
 // deadline has passed.
+//
+// Whatever the gate's actor does must happen at the instant the
+// simulation means, the same way every run. So every message to it is
+// followed by a round trip (Stats) before the clock moves, and the
+// simulation waits for each waiter's ask to be sent, or its answer to
+// come back, instead of polling.
 type oursSimLimiter struct {
 	clock   *watchedClock
 	eng     *client.Engine
 	g       *client.AdaptiveGate
 	cls     classCtx
 	passes  map[int]client.Pass
-	waiters map[int]*simCtx // in line, or answered and not yet settled
+	waiters map[int]*simCtx // not yet answered
+	fresh   []int           // waiters whose ask may not have reached the actor
 	answers chan simAnswer
+	got     []answer // answers taken in, not yet settled
 	lim     float64
 }
 
@@ -113,8 +121,9 @@ func (o *oursSimLimiter) enter(_ int64, ticket int, critical bool, deadline int6
 		o.passes[ticket] = p
 		return entered
 	}
-	w := &simCtx{Context: ctx, clock: o.clock, deadline: deadline, done: make(chan struct{})}
+	w := &simCtx{Context: ctx, clock: o.clock, deadline: deadline, done: make(chan struct{}), asked: make(chan struct{})}
 	o.waiters[ticket] = w
+	o.fresh = append(o.fresh, ticket)
 	go func() {
 		p, err := o.g.Enter(w)
 		o.answers <- simAnswer{ticket: ticket, pass: p, err: err}
@@ -122,72 +131,118 @@ func (o *oursSimLimiter) enter(_ int64, ticket int, critical bool, deadline int6
 	return waiting
 }
 
+// leave gives the room back. Leave may send the gate's actor a message
+// (room to hand on, or a wake-up that sets its timer), which it would
+// take in whenever its goroutine runs: sync waits until it has.
 func (o *oursSimLimiter) leave(ticket int, _ int64) {
 	p := o.passes[ticket]
 	p.Leave()
 	delete(o.passes, ticket)
+	o.sync()
 }
 
+// expire ends a waiter's context and waits for its answer: the actor
+// first catches up with the clock, so that what it does at this instant
+// is done before the waiter's withdrawal reaches it.
 func (o *oursSimLimiter) expire(ticket int) {
-	if w := o.waiters[ticket]; w != nil {
-		w.end()
+	w := o.waiters[ticket]
+	if w == nil {
+		return
+	}
+	o.sync()
+	w.end()
+	give := time.After(10 * time.Second)
+	for o.waiters[ticket] != nil {
+		select {
+		case a := <-o.answers:
+			o.take(a)
+		case <-give:
+			o.got = append(o.got, answer{ticket: ticket, err: errors.New("moonpool: a waiter whose context ended did not return within 10s")})
+			delete(o.waiters, ticket)
+		}
 	}
 }
 
-// settle takes in the answers of requests that left the line, until every
-// request still unanswered is in it: then the gate has nothing under way
-// that the simulation has not seen. Stats is a round trip to the gate's
-// actor, so what it counts as queued is after every message sent before.
+// sync waits until the gate's actor has taken in every message sent so
+// far and read the clock's instant, and notes the limit. Stats is a round
+// trip to the actor.
+func (o *oursSimLimiter) sync() { o.lim = float64(o.g.Stats().Limit) }
+
+// settle waits until each fresh waiter's ask has gone to the actor (its
+// context's Done is read only after), asks the actor how many wait in
+// line, and takes in the answers of all the others.
 func (o *oursSimLimiter) settle() ([]answer, error) {
-	var out []answer
-	give := time.Now().Add(10 * time.Second)
-	for {
-		for more := true; more; {
+	give := time.After(10 * time.Second)
+	for _, t := range o.fresh {
+		w := o.waiters[t]
+		for w != nil && o.waiters[t] != nil {
 			select {
+			case <-w.asked:
+				w = nil
 			case a := <-o.answers:
-				out = append(out, o.answered(a))
-			default:
-				more = false
+				o.take(a)
+			case <-give:
+				return nil, fmt.Errorf("moonpool: a waiter neither asked nor was answered within 10s")
 			}
 		}
-		if len(o.waiters) == 0 || o.g.Stats().Queued == len(o.waiters) {
-			break
+	}
+	o.fresh = o.fresh[:0]
+	if len(o.waiters) > 0 || len(o.got) > 0 {
+		queued := o.g.Stats().Queued
+		for len(o.waiters) > queued {
+			select {
+			case a := <-o.answers:
+				o.take(a)
+			case <-give:
+				return nil, fmt.Errorf("moonpool: %d requests neither in line nor answered within 10s", len(o.waiters)-queued)
+			}
 		}
-		if time.Now().After(give) {
-			return out, fmt.Errorf("moonpool: %d requests neither in line nor answered after 10s", len(o.waiters))
-		}
-		runtime.Gosched()
+	}
+	out := o.got
+	o.got = nil
+	if len(out) > 0 {
+		// A waiter let in as its context ended gave its room back: let
+		// the actor take that in too.
+		o.sync()
 	}
 	slices.SortFunc(out, func(a, b answer) int { return a.ticket - b.ticket })
 	return out, nil
 }
 
-// answered is the simulation's answer for what Enter said.
-func (o *oursSimLimiter) answered(a simAnswer) answer {
+// take notes what Enter said to a waiter.
+func (o *oursSimLimiter) take(a simAnswer) {
 	delete(o.waiters, a.ticket)
 	var we *client.WaitError
 	switch {
 	case a.err == nil:
 		o.passes[a.ticket] = a.pass
-		return answer{ticket: a.ticket, entered: true}
+		o.got = append(o.got, answer{ticket: a.ticket, entered: true})
 	case errors.Is(a.err, context.DeadlineExceeded):
-		return answer{ticket: a.ticket, timedOut: true}
+		o.got = append(o.got, answer{ticket: a.ticket, timedOut: true})
 	case errors.Is(a.err, client.ErrShed), errors.As(a.err, &we):
-		return answer{ticket: a.ticket}
+		o.got = append(o.got, answer{ticket: a.ticket})
+	default:
+		o.got = append(o.got, answer{ticket: a.ticket, err: a.err})
 	}
-	return answer{ticket: a.ticket, err: a.err}
 }
 
 func (o *oursSimLimiter) limit() float64 { return o.lim }
 
-// tick moves the clock to now. When that fired one of the engine's
-// timers, Stats (a round trip to the gate's actor, behind what the timer
-// sent it) waits until the actor has taken it in, and reads the limit.
+// tick moves the clock to now, one timer at a time. A timer of the
+// engine's sends the gate's actor a Tick, which sets the next timer from
+// the clock's reading: the actor takes it in before the clock moves on.
 func (o *oursSimLimiter) tick(now int64) {
-	o.clock.AdvanceTo(now)
-	if o.clock.fired.Swap(false) {
-		o.lim = float64(o.g.Stats().Limit)
+	for {
+		d, ok := o.clock.Next()
+		if !ok || o.clock.Now()+int64(d) > now {
+			break
+		}
+		o.clock.AdvanceNext()
+		if o.clock.fired.Swap(false) {
+			o.sync()
+		}
 	}
+	o.clock.AdvanceTo(now)
 }
 
 // simCtx is a request's context on the virtual clock: its deadline is on
@@ -198,15 +253,25 @@ type simCtx struct {
 	deadline        int64
 	done            chan struct{}
 	ended           atomic.Bool
+	asked           chan struct{} // closed when Done is first read
+	once            sync.Once
 }
 
 // Deadline is as far away on the machine's clock as the request's
-// deadline is on the virtual one.
+// deadline is on the virtual one, and 10 µs more. The gate reads the
+// machine's clock again to turn it back into a span: the sliver keeps the
+// time that passes in between from deciding a tie, such as a deadline of
+// exactly the latency the gate expects.
 func (c *simCtx) Deadline() (time.Time, bool) {
-	return time.Now().Add(time.Duration(c.deadline - c.clock.Now())), true
+	return time.Now().Add(time.Duration(c.deadline-c.clock.Now()) + 10*time.Microsecond), true
 }
 
-func (c *simCtx) Done() <-chan struct{} { return c.done }
+// Done is read by Enter only once its ask has gone to the actor, to wait
+// for the answer: the simulation learns from it that the ask is on its way.
+func (c *simCtx) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.asked) })
+	return c.done
+}
 
 func (c *simCtx) Err() error {
 	if c.ended.Load() {

@@ -275,6 +275,31 @@ func TestMergeRounds(t *testing.T) {
 	}
 }
 
+// TestDriftMedianRound checks the drift: the limit's median over the last
+// tenth of the slowdown against its median over the tenth before it, and
+// over rounds the median round's.
+func TestDriftMedianRound(t *testing.T) {
+	s := &adaptiveScenario{name: "slow", drift: true, length: 11 * time.Second, phases: []phase{{}, {at: time.Second}}}
+	round := func(before, after float64) *adaptiveRun {
+		r := &adaptiveRun{scenario: s}
+		for at := time.Duration(0); at < s.length; at += 100 * time.Millisecond {
+			v := before
+			if at >= 5*time.Second {
+				v = after
+			}
+			r.limits = append(r.limits, sample{at: at, v: v})
+		}
+		return r
+	}
+	if b, a, d, ok := round(20, 23).drift(); !ok || b != 20 || a != 23 || math.Abs(d-0.15) > 1e-9 {
+		t.Errorf("20 to 23: drift %v, %v, %v, %v; want 20, 23, 0.15", b, a, d, ok)
+	}
+	m := merge([]*adaptiveRun{round(20, 21), round(20, 26), round(20, 18)})
+	if b, a, d, ok := m.drift(); !ok || a != 18 || math.Abs(d-0.1) > 1e-9 {
+		t.Errorf("rounds drifting 5 %%, 30 %% and 10 %%: %v, %v, %v, %v; want the 10 %% round (20 to 18)", b, a, d, ok)
+	}
+}
+
 // failingLimiter answers every request with an error no side should give.
 type failingLimiter struct{}
 
