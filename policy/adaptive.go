@@ -54,9 +54,6 @@ const (
 	adaptiveKnee = 0.9
 	// adaptiveFall is the most the limit falls in one window: by half.
 	adaptiveFall = 0.5
-	// adaptiveMoved is the least change of in-flight, as a ratio, that
-	// says anything about how latency and throughput follow it.
-	adaptiveMoved = 1.1
 	// adaptiveApart is how far apart in-flight must be in two windows
 	// for their latencies to say whether latency grows with in-flight.
 	adaptiveApart = 1.2
