@@ -89,8 +89,8 @@ type adaptiveAsk struct {
 }
 
 // NewAdaptiveGate starts an adaptive gate on eng, reading cfg as
-// AdaptiveConfig says. It returns an error if eng is nil or refuses the
-// actor (shut down).
+// AdaptiveConfig says. It does not block. It returns an error if eng is
+// nil or refuses the actor (shut down).
 func NewAdaptiveGate(eng *Engine, cfg AdaptiveConfig) (*AdaptiveGate, error) {
 	if eng == nil {
 		return nil, errors.New("moonpool: NewAdaptiveGate: nil engine")
@@ -168,8 +168,12 @@ func (p *Pass) Drop() {
 //   - with ctx's error when ctx ends while it waits: it leaves the line;
 //   - with ErrClosed after Close.
 //
-// ErrTooManyWaiting and ErrOverLimit match ErrShed.
+// ErrTooManyWaiting and ErrOverLimit match ErrShed. A nil ctx is read as
+// context.Background().
 func (g *AdaptiveGate) Enter(ctx context.Context) (Pass, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	class := PriorityFrom(ctx).class()
 	if ok, timed := g.room.Enter(class); ok {
 		return g.pass(timed), nil
@@ -215,8 +219,10 @@ func (g *AdaptiveGate) pass(timed bool) Pass {
 }
 
 // TryEnter lets the caller in if there is room now for the priority ctx
-// carries, and never blocks. While callers wait in line there is none:
-// they come first. After Close it says no.
+// carries. It never waits in line: without room lent ahead of time it
+// asks the gate's actor, which answers at once. While callers wait in line
+// there is no room: they come first. After Close it says no. A nil ctx
+// carries no priority.
 func (g *AdaptiveGate) TryEnter(ctx context.Context) (Pass, bool) {
 	class := PriorityFrom(ctx).class()
 	if ok, timed := g.room.Enter(class); ok {

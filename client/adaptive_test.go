@@ -479,3 +479,32 @@ func TestPriorityNames(t *testing.T) {
 		t.Errorf("WithPriority(-9) reads %v, want low", p)
 	}
 }
+
+// TestAdaptiveGateAfterShutdown: once its engine shut down, the gate
+// refuses with ErrClosed, its Stats are zero, and a Pass still out goes
+// back without a panic. A nil ctx reads as context.Background().
+func TestAdaptiveGateAfterShutdown(t *testing.T) {
+	eng := client.NewEngine()
+	g := fixedGate(t, eng, 2, 0)
+	//lint:ignore SA1012 a nil ctx is bad input the gate must survive
+	p, err := g.Enter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p.Leave()
+	if _, err := g.Enter(context.Background()); !errors.Is(err, client.ErrClosed) {
+		t.Fatalf("Enter after Shutdown: %v, want ErrClosed", err)
+	}
+	if _, ok := g.TryEnter(context.Background()); ok {
+		t.Fatal("TryEnter after Shutdown let one in")
+	}
+	if s := g.Stats(); s != (client.AdaptiveStats{}) {
+		t.Fatalf("stats after Shutdown %+v, want zero", s)
+	}
+	if err := g.Close(context.Background()); err != nil {
+		t.Fatalf("Close after Shutdown: %v", err)
+	}
+}

@@ -22,14 +22,21 @@ const (
 type priorityKey struct{}
 
 // WithPriority returns a copy of ctx that carries p. A p outside
-// PriorityLow to PriorityCritical is clamped to the nearer one.
+// PriorityLow to PriorityCritical is clamped to the nearer one. A nil ctx
+// is read as context.Background().
 func WithPriority(ctx context.Context, p Priority) context.Context {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	return context.WithValue(ctx, priorityKey{}, p.clamp())
 }
 
 // PriorityFrom is the priority ctx carries: PriorityNormal when it carries
-// none.
+// none, or ctx is nil.
 func PriorityFrom(ctx context.Context) Priority {
+	if ctx == nil {
+		return PriorityNormal
+	}
 	if p, ok := ctx.Value(priorityKey{}).(Priority); ok {
 		return p
 	}
