@@ -43,6 +43,10 @@ import (
 // the retries themselves. With a Hedge, a safe request whose answer is
 // late is sent again to race the first (see Hedge).
 //
+// A request whose ctx carries a priority other than client.PriorityNormal
+// (client.WithPriority) goes with it in PriorityHeader, replacing any
+// value the request had, so the server's Adaptive gate sees it.
+//
 // Set Engine before use; the other fields have defaults. Without a
 // Budget nothing bounds retries across requests, and without a Hedge
 // nothing is hedged. A Transport is safe for concurrent use once its
@@ -99,6 +103,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, errNoEngine
 	}
+	req = withPriorityHeader(req)
 	base := t.Base
 	if base == nil {
 		base = http.DefaultTransport
