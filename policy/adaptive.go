@@ -187,9 +187,14 @@ func (a *Adaptive) Limit() int { return int(a.limit) }
 // has been seen.
 func (a *Adaptive) Baseline() time.Duration { return time.Duration(a.base) }
 
-// Latency is the last window's mean latency: 0 until a window has been
-// seen.
-func (a *Adaptive) Latency() time.Duration { return time.Duration(a.rtt) }
+// Latency is the last window's mean latency. Before the first window is
+// decided it is the mean of the calls finished so far, and 0 before any.
+func (a *Adaptive) Latency() time.Duration {
+	if a.rtt == 0 && a.n > 0 {
+		return time.Duration(a.sum / a.n)
+	}
+	return time.Duration(a.rtt)
+}
 
 // Sample counts n calls that finished, whose latencies add up to sum.
 // Counts of zero or less, and negative sums, are ignored.

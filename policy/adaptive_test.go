@@ -387,3 +387,23 @@ func TestAdaptiveAllocatesNothing(t *testing.T) {
 		t.Fatalf("%v allocations a window", allocs)
 	}
 }
+
+// TestAdaptiveLatencyBeforeAWindow: before the first window is decided,
+// Latency is the mean of the calls finished so far, so a gate can judge
+// deadlines from the first calls of a burst.
+func TestAdaptiveLatencyBeforeAWindow(t *testing.T) {
+	a := NewAdaptive(AdaptiveConfig{}, 0)
+	if l := a.Latency(); l != 0 {
+		t.Fatalf("latency %v before any call", l)
+	}
+	a.Sample(2, 30*time.Millisecond)
+	if l := a.Latency(); l != 15*time.Millisecond {
+		t.Fatalf("latency %v after two calls of 30ms in all, want 15ms", l)
+	}
+	a.Sample(18, 18*10*time.Millisecond)
+	a.Update(int64(100 * time.Millisecond))
+	a.Sample(20, 20*50*time.Millisecond)
+	if l := a.Latency(); l != 10500*time.Microsecond {
+		t.Fatalf("latency %v after a window of 20 calls, 210ms in all, want 10.5ms", l)
+	}
+}
