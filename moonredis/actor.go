@@ -187,7 +187,7 @@ type counts struct {
 
 // Stats are a limiter's counts since it started, in this process.
 type Stats struct {
-	Calls    int64 // calls sent to Redis (each one round trip, of one script run per key), the breaker's probes included
+	Calls    int64 // calls sent to Redis (each one round trip, of one script run or a few), the breaker's probes included
 	Sent     int64 // requests those calls carried, looks and probes included
 	Admitted int64 // requests let through by Redis (and, while FailLocal holds Redis to it, by the local share too)
 	// Refused counts requests refused: by Redis, from a refusal it gave
@@ -564,12 +564,13 @@ func (o *owner) pump() {
 // once. A timer on the engine's clock lands f as failed once
 // Config.Timeout has passed.
 //
-// Who makes the call: when f carries one request alone and its caller is
-// waiting in l.now, and the client ends a call at its ctx's deadline
-// (boundsCalls), the caller makes it on its own goroutine; it would wait
+// Who makes the call: when f carries a request whose caller is waiting in
+// l.now (see maker), and the client ends a call at its ctx's deadline
+// (boundsCalls), that caller makes it on its own goroutine; it would wait
 // that long for its answer anyway, and it saves the two goroutine
 // switches of a call made elsewhere (about 7 µs a call on the loopback,
-// a tenth of the round trip). Otherwise the call gets a goroutine of its
+// a tenth of the round trip). The others in f are answered when it
+// lands, or by the timer. Otherwise the call gets a goroutine of its
 // own, so the timer answers every caller at Config.Timeout, whatever the
 // client does with the deadline (go-redis ignores it unless its
 // ContextTimeoutEnabled is set). The arguments are read here, on the
