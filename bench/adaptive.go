@@ -125,7 +125,7 @@ func adaptiveVirtualRow(name string, ac adaptiveConfig, say progress) error {
 		} {
 			var runs []*adaptiveRun
 			for round := range max(ac.virtualRounds, 1) {
-				say(fmt.Sprintf("Adaptive virtual-clock %s round %d %s", dashed(s.name), round+1, dashed(side.name)))
+				say(fmt.Sprintf("Adaptive virtual-clock %s %s round %d", dashed(s.name), dashed(side.name), round+1))
 				lim, stop, err := side.lim()
 				if err != nil {
 					return fmt.Errorf("virtual clock, %s, %s: %w", s.name, side.name, err)
@@ -167,7 +167,7 @@ func adaptiveRealRow(eng *engine.Engine, name string, ac adaptiveConfig, say pro
 		room, _ := oracle(&s, reqs)
 		each := make([][]*adaptiveRun, len(sides))
 		for round := range max(ac.rounds, 1) {
-			say(fmt.Sprintf("Adaptive real-clock %s round %d every-side-at-once", dashed(s.name), round+1))
+			say(fmt.Sprintf("Adaptive real-clock %s every-side-at-once round %d", dashed(s.name), round+1))
 			runs, err := realRun(sides, &s, reqs, room)
 			if err != nil {
 				return fmt.Errorf("real clock, %s: %w", s.name, err)
