@@ -46,6 +46,9 @@ var errNoEngine = errors.New("moongrpc: UnaryClientInterceptor: nil engine")
 // methods that are safe to run twice: an Unavailable can also mean a
 // connection lost after the server acted.
 //
+// Each attempt carries the priority of ctx under PriorityKey, as
+// UnaryClientPriority sends it.
+//
 // NewUnaryClientInterceptor does the same under a retry budget, and can
 // hedge slow calls.
 func UnaryClientInterceptor(eng *client.Engine, backoff client.Backoff, retryOn ...codes.Code) grpc.UnaryClientInterceptor {
@@ -116,6 +119,7 @@ func interceptor(cfg ClientConfig) grpc.UnaryClientInterceptor {
 		if cfg.Engine == nil {
 			return errNoEngine
 		}
+		ctx = outgoingPriority(ctx)
 		c := call{cfg: &cfg, method: method, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts}
 		if cfg.Hedge != nil && cfg.Hedgeable != nil && cfg.Hedgeable(method) {
 			if _, ok := reply.(proto.Message); ok {

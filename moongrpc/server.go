@@ -43,6 +43,16 @@ type Config struct {
 	// Gate caps the calls running at once; a call it turns away fails with
 	// codes.Unavailable. nil, or a nil *client.Gate, is none.
 	Gate Gate
+	// Adaptive holds calls to a gate whose limit follows their latency. A
+	// call waits in its line, the most important first, and one it
+	// refuses fails with codes.Unavailable. nil is none.
+	Adaptive *client.AdaptiveGate
+	// Priority says how important a call is, from its context and full
+	// method name. The handler's ctx carries it (client.WithPriority), so
+	// a client interceptor of this package sends it on. nil reads
+	// PriorityKey (MetadataPriority("")) when Adaptive is set, and reads
+	// nothing otherwise.
+	Priority func(ctx context.Context, fullMethod string) client.Priority
 }
 
 // UnaryServerInterceptor holds each unary call to cfg before its handler
@@ -63,6 +73,13 @@ type Config struct {
 //   - turned away by the gate: codes.Unavailable with no pushback, since
 //     nobody can say when a running call will finish; the client's own
 //     backoff decides.
+//   - refused by the adaptive gate: codes.Unavailable, with no pushback
+//     when it is shed (the line was full of calls as important, it was
+//     cut as the limit fell, or the gate is closed), and with the
+//     expected wait as pushback when the call's deadline comes first.
+//
+// The adaptive gate is asked last, since a call may wait in its line: a
+// call over its quota is refused before it takes a place there.
 //
 // A handler's own error that is not a gRPC status already and that
 // matches client.ErrShed (a pool's breaker, shedder or waiter cap) or
@@ -70,12 +87,14 @@ type Config struct {
 // wait past the caller's deadline) becomes codes.Unavailable carrying its
 // Wait as above; other errors pass through untouched.
 //
-// Cancellation is the handler's business: the interceptor holds no wait
-// of its own.
+// A call waits only in the adaptive gate's line. When its ctx ends there
+// it leaves the line and fails with codes.Canceled or
+// codes.DeadlineExceeded. Past the gate, cancellation is the handler's
+// business.
 func UnaryServerInterceptor(cfg Config) grpc.UnaryServerInterceptor {
 	g := newGuard(cfg)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		st, md, leave := g.admit(ctx, info.FullMethod)
+		ctx, st, md, leave := g.admit(ctx, info.FullMethod)
 		if st != nil {
 			if md != nil {
 				_ = grpc.SetTrailer(ctx, md) // fails only outside a server's call: nothing to tell then
@@ -101,7 +120,7 @@ func UnaryServerInterceptor(cfg Config) grpc.UnaryServerInterceptor {
 func StreamServerInterceptor(cfg Config) grpc.StreamServerInterceptor {
 	g := newGuard(cfg)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		st, md, leave := g.admit(ss.Context(), info.FullMethod)
+		ctx, st, md, leave := g.admit(ss.Context(), info.FullMethod)
 		if st != nil {
 			if md != nil {
 				ss.SetTrailer(md)
@@ -109,7 +128,7 @@ func StreamServerInterceptor(cfg Config) grpc.StreamServerInterceptor {
 			return st.Err()
 		}
 		defer leave()
-		err := handler(srv, ss)
+		err := handler(srv, streamWith(ss, ctx))
 		if st, md := handlerRefusal(err); st != nil {
 			if md != nil {
 				ss.SetTrailer(md)
@@ -122,13 +141,18 @@ func StreamServerInterceptor(cfg Config) grpc.StreamServerInterceptor {
 
 // guard is a Config made ready for calls: typed nils read as none.
 type guard struct {
-	key   func(context.Context, string) string
-	quota Quota
-	gate  Gate
+	key      func(context.Context, string) string
+	quota    Quota
+	gate     Gate
+	adaptive *client.AdaptiveGate
+	priority func(context.Context, string) client.Priority
 }
 
 func newGuard(cfg Config) *guard {
-	g := &guard{key: cfg.Key, quota: cfg.Quota, gate: cfg.Gate}
+	g := &guard{key: cfg.Key, quota: cfg.Quota, gate: cfg.Gate, adaptive: cfg.Adaptive, priority: cfg.Priority}
+	if g.adaptive != nil && g.priority == nil {
+		g.priority = MetadataPriority("")
+	}
 	if isNil(g.quota) {
 		g.quota = nil
 	}
@@ -152,14 +176,15 @@ func isNil(v any) bool {
 // nothing is the leave of a call that took no room at the gate.
 func nothing() {}
 
-// admit decides one call: a nil status and the leave to run when the call
-// is over, or the refusal and its trailer.
-func (g *guard) admit(ctx context.Context, method string) (*status.Status, metadata.MD, func()) {
+// admit decides one call: its ctx with its priority, and a nil status and
+// the leave to run when the call is over, or the refusal and its trailer.
+func (g *guard) admit(ctx context.Context, method string) (context.Context, *status.Status, metadata.MD, func()) {
+	ctx = g.prioritize(ctx, method)
 	leave := nothing
 	if g.gate != nil {
 		if !g.gate.Enter() {
 			st, md := refusal(status.New(codes.Unavailable, "moonpool: too many calls at once"), 0)
-			return st, md, nil
+			return ctx, st, md, nil
 		}
 		leave = g.gate.Leave
 	}
@@ -171,13 +196,17 @@ func (g *guard) admit(ctx context.Context, method string) (*status.Status, metad
 		if d := g.quota.Try(key); !d.OK {
 			leave()
 			if d.Closed {
-				return status.New(codes.Unavailable, "moonpool: quota closed"), nil, nil
+				return ctx, status.New(codes.Unavailable, "moonpool: quota closed"), nil, nil
 			}
 			st, md := refusal(status.New(codes.ResourceExhausted, "moonpool: quota exceeded"), d.Wait)
-			return st, md, nil
+			return ctx, st, md, nil
 		}
 	}
-	return nil, nil, leave
+	if g.adaptive != nil {
+		st, md, then := g.enter(ctx, leave)
+		return ctx, st, md, then
+	}
+	return ctx, nil, nil, leave
 }
 
 // handlerRefusal is the status for a handler's own moonpool refusal, or
