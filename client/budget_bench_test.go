@@ -6,27 +6,41 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/moontest"
 )
 
 // BenchmarkRetryBudget: Retry of a call that succeeds at once, alone and
-// with a budget, on one goroutine and on many. The budget's cost on this
-// path is one atomic add (Budget.First): no message, no clock reading, no
+// with a budget, on one goroutine and on many. A budget that counts first
+// attempts costs one atomic add (Budget.First); a quiet one, no retry
+// asked for a window, one atomic load. No message, no clock reading, no
 // allocation.
 func BenchmarkRetryBudget(b *testing.B) {
 	ctx := context.Background()
 	ok := func(context.Context) error { return nil }
-	eng := client.NewEngine()
+	clock := moontest.NewClock(nil)
+	eng := client.NewEngine(client.WithClock(clock))
 	defer eng.Shutdown(ctx)
-	budget, err := client.NewBudget(eng, client.BudgetConfig{})
+	counting, err := client.NewBudget(eng, client.BudgetConfig{})
 	if err != nil {
 		b.Fatal(err)
+	}
+	quiet, err := client.NewBudget(eng, client.BudgetConfig{Window: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	clock.Advance(2 * time.Second)
+	quiet.First() // wakes the actor, which stops the count
+	quiet.Stats()
+	if quiet.First(); quiet.Stats().Firsts != 1 {
+		b.Fatal("the quiet budget counts")
 	}
 	for _, side := range []struct {
 		name string
 		opts []client.RetryOption
 	}{
 		{"alone", nil},
-		{"budget", []client.RetryOption{client.WithBudget(budget)}},
+		{"quiet", []client.RetryOption{client.WithBudget(quiet)}},
+		{"counting", []client.RetryOption{client.WithBudget(counting)}},
 	} {
 		b.Run(side.name, func(b *testing.B) {
 			b.ReportAllocs()
