@@ -44,8 +44,8 @@ const (
 	// hold adaptiveSamples calls.
 	adaptiveStretch = 10
 	// adaptiveQueued is the latency over the baseline that counts as a
-	// queue: a quarter. Within adaptiveClear of it the limit may grow.
-	adaptiveQueued = 1.25
+	// queue: a half. Within adaptiveClear of it the limit may grow.
+	adaptiveQueued = 1.5
 	adaptiveClear  = 1.1
 	// adaptiveGrow is the share the limit grows by in a window, at least
 	// one call.
@@ -83,8 +83,8 @@ const (
 // up. The limit is in use when a caller found no
 // room in the window, or I was half the limit or more. In each window:
 //
-//   - The limit falls when it is in use and r passes B by a quarter: to
-//     limit × 1.25·B/r, the share that was not queue, or by a tenth if
+//   - The limit falls when it is in use and r passes B by a half: to
+//     limit × 1.5·B/r, the share that was not queue, or by a tenth if
 //     that is less. A fall is at most a half.
 //   - The limit grows by a tenth (at least one) when a caller found no
 //     room, r is within a tenth of B, throughput followed in-flight, and

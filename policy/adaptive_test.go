@@ -45,8 +45,8 @@ func TestAdaptiveSteps(t *testing.T) {
 		}},
 		{"a queue: falls by the share that was queue", AdaptiveConfig{}, []step{
 			{at: 100, n: 200, rtt: 10 * time.Millisecond, limit: 20},
-			// Twice the latency, with the limit in use: 20 × 1.25/2.
-			{at: 200, n: 200, rtt: 20 * time.Millisecond, full: true, limit: 12, moved: true},
+			// Twice the latency, with the limit in use: 20 × 1.5/2.
+			{at: 200, n: 200, rtt: 20 * time.Millisecond, full: true, limit: 15, moved: true},
 		}},
 		{"falls at most by half", AdaptiveConfig{}, []step{
 			{at: 100, n: 200, rtt: 10 * time.Millisecond, limit: 20},
@@ -63,8 +63,7 @@ func TestAdaptiveSteps(t *testing.T) {
 			{at: 200, n: 400, rtt: 20 * time.Millisecond, full: true, limit: 22, moved: true},
 			// Twice the latency, the same throughput: a queue, but healthy.
 			{at: 300, n: 200, rtt: 20 * time.Millisecond, full: true, limit: 22},
-			// Past Healthy, a queue makes it fall: 22 × 12.5/30, at most
-			// by half.
+			// Past Healthy, a queue makes it fall: 22 × 15/30.
 			{at: 400, n: 200, rtt: 30 * time.Millisecond, full: true, limit: 11, moved: true, base: 10 * time.Millisecond},
 		}},
 		{"throughput that does not follow in-flight is a queue", AdaptiveConfig{}, []step{
@@ -87,21 +86,21 @@ func TestAdaptiveSteps(t *testing.T) {
 			// The window after a move only shows what the move did.
 			{at: 300, n: 240, rtt: 10 * time.Millisecond, full: true, limit: 22},
 			// Twice the latency at the same throughput: in flight 48.
-			{at: 400, n: 240, rtt: 20 * time.Millisecond, full: true, limit: 13, moved: true, base: 10 * time.Millisecond},
-			{at: 500, n: 144, rtt: 20 * time.Millisecond, full: true, limit: 13},
+			{at: 400, n: 240, rtt: 20 * time.Millisecond, full: true, limit: 16, moved: true, base: 10 * time.Millisecond},
+			{at: 500, n: 144, rtt: 20 * time.Millisecond, full: true, limit: 16},
 			// In flight fell to 28.8, and latency stayed: it is not a
 			// queue. The limit falls once more while the baseline is
 			// learnt, waits a window, then goes back to 22.
-			{at: 600, n: 144, rtt: 20 * time.Millisecond, full: true, limit: 8, moved: true, base: 20 * time.Millisecond},
-			{at: 700, n: 144, rtt: 20 * time.Millisecond, full: true, limit: 8},
+			{at: 600, n: 144, rtt: 20 * time.Millisecond, full: true, limit: 12, moved: true, base: 20 * time.Millisecond},
+			{at: 700, n: 144, rtt: 20 * time.Millisecond, full: true, limit: 12},
 			{at: 800, n: 144, rtt: 20 * time.Millisecond, full: true, limit: 22, moved: true},
 		}},
 		{"a queue that drains is no evidence", AdaptiveConfig{}, []step{
 			{at: 100, n: 200, rtt: 10 * time.Millisecond, limit: 20},
-			{at: 200, n: 200, rtt: 20 * time.Millisecond, full: true, limit: 12, moved: true},
+			{at: 200, n: 200, rtt: 20 * time.Millisecond, full: true, limit: 15, moved: true},
 			// Fewer in flight at the same throughput, and latency falls
 			// with them: a queue, still past the knee. The baseline stays.
-			{at: 300, n: 200, rtt: 12 * time.Millisecond, full: true, limit: 11, moved: true, base: 10 * time.Millisecond},
+			{at: 300, n: 200, rtt: 12 * time.Millisecond, full: true, limit: 13, moved: true, base: 10 * time.Millisecond},
 		}},
 		{"bounds hold", AdaptiveConfig{Min: 5, Max: 21, Start: 100}, []step{
 			{at: 100, n: 200, rtt: 10 * time.Millisecond, full: true, limit: 21},
@@ -254,13 +253,14 @@ func TestAdaptiveCapacityFalls(t *testing.T) {
 	s.run(5*time.Second, nil)
 	knee = 4
 	s.run(time.Second, nil)
-	if mean := meanLimit(s, time.Second); mean > 6 {
+	// Within half again the knee: the latency that counts as a queue.
+	if mean := meanLimit(s, time.Second); mean > 7.5 {
 		t.Errorf("mean limit %.1f in the second second after the knee fell to 4", mean)
 	}
 	mean := meanLimit(s, 5*time.Second)
 	put := goodput(s, 5*time.Second)
 	t.Logf("after the fall: mean limit %.1f, goodput %.0f/s", mean, put)
-	if mean > 6.5 {
+	if mean > 7 {
 		t.Errorf("mean limit %.1f after the knee fell to 4", mean)
 	}
 	if put < 0.9*capacity(4, base) {
