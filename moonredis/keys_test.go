@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -271,5 +272,46 @@ func TestReadRefusesMisshapenAnswers(t *testing.T) {
 	read(ps, []any{int64(1), int64(0), int64(5000), int64(0), int64(7), int64(0)}, nil)
 	if ps[0].err != nil || ps[1].err != nil || !ps[0].out[0].ok || ps[1].out[0].ok || ps[0].out[0].left != 5 || ps[1].out[0].wait != 7e3 {
 		t.Errorf("a well-formed answer read as %+v and %+v", ps[0], ps[1])
+	}
+}
+
+// TestExpiryKnownAndNeverShortened: a bucket's write notes in field e an
+// instant its key lives to, and reads the expiry again only when it needs
+// more. An expiry another writer set further out, with no e of its own,
+// is read and kept, never shortened, and becomes e.
+func TestExpiryKnownAndNeverShortened(t *testing.T) {
+	f := newFake(t)
+	b, err := NewBucket(f.eng, f.cfg(), 1, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "moonredis:bucket:k"
+	if !b.Allow("k") {
+		t.Fatal("a full bucket refused")
+	}
+	e := func() int64 {
+		t.Helper()
+		v, err := f.rdb.HGet(context.Background(), key, "e").Int64()
+		if err != nil {
+			t.Fatalf("field e: %v", err)
+		}
+		return v
+	}
+	lives := func() int64 { return f.clock.Now()/1e6 + f.mr.TTL(key).Milliseconds() }
+	if got, want := e(), lives(); got != want {
+		t.Errorf("after the first write e = %d, the key lives to %d", got, want)
+	}
+	// Another writer, keeping no e, lengthens the expiry to an hour.
+	f.rdb.HDel(context.Background(), key, "e")
+	f.rdb.PExpire(context.Background(), key, time.Hour)
+	long := lives()
+	if !b.Allow("k") {
+		t.Fatal("a bucket of 10 refused its second")
+	}
+	if got := lives(); got != long {
+		t.Errorf("the write moved an expiry an hour out to %d, want %d kept", got, long)
+	}
+	if got := e(); got != long {
+		t.Errorf("e = %d after reading an expiry of %d", got, long)
 	}
 }

@@ -96,17 +96,22 @@ if out then res = table.concat(out, ';') end
 // those, and writes nothing.
 //
 // A write needs the key kept past tat, and ARGV[5] past now for its kept
-// batch. It reads the key's expiry (PTTL, which only reads) and sets it
-// only when it falls short of that, and then a grid's cell further, the
-// cell G being ARGV[5] or a second, whichever is more: so a busy key's
-// expiry is set about once in G rather than on every write (PEXPIRE is a
-// sixth of a short run), and never made shorter by this script, whatever
-// expiry another process (with another Timeout) or an older script set (an
-// older script sets it on every write, and may shorten it, never below
-// tat). An idle key is gone about 2G after its state and kept batches
-// stop mattering, G the largest of its writers'.
+// batch. Field e of the key holds an instant, in milliseconds, the key is
+// known to live to. A write that needs no more reads nothing else. One
+// that does reads the key's expiry (PTTL, which only reads), and sets it
+// only when it falls short, and then a grid's cell further, the cell G
+// being ARGV[5] or a second, whichever is more; either way e becomes what
+// the key lives to. So a busy key's expiry is read and set about once in
+// G rather than on every write (PTTL and PEXPIRE are each a sixth of a
+// short run), and never made shorter by this script, whatever expiry
+// another process (with another Timeout, or a lease) set. Scripts without
+// e only lengthen the expiry, so e never overstates it; but an older
+// script that sets it on every write may shorten it (never below its
+// tat), and then e may overstate it. An idle key is gone about 2G after
+// its state and kept batches stop mattering, G the largest of its
+// writers'.
 const bucketBody = `
-local got = redis.call('HMGET', KEYS[1], 't', ARGV[1])
+local got = redis.call('HMGET', KEYS[1], 't', ARGV[1], 'e')
 local at, was, again = now, got[1], false
 local kept = got[2]
 if kept and ARGV[1] ~= '' then
@@ -138,11 +143,23 @@ for i = 6, #ARGV, 3 do
 end
 if moved and not again then
   tat = math.ceil(tat)
-  redis.call('HSET', KEYS[1], 't', string.format('%d', tat), ARGV[1], stamp .. (got[1] or ''))
   local need = math.max(tat, now + keep) + 1000
-  if not got[1] or now + redis.call('PTTL', KEYS[1]) * 1000 < need then
-    local G = math.max(keep, 1000000)
-    redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', (math.floor(need / G) + 2) * G / 1000))
+  if tonumber(got[3] or '0') * 1000 >= need then
+    redis.call('HSET', KEYS[1], 't', string.format('%d', tat), ARGV[1], stamp .. (got[1] or ''))
+  else
+    local to, set = 0, true
+    if got[1] then
+      to = now + redis.call('PTTL', KEYS[1]) * 1000
+      set = to < need
+    end
+    if set then
+      local G = math.max(keep, 1000000)
+      to = (math.floor(need / G) + 2) * G
+    end
+    redis.call('HSET', KEYS[1], 't', string.format('%d', tat), ARGV[1], stamp .. (got[1] or ''), 'e', string.format('%d', to / 1000))
+    if set then
+      redis.call('PEXPIREAT', KEYS[1], string.format('%d', to / 1000))
+    end
   end
 end
 `
