@@ -484,4 +484,13 @@ func TestAdaptiveSuite(t *testing.T) {
 			t.Errorf("%s: %d legend entries in %d colours, want %d of each", plot.name, len(legend), len(colours), plot.sides)
 		}
 	}
+	md, err := os.ReadFile(filepath.Join(dir, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"## Targets: adaptive", "## Adaptive", "| scenario | side |", "each side's limit and p99 latency over time"} {
+		if !strings.Contains(string(md), w) {
+			t.Errorf("results.md has no %q", w)
+		}
+	}
 }

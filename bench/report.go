@@ -497,6 +497,9 @@ func writeMarkdown(w io.Writer, m machine, results []result, checks []check, plo
 		if slices.Contains(plots, fleetCurveFile) {
 			fmt.Fprintf(w, "`%s` is the Fleet outage's instead: the connections reaching the backend after its return, against the time since, a panel per fleet size.\n", fleetCurveFile)
 		}
+		if slices.ContainsFunc(plots, func(p string) bool { return strings.HasPrefix(p, "adaptive-") && strings.HasSuffix(p, "-clock.svg") }) {
+			fmt.Fprintf(w, "`adaptive-virtual-clock.svg` and `adaptive-real-clock.svg` are the Adaptive scenarios' instead: each side's limit and p99 latency over time, a row per scenario.\n")
+		}
 	}
 }
 
