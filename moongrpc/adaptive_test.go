@@ -3,10 +3,13 @@ package moongrpc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
+	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
@@ -165,7 +168,7 @@ func learn(t *testing.T, g *client.AdaptiveGate, clock *moontest.Clock, n int, r
 // Canceled and leaves the line. Neither reaches the handler.
 func TestAdaptiveDeadlineAndCancel(t *testing.T) {
 	clock, eng := virtualEngine(t)
-	g := fixedAdaptive(t, eng, 1, 0)
+	g := fixedAdaptive(t, eng, 1, 4)
 	learn(t, g, clock, 20, 10*time.Second)
 	in, err := g.Enter(context.Background())
 	if err != nil {
@@ -349,4 +352,48 @@ func TestPriorityTravels(t *testing.T) {
 			t.Errorf("step %d: %s client, %v with metadata %q: the handler saw %s, want %s", i, tc.conn, tc.priority, tc.md, p, tc.want)
 		}
 	}
+}
+
+// The server interceptor in a testing/synctest bubble, on the bubble's
+// clock: a critical call waits in line while a call runs for a second,
+// gets in before a low one that came first, and its handler sees its
+// priority.
+func TestAdaptiveInBubble(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := client.NewEngine()
+		defer eng.Shutdown(context.Background())
+		g := fixedAdaptive(t, eng, 1, 2)
+		defer g.Close(context.Background())
+		unary := moongrpc.UnaryServerInterceptor(moongrpc.Config{Adaptive: g})
+		start := time.Now()
+		var order []string
+		handler := func(ctx context.Context, _ any) (any, error) {
+			order = append(order, fmt.Sprintf("%s at %v", client.PriorityFrom(ctx), time.Since(start)))
+			time.Sleep(time.Second)
+			return nil, nil
+		}
+		call := func(priority string) <-chan error {
+			ch := make(chan error, 1)
+			ctx := t.Context()
+			if priority != "" {
+				ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(moongrpc.PriorityKey, priority))
+			}
+			go func() {
+				_, err := unary(ctx, nil, &grpc.UnaryServerInfo{FullMethod: sayMethod}, handler)
+				ch <- err
+			}()
+			synctest.Wait()
+			return ch
+		}
+		calls := []<-chan error{call(""), call("low"), call("critical")}
+		for i, ch := range calls {
+			if err := <-ch; err != nil {
+				t.Errorf("call %d: %v", i, err)
+			}
+		}
+		want := []string{"normal at 0s", "critical at 1s", "low at 2s"}
+		if !slices.Equal(order, want) {
+			t.Errorf("handlers ran %q, want %q", order, want)
+		}
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
@@ -233,7 +234,7 @@ func (r *rig) learn(g *client.AdaptiveGate, n int, rtt time.Duration) {
 // and next never runs.
 func TestAdaptiveDeadline(t *testing.T) {
 	r := newRig(t)
-	g := r.fixedAdaptive(1, 0)
+	g := r.fixedAdaptive(1, 4)
 	r.learn(g, 20, 10*time.Second)
 	in, err := g.Enter(context.Background())
 	if err != nil {
@@ -297,7 +298,7 @@ func TestAdaptiveEndsInLine(t *testing.T) {
 	}
 	for _, tc := range tests {
 		r := newRig(t)
-		g := r.fixedAdaptive(1, 0)
+		g := r.fixedAdaptive(1, 4)
 		in, err := g.Enter(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -435,4 +436,51 @@ func TestTransportSendsPriority(t *testing.T) {
 	if got != "high" {
 		t.Errorf("through the front server: %q arrived, want high", got)
 	}
+}
+
+// TestAdaptiveInBubble: in a testing/synctest bubble, on the bubble's
+// clock, a request waits in line while another runs for a second and then
+// gets in; one whose deadline passes in line gets 503 and Retry-After: 1
+// at its deadline.
+func TestAdaptiveInBubble(t *testing.T) {
+	inBubble(t, func(t *testing.T, eng *client.Engine) {
+		g, err := client.NewAdaptiveGate(eng, client.AdaptiveConfig{Min: 1, Max: 1, Start: 1, Queue: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close(context.Background())
+		h := moonhttp.Adaptive(g, nil)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			time.Sleep(time.Second)
+			io.WriteString(w, "ok")
+		}))
+		start := time.Now()
+		type done struct {
+			w  *recorder
+			at time.Duration
+		}
+		send := func(timeout time.Duration) <-chan done {
+			ch := make(chan done, 1)
+			go func() {
+				w := newRecorder()
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				defer cancel()
+				h.ServeHTTP(w, w.req.WithContext(ctx))
+				ch <- done{w, time.Since(start)}
+			}()
+			synctest.Wait()
+			return ch
+		}
+		first := send(time.Hour)
+		patient := send(time.Hour)
+		hasty := send(500 * time.Millisecond)
+		if d := <-hasty; d.w.Code != 503 || d.w.Header().Get("Retry-After") != "1" || d.at != 500*time.Millisecond {
+			t.Errorf("deadline in line: %d, Retry-After %q at %v; want 503, 1 at 500ms", d.w.Code, d.w.Header().Get("Retry-After"), d.at)
+		}
+		if d := <-first; d.w.Code != 200 || d.at != time.Second {
+			t.Errorf("first: %d at %v, want 200 at 1s", d.w.Code, d.at)
+		}
+		if d := <-patient; d.w.Code != 200 || d.at != 2*time.Second {
+			t.Errorf("patient: %d at %v, want 200 at 2s", d.w.Code, d.at)
+		}
+	})
 }
