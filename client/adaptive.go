@@ -65,6 +65,8 @@ type AdaptiveClass = actors.AdaptiveClass
 // Under overload the line lets the highest priority in first
 // (WithPriority), and refuses the lowest first.
 //
+// A Pool behind the gate can hold its size to the limit: see FollowLimit.
+//
 // With room, Enter and Leave send the actor no message: room is lent
 // ahead of time, and latencies are added up in stripes the actor reads on
 // a timer. Neither allocates.
