@@ -107,7 +107,7 @@ type callSig struct {
 	timer      engine.Timer
 }
 
-// The fields of lease.w: tokens in the low 40 bits (at most about 1.1e12,
+// The fields of keyLease.w: tokens in the low 40 bits (at most about 1.1e12,
 // which caps a lease), a generation above.
 const (
 	creditBits = 40

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -265,5 +266,66 @@ func TestLeaseEngineShutdown(t *testing.T) {
 	}
 	if b.Allow("k") {
 		t.Error("Allow after the engine's Shutdown said yes")
+	}
+}
+
+// TestLeaseConservation: callers on eight goroutines take one key of a
+// bucket that never refills, one by one and from leases, in rounds
+// between which the clock moves past a lease's end (leases end, and go
+// back); the last round drains the key, and Close comes last. Nothing is
+// lost or made: Redis holds the burst less exactly what was let through.
+func TestLeaseConservation(t *testing.T) {
+	f := newFake(t)
+	const rate, burst = 1e-6, 2000
+	b := leased(t, f, f.cfg(), rate, burst)
+	var let atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for round := range 6 {
+				n := 30
+				if round == 5 {
+					n = 300 // more than is left
+				}
+				for range n {
+					if b.Allow("k") {
+						let.Add(1)
+					}
+				}
+				next := f.clock.Now() + int64(leasePeriod) + int64(10*time.Millisecond)
+				for end := time.Now().Add(bound); f.clock.Now() < next; {
+					if time.Now().After(end) {
+						t.Errorf("the clock did not move past %v", time.Duration(next))
+						return
+					}
+					time.Sleep(100 * time.Microsecond)
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for moving := true; moving; {
+		select {
+		case <-done:
+			moving = false
+		case <-time.After(time.Millisecond):
+			f.advance(10 * time.Millisecond)
+		}
+	}
+	settled(t, b)
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ls := b.LeaseStats()
+	t.Logf("let through %d; %+v", let.Load(), ls)
+	if got := b.Stats().Admitted; got != let.Load() {
+		t.Errorf("Stats.Admitted = %d, want the %d let through", got, let.Load())
+	}
+	if ls.Held != 0 || ls.Returned == 0 || ls.Given != ls.Returned {
+		t.Errorf("after Close: %+v, want leases returned, and all given back", ls)
+	}
+	if got := redisTokens(t, f, "moonredis:bucket:", "k", rate, burst); got != float64(burst-let.Load()) {
+		t.Errorf("Redis holds %v, want the burst less the %d let through", got, let.Load())
 	}
 }
