@@ -42,9 +42,6 @@ func MetadataPriority(name string) func(ctx context.Context, fullMethod string) 
 // it or not; anything else is client.PriorityNormal.
 func parsePriority(v string) client.Priority {
 	v = strings.TrimSpace(v)
-	if p, err := client.ParsePriority(v); err == nil {
-		return p
-	}
 	for _, p := range [...]client.Priority{client.PriorityLow, client.PriorityHigh, client.PriorityCritical} {
 		if strings.EqualFold(v, p.String()) {
 			return p

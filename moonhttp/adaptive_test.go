@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -483,4 +484,29 @@ func TestAdaptiveInBubble(t *testing.T) {
 			t.Errorf("patient: %d at %v, want 200 at 2s", d.w.Code, d.at)
 		}
 	})
+}
+
+// discard is a ResponseWriter that keeps nothing.
+type discard struct{ h http.Header }
+
+func (d *discard) Header() http.Header         { return d.h }
+func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discard) WriteHeader(int)             {}
+
+// TestAdaptiveAllocatesNothing: a request of normal priority, with the
+// header or without, costs Adaptive no allocation when there is room.
+func TestAdaptiveAllocatesNothing(t *testing.T) {
+	r := newRig(t)
+	g := r.fixedAdaptive(64, 0)
+	h := moonhttp.Adaptive(g, nil)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	w := &discard{h: http.Header{}}
+	for _, v := range []string{"", "normal", "Normal", "urgent"} {
+		req := httptest.NewRequest("GET", "/", nil)
+		if v != "" {
+			req.Header.Set(moonhttp.PriorityHeader, v)
+		}
+		if a := testing.AllocsPerRun(1000, func() { h.ServeHTTP(w, req) }); a != 0 {
+			t.Errorf("header %q: %v allocations a request", v, a)
+		}
+	}
 }

@@ -41,19 +41,13 @@ func HeaderPriority(name string) PriorityFunc {
 // value among them, is client.PriorityNormal. It never fails.
 func ParsePriority(v string) client.Priority {
 	v = strings.TrimSpace(v)
-	if p, err := client.ParsePriority(v); err == nil {
-		return p
-	}
-	for _, p := range priorities {
+	for _, p := range [...]client.Priority{client.PriorityLow, client.PriorityHigh, client.PriorityCritical} {
 		if strings.EqualFold(v, p.String()) {
 			return p
 		}
 	}
 	return client.PriorityNormal
 }
-
-// priorities are the client.Priority values, lowest first.
-var priorities = [...]client.Priority{client.PriorityLow, client.PriorityNormal, client.PriorityHigh, client.PriorityCritical}
 
 // withPriorityHeader is req with the priority of its ctx in
 // PriorityHeader, for Transport. A request whose ctx carries
