@@ -397,3 +397,31 @@ func TestAdaptiveInBubble(t *testing.T) {
 		}
 	})
 }
+
+// MetadataPriority reads the first value of its key, named in any case,
+// and a priority's name in any case; anything else is PriorityNormal.
+func TestMetadataPriority(t *testing.T) {
+	tests := []struct {
+		name string // the key MetadataPriority is given
+		md   metadata.MD
+		want client.Priority
+	}{
+		{"", metadata.Pairs(moongrpc.PriorityKey, "critical"), client.PriorityCritical},
+		{"", metadata.Pairs(moongrpc.PriorityKey, "Low"), client.PriorityLow},
+		{"", metadata.Pairs(moongrpc.PriorityKey, "high", moongrpc.PriorityKey, "low"), client.PriorityHigh},
+		{"", metadata.Pairs(moongrpc.PriorityKey, "2"), client.PriorityNormal},
+		{"", metadata.Pairs("x-priority", "low"), client.PriorityNormal},
+		{"", nil, client.PriorityNormal},
+		{"X-Priority", metadata.Pairs("x-priority", "low"), client.PriorityLow},
+		{"X-Priority", metadata.Pairs(moongrpc.PriorityKey, "low"), client.PriorityNormal},
+	}
+	for i, tc := range tests {
+		ctx := context.Background()
+		if tc.md != nil {
+			ctx = metadata.NewIncomingContext(ctx, tc.md)
+		}
+		if got := moongrpc.MetadataPriority(tc.name)(ctx, sayMethod); got != tc.want {
+			t.Errorf("step %d: key %q, metadata %v: %v, want %v", i, tc.name, tc.md, got, tc.want)
+		}
+	}
+}

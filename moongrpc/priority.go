@@ -28,7 +28,6 @@ func MetadataPriority(name string) func(ctx context.Context, fullMethod string) 
 	if name == "" {
 		name = PriorityKey
 	}
-	name = strings.ToLower(name)
 	return func(ctx context.Context, _ string) client.Priority {
 		vs := metadata.ValueFromIncomingContext(ctx, name)
 		if len(vs) == 0 {
