@@ -18,9 +18,9 @@ const PriorityHeader = "Moonpool-Priority"
 type PriorityFunc func(r *http.Request) client.Priority
 
 // HeaderPriority returns a PriorityFunc that reads the priority from the
-// header name (PriorityHeader when name is empty), with ParsePriority. A
-// request without the header, or with a value it does not know, is
-// client.PriorityNormal.
+// first value of the header name (PriorityHeader when name is empty),
+// with ParsePriority. A request without the header, or with a value it
+// does not know, is client.PriorityNormal.
 //
 // A client can send any header. Read this one only from callers you
 // trust: have your edge proxy set or strip it, or use a PriorityFunc that
