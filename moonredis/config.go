@@ -114,7 +114,8 @@ type Config struct {
 	// most services. With it on, this process takes tokens of a key it
 	// asks often from Redis ahead of time, about a Lease of its demand,
 	// and lets requests through from them without a call (see the
-	// package documentation). A Window ignores it.
+	// package documentation). One below a millisecond is a millisecond.
+	// A Window ignores it.
 	Lease time.Duration
 	// LeaseAbove is the requests a second of one key, in this process,
 	// above which the key is leased; <= 0, NaN or infinite is four a
@@ -154,6 +155,8 @@ func (c Config) normal(kind string) (Config, error) {
 	}
 	if c.Lease < 0 {
 		c.Lease = 0
+	} else if c.Lease > 0 && c.Lease < time.Millisecond {
+		c.Lease = time.Millisecond
 	}
 	if !(c.LeaseAbove > 0) || math.IsInf(c.LeaseAbove, 1) {
 		c.LeaseAbove = 4 / max(c.Lease.Seconds(), 1e-9)

@@ -125,7 +125,7 @@ func newLeases(eng *engine.Engine, cfg Config, perToken, burst float64, tripped 
 	ls := &leases{
 		eng: eng, rdb: cfg.Client, prefix: cfg.Prefix, timeout: cfg.Timeout,
 		period:  int64(cfg.Lease),
-		above:   max(2, int64(math.Ceil(cfg.LeaseAbove*cfg.Lease.Seconds()))),
+		above:   int64(min(max(2, math.Ceil(cfg.LeaseAbove*cfg.Lease.Seconds())), 1e18)),
 		most:    max(1, min(int64(burst), creditMask)),
 		id:      "l" + strconv.FormatUint(rand.Uint64(), 36),
 		tripped: tripped,

@@ -329,3 +329,41 @@ func TestLeaseConservation(t *testing.T) {
 		t.Errorf("Redis holds %v, want the burst less the %d let through", got, let.Load())
 	}
 }
+
+// TestLeaseConfig: Lease and LeaseAbove out of range get their documented
+// answers: no leases for a Lease below zero, a millisecond for one below
+// it, the default threshold for LeaseAbove <= 0, NaN or infinite, and a
+// huge one that never leases rather than one that wraps around.
+func TestLeaseConfig(t *testing.T) {
+	f := newFake(t)
+	for _, c := range []struct {
+		lease  time.Duration
+		above  float64
+		period time.Duration // 0: no leases
+		most   int64         // requests a period sent one by one before a lease
+	}{
+		{-time.Second, 0, 0, 0},
+		{0, 100, 0, 0},
+		{time.Nanosecond, 0, time.Millisecond, 4},
+		{leasePeriod, 0, leasePeriod, 4},
+		{leasePeriod, nanf(), leasePeriod, 4},
+		{leasePeriod, inff(), leasePeriod, 4},
+		{leasePeriod, -5, leasePeriod, 4},
+		{leasePeriod, 1000, leasePeriod, 50},
+		{leasePeriod, 1e300, leasePeriod, 1e18},
+	} {
+		cfg := f.cfg()
+		cfg.Lease, cfg.LeaseAbove = c.lease, c.above
+		b, err := NewBucket(f.eng, cfg, 10, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case c.period == 0 && b.ls != nil:
+			t.Errorf("Lease %v: leases on", c.lease)
+		case c.period != 0 && (b.ls == nil || b.ls.period != int64(c.period) || b.ls.above != c.most):
+			t.Errorf("Lease %v, LeaseAbove %v: leases %+v, want a period of %v and %d requests", c.lease, c.above, b.ls, c.period, c.most)
+		}
+		b.Close(context.Background())
+	}
+}
