@@ -66,6 +66,14 @@ const (
 	// with latency over the baseline and no queue, before it falls a
 	// tenth to see whether the latency is the dependency's own.
 	adaptiveProbe = 10
+	// adaptiveFlat is the most latency may grow between two windows that
+	// show it does not follow in-flight: a queue still draining after a
+	// fall shows more.
+	adaptiveFlat = 0.1
+	// adaptiveSettle is how many windows the limit holds after it moved,
+	// once its baseline is sure, and how many must pass after a move for
+	// a window to be evidence.
+	adaptiveSettle = 1
 	// adaptiveHistory is how many windows are remembered.
 	adaptiveHistory = 8
 )
@@ -146,7 +154,7 @@ type Adaptive struct {
 	last    int
 	restore float64 // the limit to go back to once no queue shows; 0 none
 	steady  int     // windows in a row held in use between growing and falling
-	moved   bool    // the limit moved at the last window's end
+	since   int     // windows decided since the limit last moved
 	probing bool    // falling a tenth a time to learn whether latency follows
 	// sure is whether the baseline has been seen to be no queue: a window
 	// whose throughput followed in-flight at that latency.
@@ -156,7 +164,7 @@ type Adaptive struct {
 // NewAdaptive is a limit read from c as AdaptiveConfig says, whose first
 // window begins at now.
 func NewAdaptive(c AdaptiveConfig, now int64) *Adaptive {
-	a := &Adaptive{from: now}
+	a := &Adaptive{from: now, since: adaptiveSettle}
 	lo, hi, start := c.Min, c.Max, c.Start
 	if lo <= 0 {
 		lo = DefaultAdaptiveMin
@@ -246,9 +254,13 @@ func (a *Adaptive) Update(now int64) bool {
 	if n == 0 || sum == 0 || inflight <= 0 {
 		return false
 	}
-	old, settled := a.limit, !a.moved
+	old, settled := a.limit, a.since >= adaptiveSettle
 	a.decide(float64(sum)/float64(n), inflight, full)
-	a.moved = a.limit != old
+	if a.limit != old {
+		a.since = 0
+	} else if a.since < adaptiveSettle {
+		a.since++
+	}
 	a.learn(float64(sum)/float64(n), inflight, old, settled)
 	return a.Limit() != int(old)
 }
@@ -256,7 +268,7 @@ func (a *Adaptive) Update(now int64) bool {
 // adaptiveWindow is what one window showed.
 type adaptiveWindow struct {
 	inflight, rtt, limit float64
-	settled              bool // the limit did not move at its start
+	settled              bool // the limit had not moved for adaptiveSettle windows at its start
 }
 
 // decide moves the limit for a window with latency r (ns) and in-flight i.
@@ -280,10 +292,11 @@ func (a *Adaptive) decide(r, i float64, full bool) {
 		keptUp = put/a.put >= r/a.rtt
 	}
 	queued := r > base*adaptiveQueued
-	// The window after the limit moved still holds calls let in before:
-	// once the baseline is sure, the limit waits for a window that shows
-	// what the move did.
-	settling := a.moved && a.sure
+	// The windows after the limit moved still hold calls let in before,
+	// and a queue at the dependency takes a while to drain: once the
+	// baseline is sure, the limit waits for windows that show what the
+	// move did.
+	settling := a.since < adaptiveSettle && a.sure
 
 	target := a.limit
 	switch {
@@ -356,7 +369,8 @@ func (a *Adaptive) learn(r, i, limit float64, settled bool) {
 				lo.rtt <= a.base*adaptiveClear || hi.rtt <= a.base*adaptiveClear {
 				continue
 			}
-			if grew := hi.rtt/lo.rtt - 1; grew > -adaptiveStep && grew < (hi.inflight/lo.inflight-1)/3 {
+			grew := hi.rtt/lo.rtt - 1
+			if grew > -adaptiveStep && grew < adaptiveFlat && grew < (hi.inflight/lo.inflight-1)/3 {
 				a.base, a.sure, a.probing = math.Min(h.rtt, r), true, false
 				a.restore = math.Max(a.restore, hi.limit)
 			}

@@ -95,6 +95,17 @@ func TestAdaptiveSteps(t *testing.T) {
 			{at: 700, n: 144, rtt: 20 * time.Millisecond, full: true, limit: 12},
 			{at: 800, n: 144, rtt: 20 * time.Millisecond, full: true, limit: 22, moved: true},
 		}},
+		{"a queue still draining is no evidence", AdaptiveConfig{}, []step{
+			{at: 100, n: 200, rtt: 10 * time.Millisecond, limit: 20},
+			{at: 200, n: 240, rtt: 10 * time.Millisecond, full: true, limit: 22, moved: true},
+			{at: 300, n: 240, rtt: 10 * time.Millisecond, full: true, limit: 22},
+			{at: 400, n: 240, rtt: 20 * time.Millisecond, full: true, limit: 16, moved: true},
+			{at: 500, n: 144, rtt: 20 * time.Millisecond, full: true, limit: 16},
+			// In flight fell by two fifths and latency by a fifth only, as
+			// it does while the queue of the windows before drains. Not
+			// the dependency's own: the baseline stays.
+			{at: 600, n: 144, rtt: 16 * time.Millisecond, full: true, limit: 14, moved: true, base: 10 * time.Millisecond},
+		}},
 		{"a queue that drains is no evidence", AdaptiveConfig{}, []step{
 			{at: 100, n: 200, rtt: 10 * time.Millisecond, limit: 20},
 			{at: 200, n: 200, rtt: 20 * time.Millisecond, full: true, limit: 15, moved: true},
