@@ -112,9 +112,10 @@ const (
 //
 // Drift. The last eight windows are remembered. Two windows that each
 // followed a window without a move, with in-flight a fifth or more apart,
-// both with latency over B by a tenth, between which latency grew less
-// than a third as much as in-flight, show that the latency does not come
-// from a queue: a queue grows with the calls in it. The baseline then
+// both with latency over B by a tenth, between which latency grew by less
+// than a tenth and less than a third as much as in-flight, show that the
+// latency does not come from a queue: a queue grows with the calls in it,
+// and one still draining after a fall shows more. The baseline then
 // becomes the lower of their latencies, and the next window that shows no
 // queue by it puts the limit back to what it was in the window with more
 // in flight. So a dependency that slows down for ten minutes moves the
