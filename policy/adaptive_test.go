@@ -78,6 +78,16 @@ func TestAdaptiveSteps(t *testing.T) {
 			// a queue's latency the limit neither falls nor grows.
 			{at: 300, n: 240, rtt: 11 * time.Millisecond, full: true, limit: 22},
 		}},
+		{"below the knee, from above, the last limit comes back", AdaptiveConfig{}, []step{
+			{at: 100, n: 100, rtt: 20 * time.Millisecond, limit: 20},
+			// A tenth fewer in flight, the same throughput: past the knee.
+			{at: 200, n: 100, rtt: 18 * time.Millisecond, full: true, limit: 18, moved: true},
+			// A tenth fewer again, and a tenth less throughput: below the
+			// knee, so the baseline is sure, and the limit of 20 did no
+			// harm.
+			{at: 300, n: 90, rtt: 18 * time.Millisecond, limit: 18},
+			{at: 400, n: 90, rtt: 18 * time.Millisecond, limit: 20, moved: true},
+		}},
 		{"the dependency's own latency is learnt", AdaptiveConfig{}, []step{
 			{at: 100, n: 200, rtt: 10 * time.Millisecond, limit: 20},
 			// A fifth more in flight, a fifth more throughput: the
