@@ -361,10 +361,11 @@ func (a *Adaptive) learn(r, i, limit float64, settled bool) {
 		// make the baseline, a few do.
 		a.base = (a.base + r) / 2
 	}
-	// A window with in-flight a tenth or more apart, whose latency moved
-	// less than half as much, shows the latency does not come from a
-	// queue: the dependency's own latency is the lower one. The limit of
-	// the window with more in flight did no harm, and comes back.
+	// Two settled windows with in-flight a fifth or more apart, whose
+	// latency moved by less than a tenth and less than a third as much,
+	// show the latency does not come from a queue: the dependency's own
+	// latency is the lower one. The limit of the window with more in
+	// flight did no harm, and comes back.
 	if a.sure && r > a.base*adaptiveClear {
 		now := adaptiveWindow{i, r, limit, settled}
 		for _, h := range a.history {
