@@ -406,7 +406,7 @@ func TestAdaptiveGateInBubble(t *testing.T) {
 				t.Fatal(err)
 			}
 			go func() {
-				time.Sleep(time.Second)
+				_ = eng.Sleep(bg, time.Second) // the bubble's clock: no real time
 				p.Leave()
 			}()
 			start := time.Now()
@@ -419,7 +419,7 @@ func TestAdaptiveGateInBubble(t *testing.T) {
 			}
 			p2.Drop()
 		}
-		time.Sleep(time.Second)
+		_ = eng.Sleep(bg, time.Second)
 		if s := g.Stats(); s.Latency != time.Second || s.InFlight != 0 {
 			t.Fatalf("stats %+v, want a latency of 1s and none inside", s)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
@@ -139,4 +140,29 @@ func TestFollowLimitFalls(t *testing.T) {
 	if n := lendable(t, pool); n != limit {
 		t.Fatalf("%d lent at once, want the limit %d", n, limit)
 	}
+}
+
+// TestFollowLimitInBubble: following works inside a testing/synctest
+// bubble, on the bubble's clock, and ends with the engine.
+func TestFollowLimitInBubble(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := client.NewEngine()
+		g := fixedGate(t, eng, 3, 0)
+		pool, err := client.NewPool(eng, quietConns(10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		client.FollowLimit(g, pool, policy.Limits{Size: 10}, time.Second)
+		if n := lendable(t, pool); n != 3 {
+			t.Fatalf("%d lent at once, want 3", n)
+		}
+		_ = eng.Sleep(context.Background(), time.Hour) // an hour of looks, in no real time
+		if n := lendable(t, pool); n != 3 {
+			t.Fatalf("%d lent at once after an hour, want 3", n)
+		}
+		if err := eng.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		<-time.After(2 * time.Second) // the bubble's clock: the next look finds the gate gone and ends
+	})
 }
