@@ -7,8 +7,13 @@
 // as an API key, or the peer's address) and to a concurrency gate
 // (*client.Gate). A call over its quota fails with codes.ResourceExhausted,
 // and a call the gate turns away, or a quota closed with the server, with
-// codes.Unavailable. The handler never runs. A refusal carries its wait twice, for the two kinds of clients
-// there are: as the grpc-retry-pushback-ms trailer that gRPC's own retry
+// codes.Unavailable. The handler never runs. Config.Adaptive adds a
+// *client.AdaptiveGate, which finds its own limit and lets calls in by the
+// priority in their moonpool-priority metadata; the client interceptors
+// send the ctx's priority there.
+//
+// A refusal carries its wait twice, for the two kinds of clients there
+// are: as the grpc-retry-pushback-ms trailer that gRPC's own retry
 // policy reads (gRFC A6), and as a google.rpc.RetryInfo detail in the
 // status, which Google's API clients and most hand-written retry loops
 // read. The interceptors also give a handler's own moonpool refusals (a

@@ -21,7 +21,10 @@
 //	http.ListenAndServe(":8080", quota(mux))
 //
 // Concurrency caps the requests in flight across all clients with a
-// client.Gate and answers 503 past it. A pool sheds load by refusing in
+// client.Gate and answers 503 past it. Adaptive does the same with a
+// client.AdaptiveGate, which finds its own limit; it reads each request's
+// priority from the Moonpool-Priority header, and Transport sends the
+// caller's on. A pool sheds load by refusing in
 // Get; Unavailable turns those refusals into 503s. Refusals have a small
 // application/problem+json body (RFC 9457) unless WithReject says
 // otherwise.

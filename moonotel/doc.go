@@ -31,4 +31,8 @@
 // the time spent waiting) and its quota now under moonpool.limiter.*, with
 // the attribute moonpool.limiter.name; there are no semantic conventions
 // for rate limiters to follow.
+//
+// ObserveAdaptive reports a client.AdaptiveGate under moonpool.adaptive.*:
+// its limit, the calls in flight and in line, and its refusals by
+// priority and reason.
 package moonotel

@@ -15,4 +15,8 @@
 // const label limiter.
 //
 //	reg.MustRegister(moonprom.NewLimiterCollector(perClient, "api"))
+//
+// NewAdaptiveCollector reports a client.AdaptiveGate: its limit, the calls
+// in flight and in line, and its refusals by priority and reason, named
+// moonpool_adaptive_… under the const label gate.
 package moonprom
