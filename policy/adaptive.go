@@ -105,8 +105,8 @@ const (
 // 5 % with throughput following, at that latency: the dependency is below
 // its knee there. Until then the limit, in use, also falls by a tenth
 // when r passes B by a tenth or throughput did not follow in-flight: it
-// looks for the knee from above, and once below it takes back the limit
-// of the window before. Once the baseline is sure, the window
+// looks for the knee from above, and once below it takes back the higher
+// limit of the two windows before. Once the baseline is sure, the window
 // after a move holds, since its calls were let in before the move; and a
 // limit in use that holds for ten windows with r over B by a tenth falls
 // a tenth at a time, to learn where that latency comes from.
@@ -349,9 +349,11 @@ func (a *Adaptive) learn(r, i, limit float64, settled bool) {
 		di, dx := i/a.inflight-1, (i/r)/a.put-1
 		if math.Abs(di) > adaptiveStep && dx/di >= 2.0/3 {
 			if !a.sure && di < 0 {
-				// Looking for the knee from above, the limit fell
-				// below it: the limit of the window before was no queue.
-				a.restore = math.Max(a.restore, a.history[a.last].limit)
+				// Looking for the knee from above, the limit fell below
+				// it, a window or two ago, as throughput lags in-flight:
+				// the limit of the two windows before was no queue.
+				before := a.history[(a.last+adaptiveHistory-1)%adaptiveHistory]
+				a.restore = math.Max(a.restore, math.Max(a.history[a.last].limit, before.limit))
 			}
 			a.sure = true
 		}

@@ -78,15 +78,17 @@ func TestAdaptiveSteps(t *testing.T) {
 			// a queue's latency the limit neither falls nor grows.
 			{at: 300, n: 240, rtt: 11 * time.Millisecond, full: true, limit: 22},
 		}},
-		{"below the knee, from above, the last limit comes back", AdaptiveConfig{}, []step{
+		{"below the knee, from above, the last limits come back", AdaptiveConfig{}, []step{
 			{at: 100, n: 100, rtt: 20 * time.Millisecond, limit: 20},
-			// A tenth fewer in flight, the same throughput: past the knee.
+			// A tenth fewer in flight, the same throughput, twice: past
+			// the knee.
 			{at: 200, n: 100, rtt: 18 * time.Millisecond, full: true, limit: 18, moved: true},
+			{at: 300, n: 100, rtt: 16200 * time.Microsecond, full: true, limit: 16, moved: true},
 			// A tenth fewer again, and a tenth less throughput: below the
-			// knee, so the baseline is sure, and the limit of 20 did no
-			// harm.
-			{at: 300, n: 90, rtt: 18 * time.Millisecond, limit: 18},
-			{at: 400, n: 90, rtt: 18 * time.Millisecond, limit: 20, moved: true},
+			// knee, so the baseline is sure. Throughput lags in-flight by
+			// a window, and the limit of 20 two windows ago did no harm.
+			{at: 400, n: 90, rtt: 16200 * time.Microsecond, limit: 16},
+			{at: 500, n: 90, rtt: 16200 * time.Microsecond, limit: 20, moved: true},
 		}},
 		{"the dependency's own latency is learnt", AdaptiveConfig{}, []step{
 			{at: 100, n: 200, rtt: 10 * time.Millisecond, limit: 20},
