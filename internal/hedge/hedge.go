@@ -28,9 +28,7 @@ type Send[T any] func() Result[T]
 type Entrant[T any] struct {
 	Result[T]
 	I    int           // its index: 0 for the attempt, then each hedge
-	// Took is from sending to the answer: for the attempt, from the
-	// race's start, which its hedge's delay is counted from too.
-	Took time.Duration
+	Took time.Duration // from sending to the answer
 	// Cancel ends the attempt's ctx. Run has not called it for a winner,
 	// whose answer may still need its ctx.
 	Cancel context.CancelFunc
@@ -78,7 +76,7 @@ func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[
 	// The race starts here, for the timer and for the latency observed
 	// alike: the delay is a quantile of the same span it is raced against.
 	start := r.Clock.Now()
-	r.run(ctx, send, nil, cancel, false, start)
+	r.run(ctx, send, nil, cancel, false)
 	timer := newAlarm(r.Clock, r.Delay)
 	defer func() { timer.stop() }()
 	out := 1            // entrants still running
@@ -101,7 +99,7 @@ func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[
 				continue // refused: this race sends no more hedges
 			}
 			r.Sent++
-			r.run(hctx, send, drop, hcancel, true, 0)
+			r.run(hctx, send, drop, hcancel, true)
 			out++
 			if r.Sent < r.Left {
 				timer = newAlarm(r.Clock, r.Delay)
@@ -116,12 +114,11 @@ func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[
 			case e.Answer:
 				r.end(e.I)
 				r.release(last)
-				if r.First && e.I == 0 {
-					r.Budget.Observe(e.Took)
-				} else if r.First && firstOut {
-					// The first attempt lost: its latency is at least
-					// this long. Leaving it out would make the quantile
-					// ever shorter and the hedges ever more.
+				if r.First && (e.I == 0 || firstOut) {
+					// The first attempt's latency, from the race's
+					// start. If it lost, its latency is at least this
+					// long. Leaving it out would make the quantile ever
+					// shorter and the hedges ever more.
 					r.Budget.Observe(time.Duration(r.Clock.Now() - start))
 				}
 				return e, nil
@@ -165,10 +162,9 @@ func newAlarm(c engine.Clock, d time.Duration) alarm {
 	return alarm{due: due, stop: t.Stop}
 }
 
-// run makes one entrant on a goroutine of its own, and hands what comes
-// back to the race. The attempt is timed from start, the race's. A hedge
-// runs after Wait, and is timed from its send.
-func (r *Race[T]) run(ctx context.Context, send Send[T], drop func(), cancel context.CancelFunc, hedge bool, start int64) {
+// run makes one entrant on a goroutine of its own, after Wait if it is
+// a hedge, and hands what comes back to the race.
+func (r *Race[T]) run(ctx context.Context, send Send[T], drop func(), cancel context.CancelFunc, hedge bool) {
 	r.mu.Lock()
 	i := len(r.cancels)
 	r.cancels = append(r.cancels, cancel)
@@ -183,9 +179,7 @@ func (r *Race[T]) run(ctx context.Context, send Send[T], drop func(), cancel con
 				return
 			}
 		}
-		if hedge {
-			start = r.Clock.Now()
-		}
+		start := r.Clock.Now()
 		res := send()
 		r.hand(Entrant[T]{Result: res, I: i, Took: time.Duration(r.Clock.Now() - start), Cancel: cancel})
 	}()
