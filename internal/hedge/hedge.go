@@ -73,8 +73,6 @@ type Race[T any] struct {
 // cancelled, and what the losers bring is released.
 func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[T]) (Entrant[T], error) {
 	r.out = make(chan Entrant[T], 1+r.Left)
-	// The race starts here, for the timer and for the latency observed
-	// alike: the delay is a quantile of the same span it is raced against.
 	start := r.Clock.Now()
 	r.run(ctx, send, nil, cancel, false)
 	timer := newAlarm(r.Clock, r.Delay)
@@ -114,11 +112,14 @@ func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[
 			case e.Answer:
 				r.end(e.I)
 				r.release(last)
-				if r.First && (e.I == 0 || firstOut) {
-					// The first attempt's latency, from the race's
-					// start. If it lost, its latency is at least this
-					// long. Leaving it out would make the quantile ever
-					// shorter and the hedges ever more.
+				if r.First && e.I == 0 {
+					// The attempt's own latency, from its send to its
+					// answer, as a latency is usually counted.
+					r.Budget.Observe(e.Took)
+				} else if r.First && firstOut {
+					// The first attempt lost: its latency is at least
+					// this long. Leaving it out would make the quantile
+					// ever shorter and the hedges ever more.
 					r.Budget.Observe(time.Duration(r.Clock.Now() - start))
 				}
 				return e, nil
