@@ -129,3 +129,44 @@ func addSamples(r *AdaptiveRoom, n int, rtt time.Duration) {
 		r.Leave(rtt)
 	}
 }
+
+// TestAdaptiveDeadlinesReachTheLimit: the deadlines of callers who ask
+// the actor reach the limit. A queue whose latency fits them does not cut
+// the limit below its start; the same queue before callers with less time
+// does.
+func TestAdaptiveDeadlinesReachTheLimit(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	for _, tc := range []struct {
+		left  time.Duration // each waiter's time to its deadline
+		limit int
+	}{
+		{time.Second, 8},
+		{40 * time.Millisecond, 4},
+		{0, 4}, // no deadline
+	} {
+		a := &adaptiveActor{
+			ctl:   *policy.NewAdaptive(policy.AdaptiveConfig{Start: 8}, 0),
+			room:  &AdaptiveRoom{},
+			every: 25 * time.Millisecond,
+		}
+		a.alarm.clock = vclock.NewVirtual()
+		for range 8 {
+			m := &AdaptiveEnter{Now: 0, Class: 1, Wait: true, Slot: new(engine.Reply[Permit])}
+			a.Handle(m)
+		}
+		addSamples(a.room, 200, 10*time.Millisecond)
+		a.Handle(&Tick{Now: 100 * ms})
+		// A caller in line, then a window at 40 ms: a queue.
+		m := &AdaptiveEnter{Now: 150 * ms, Class: 1, Wait: true, Slot: new(engine.Reply[Permit])}
+		if tc.left != 0 {
+			m.Deadline = 150*ms + int64(tc.left)
+		}
+		a.Handle(m)
+		addSamples(a.room, 200, 40*time.Millisecond)
+		a.Handle(&Tick{Now: 200 * ms})
+		if l := a.ctl.Limit(); l != tc.limit {
+			t.Errorf("deadline %v away: limit %d, want %d", tc.left, l, tc.limit)
+		}
+		a.alarm.stop()
+	}
+}

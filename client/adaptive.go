@@ -28,7 +28,9 @@ type AdaptiveConfig struct {
 	// Max is the most room. Zero or less is 1,000. A Max under Min is Min.
 	Max int
 	// Start is the room before any call has finished. Zero or less is 20,
-	// held within Min and Max.
+	// held within Min and Max. While the latency and a quarter fit within
+	// the deadlines of the callers who wait, the limit does not fall below
+	// Start: a queue they can afford keeps the dependency busy.
 	Start int
 	// Healthy is a latency that never counts as congestion: while calls
 	// finish within it on average, the limit never falls. Zero is none.

@@ -16,6 +16,8 @@ type AdaptiveConfig struct {
 	Max int
 	// Start is the room before any call has finished. Zero or less is 20
 	// (failsafe-go's and Netflix's starting limit), held within Min and Max.
+	// It is also a floor while latency fits the callers' deadlines (see
+	// Adaptive.Deadline).
 	Start int
 	// Healthy is a latency that never counts as congestion: while calls
 	// finish within it on average, the limit never falls. Zero or less is
@@ -74,6 +76,10 @@ const (
 	// once its baseline is sure, and how many must pass after a move for
 	// a window to be evidence.
 	adaptiveSettle = 1
+	// adaptiveRoom is how much longer than the window's latency the
+	// shortest deadline must be for the limit to hold at Start: a
+	// latency may grow by a quarter before the limit falls.
+	adaptiveRoom = 1.25
 	// adaptiveHistory is how many windows are remembered.
 	adaptiveHistory = 8
 )
@@ -100,6 +106,12 @@ const (
 //     not grow, nor does one past the knee, where more calls at once bring
 //     no more throughput.
 //   - A latency within Healthy never makes the limit fall.
+//   - The limit does not fall below Start while r and a quarter fit
+//     within the shortest deadline told to Deadline in the window. A
+//     queue that fits the callers' deadlines costs none of them, and
+//     keeps the dependency busy. So a burst from zero does not cut the
+//     limit to the knee and past it. A limit already under Start, or a
+//     window told no deadline, has no floor.
 //
 // The baseline is sure once a window shows in-flight moving by more than
 // 5 % with throughput following, at that latency: the dependency is below
@@ -127,22 +139,24 @@ const (
 // A pure latency rise never raises the limit: a window with the same
 // throughput as the last and a higher latency leaves it no higher.
 //
-// Adaptive reads no clock: time is an argument. Sample, InFlight, Full and
-// Update allocate nothing. The zero Adaptive is not usable; build one with
-// NewAdaptive. It is not safe for concurrent use: one actor owns it.
+// Adaptive reads no clock: time is an argument. Sample, InFlight,
+// Deadline, Full and Update allocate nothing. The zero Adaptive is not
+// usable; build one with NewAdaptive. It is not safe for concurrent use: one actor owns it.
 type Adaptive struct {
 	lo, hi  float64 // the limit's bounds
 	limit   float64
+	start   float64 // the limit before any call; a floor while deadlines allow
 	healthy float64 // ns; 0 is none
 	window  int64   // ns
 
 	// The window being filled.
-	from int64 // when it began
-	n    int64 // calls finished in it
-	sum  int64 // their latencies, ns
-	full bool  // a caller found no room in it
-	seen int64 // in-flight counts given by InFlight
-	held int64 // their sum
+	from  int64 // when it began
+	n     int64 // calls finished in it
+	sum   int64 // their latencies, ns
+	full  bool  // a caller found no room in it
+	seen  int64 // in-flight counts given by InFlight
+	held  int64 // their sum
+	least int64 // the shortest time to a deadline a caller had, ns; 0 none
 
 	// What the windows so far have shown.
 	base     float64 // the baseline latency, ns; 0 until a window is seen
@@ -180,6 +194,7 @@ func NewAdaptive(c AdaptiveConfig, now int64) *Adaptive {
 	}
 	a.lo, a.hi = float64(lo), float64(hi)
 	a.limit = min(max(float64(start), a.lo), a.hi)
+	a.start = a.limit
 	if c.Healthy > 0 {
 		a.healthy = float64(c.Healthy)
 	}
@@ -228,6 +243,17 @@ func (a *Adaptive) InFlight(k int) {
 	a.held = satAdd(a.held, int64(k))
 }
 
+// Deadline notes that a caller asked for room with left to go before its
+// deadline. The window keeps the shortest. While the window's latency and
+// a quarter fit within it, the limit does not fall below Start. Spans of
+// zero or less are ignored. A gate tells it of the callers who ask its
+// owner for room, not of those who find room lent ahead.
+func (a *Adaptive) Deadline(left time.Duration) {
+	if left > 0 && (a.least == 0 || int64(left) < a.least) {
+		a.least = int64(left)
+	}
+}
+
 // Full notes that a caller found no room: the limit is in use, and may
 // grow.
 func (a *Adaptive) Full() { a.full = true }
@@ -247,17 +273,17 @@ func (a *Adaptive) Update(now int64) bool {
 	if a.n < adaptiveSamples && now < satAdd(a.from, a.window*adaptiveStretch) {
 		return false
 	}
-	n, sum, full, dt := a.n, a.sum, a.full, now-a.from
+	n, sum, full, dt, least := a.n, a.sum, a.full, now-a.from, a.least
 	inflight := float64(sum) / float64(dt)
 	if a.seen > 0 {
 		inflight = float64(a.held) / float64(a.seen)
 	}
-	a.from, a.n, a.sum, a.full, a.seen, a.held = now, 0, 0, false, 0, 0
+	a.from, a.n, a.sum, a.full, a.seen, a.held, a.least = now, 0, 0, false, 0, 0, 0
 	if n == 0 || sum == 0 || inflight <= 0 {
 		return false
 	}
 	old, settled := a.limit, a.since >= adaptiveSettle
-	a.decide(float64(sum)/float64(n), inflight, full)
+	a.decide(float64(sum)/float64(n), inflight, full, float64(least))
 	if a.limit != old {
 		a.since = 0
 	} else if a.since < adaptiveSettle {
@@ -273,8 +299,9 @@ type adaptiveWindow struct {
 	settled              bool // the limit had not moved for adaptiveSettle windows at its start
 }
 
-// decide moves the limit for a window with latency r (ns) and in-flight i.
-func (a *Adaptive) decide(r, i float64, full bool) {
+// decide moves the limit for a window with latency r (ns), in-flight i
+// and a shortest deadline least (ns, 0 none).
+func (a *Adaptive) decide(r, i float64, full bool, least float64) {
 	put := i / r
 	if a.base == 0 {
 		a.base = r
@@ -322,6 +349,11 @@ func (a *Adaptive) decide(r, i float64, full bool) {
 			target = a.limit + math.Max(1, a.limit*adaptiveGrow)
 		}
 		a.restore = 0
+	}
+	if least > 0 && r*adaptiveRoom <= least && a.limit >= a.start {
+		// A queue that fits the callers' deadlines costs none of them
+		// and keeps the dependency busy: no fall below Start.
+		target = math.Max(target, a.start)
 	}
 	switch {
 	case target != a.limit:

@@ -7,9 +7,9 @@ import (
 )
 
 // FuzzAdaptive drives a limit through windows of any calls, latencies,
-// in-flight counts and clock steps, some going back, and checks after each
-// step that the limit is within its bounds and nothing it holds is NaN,
-// infinite or below zero. Every few steps it repeats the last window at
+// in-flight counts, callers' deadlines and clock steps, some going back,
+// and checks after each step that the limit is within its bounds and
+// nothing it holds is NaN, infinite or below zero. Every few steps it repeats the last window at
 // the same throughput with a higher latency (a pure latency rise): the
 // limit after must be no higher than before.
 func FuzzAdaptive(f *testing.F) {
@@ -47,8 +47,9 @@ func FuzzAdaptive(f *testing.F) {
 			case 1: // in-flight seen
 				a.InFlight(int(x) - 3)
 				snapshots = true
-			case 2:
+			case 2: // a caller found no room, with a deadline perhaps passed
 				a.Full()
+				a.Deadline(time.Duration(x-8) * time.Duration(y) * time.Millisecond)
 			case 3: // the clock moves, perhaps back
 				now += (x - 64) * y * int64(time.Millisecond)
 				a.Update(now)
@@ -95,7 +96,7 @@ func checkAdaptive(t *testing.T, a *Adaptive) {
 			t.Fatalf("%s is %v", name, v)
 		}
 	}
-	if a.n < 0 || a.sum < 0 || a.seen < 0 || a.held < 0 {
-		t.Fatalf("counts below zero: n %d, sum %d, seen %d, held %d", a.n, a.sum, a.seen, a.held)
+	if a.n < 0 || a.sum < 0 || a.seen < 0 || a.held < 0 || a.least < 0 {
+		t.Fatalf("counts below zero: n %d, sum %d, seen %d, held %d, least %d", a.n, a.sum, a.seen, a.held, a.least)
 	}
 }

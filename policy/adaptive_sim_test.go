@@ -27,6 +27,7 @@ type kneeSim struct {
 	healthy  bool                          // drop the line's deadline check
 	fifo     bool                          // knee workers take calls in turn, rather than share
 	jitter   float64                       // each call's work is off by up to this share, either way
+	tell     bool                          // callers who find no room tell the limit their deadline
 
 	start   int64
 	due     float64 // ns until the next arrival
@@ -147,6 +148,9 @@ func (s *kneeSim) arrive() {
 	if len(s.inside) < s.a.Limit() && len(s.line) == 0 {
 		s.admit(c)
 		return
+	}
+	if s.tell {
+		s.a.Deadline(time.Duration(s.deadline))
 	}
 	s.a.Full()
 	if len(s.line) >= s.a.Limit() {

@@ -19,6 +19,7 @@ func TestAdaptiveSteps(t *testing.T) {
 		limit int           // the limit after Update
 		moved bool          // Update's answer
 		base  time.Duration // the baseline after, if not 0
+		left  time.Duration // a caller's time to its deadline, if not 0
 	}
 	for _, tc := range []struct {
 		name  string
@@ -47,6 +48,20 @@ func TestAdaptiveSteps(t *testing.T) {
 			{at: 100, n: 200, rtt: 10 * time.Millisecond, limit: 20},
 			// Twice the latency, with the limit in use: 20 × 1.5/2.
 			{at: 200, n: 200, rtt: 20 * time.Millisecond, full: true, limit: 15, moved: true},
+		}},
+		{"a queue within callers' deadlines holds at Start", AdaptiveConfig{}, []step{
+			{at: 100, n: 200, rtt: 10 * time.Millisecond, limit: 20},
+			// Twice the latency, and a quarter more fits in 25 ms.
+			{at: 200, n: 200, rtt: 20 * time.Millisecond, full: true, left: 25 * time.Millisecond, limit: 20},
+			// A caller with less time: the queue is too long for it.
+			{at: 300, n: 200, rtt: 20 * time.Millisecond, full: true, left: 24 * time.Millisecond, limit: 15, moved: true},
+		}},
+		{"below Start, deadlines hold nothing", AdaptiveConfig{}, []step{
+			{at: 100, n: 200, rtt: 10 * time.Millisecond, limit: 20},
+			// Thrice the latency does not fit in 20 ms: 20 × 15/30.
+			{at: 200, n: 200, rtt: 30 * time.Millisecond, full: true, left: 20 * time.Millisecond, limit: 10, moved: true},
+			// It would fit in a second, but the limit is below Start.
+			{at: 300, n: 200, rtt: 30 * time.Millisecond, full: true, left: time.Second, limit: 5, moved: true},
 		}},
 		{"falls at most by half", AdaptiveConfig{}, []step{
 			{at: 100, n: 200, rtt: 10 * time.Millisecond, limit: 20},
@@ -141,6 +156,10 @@ func TestAdaptiveSteps(t *testing.T) {
 				a.Sample(s.n, time.Duration(s.n)*s.rtt)
 				if s.full {
 					a.Full()
+				}
+				if s.left != 0 {
+					a.Deadline(s.left)
+					a.Deadline(0) // ignored
 				}
 				moved := a.Update(s.at * ms)
 				if a.Limit() != s.limit || moved != s.moved {
@@ -428,5 +447,40 @@ func TestAdaptiveLatencyBeforeAWindow(t *testing.T) {
 	a.Sample(20, 20*50*time.Millisecond)
 	if l := a.Latency(); l != 10500*time.Microsecond {
 		t.Fatalf("latency %v after a window of 20 calls, 210ms in all, want 10.5ms", l)
+	}
+}
+
+// TestAdaptiveBurstWithinDeadlines: three times the capacity from a
+// standing start, with callers who wait five latencies. A queue of a few
+// calls at the dependency fits their deadlines, so the limit never cuts
+// below Start, and the dependency never idles. Told no deadlines, the
+// limit looks for the knee and dips below it.
+func TestAdaptiveBurstWithinDeadlines(t *testing.T) {
+	const knee, base = 12, 20 * time.Millisecond
+	for _, tell := range []bool{true, false} {
+		s := newKneeSim(AdaptiveConfig{}, knee, base, 0)
+		s.fifo, s.jitter, s.tell = true, 0.2, tell
+		s.deadline = int64(5 * base)
+		s.due = math.Inf(1) // nobody for a second
+		s.run(time.Second, nil)
+		s.rate = func(time.Duration) float64 { return 3 * capacity(knee, base) }
+		s.due = 0
+		lowest := s.a.Limit()
+		before := s.good
+		s.run(3*time.Second, func() { lowest = min(lowest, s.a.Limit()) })
+		put := float64(s.good-before) / 3
+		t.Logf("deadlines told %v: lowest limit %d, goodput %.0f/s of %.0f", tell, lowest, put, capacity(knee, base))
+		if !tell {
+			if lowest >= knee {
+				t.Errorf("told no deadlines, the limit never went below the knee: the test shows nothing")
+			}
+			continue
+		}
+		if lowest < DefaultAdaptiveStart {
+			t.Errorf("limit fell to %d, below Start %d, with latency %v within deadlines of %v", lowest, DefaultAdaptiveStart, s.a.Latency(), 5*base)
+		}
+		if put < 0.98*capacity(knee, base) {
+			t.Errorf("goodput %.0f/s, want at least 98%% of %.0f", put, capacity(knee, base))
+		}
 	}
 }
