@@ -68,7 +68,7 @@ type BudgetConfig struct {
 // First and Observe never wait, and cost at most one atomic add. The
 // budget's actor folds them in, dated no later than they happened, so a
 // count never stays in the window too long. Retry and Hedge take what
-// the actor lent, one atomic swap, and ask it only when that is spent:
+// the actor lent, one compare-and-swap, and ask it only when that is spent:
 // the actor lends what the budget allows until the window's next
 // twentieth begins, and counts what was taken at its next fold. The
 // window is counted in twentieths, and their width only ever refuses
