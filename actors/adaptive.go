@@ -273,8 +273,8 @@ const adaptiveLooks = 4
 // enter answers or parks m.
 func (a *adaptiveActor) enter(m *AdaptiveEnter) {
 	c := clampClass(m.Class)
-	// The limit holds at its start while latency fits the deadlines of
-	// the callers who ask.
+	// The limit weighs its queue against the deadlines of the callers
+	// who ask.
 	if m.Deadline != 0 {
 		a.ctl.Deadline(time.Duration(m.Deadline - m.Now))
 	}

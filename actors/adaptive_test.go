@@ -130,19 +130,19 @@ func addSamples(r *AdaptiveRoom, n int, rtt time.Duration) {
 	}
 }
 
-// TestAdaptiveDeadlinesReachTheLimit: the deadlines of callers who ask
-// the actor reach the limit. A queue whose latency fits them does not cut
-// the limit below its start; the same queue before callers with less time
-// does.
+// TestAdaptiveDeadlinesReachTheLimit: the deadline of a caller who asks
+// the actor reaches the limit. A queue whose latency fits it does not cut
+// the limit below its start; one that does not fit cuts it only as far as
+// the deadline needs; with no deadline, the queue alone decides.
 func TestAdaptiveDeadlinesReachTheLimit(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	for _, tc := range []struct {
-		left  time.Duration // each waiter's time to its deadline
+		left  time.Duration // the waiter's time to its deadline
 		limit int
 	}{
 		{time.Second, 8},
-		{40 * time.Millisecond, 4},
-		{0, 4}, // no deadline
+		{40 * time.Millisecond, 6}, // 8 × 40/(1.25 × 40)
+		{0, 4},                     // 8 × 15/40, at most a half
 	} {
 		a := &adaptiveActor{
 			ctl:   *policy.NewAdaptive(policy.AdaptiveConfig{Start: 8}, 0),

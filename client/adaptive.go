@@ -30,7 +30,8 @@ type AdaptiveConfig struct {
 	// Start is the room before any call has finished. Zero or less is 20,
 	// held within Min and Max. While the latency and a quarter fit within
 	// the deadlines of the callers who wait, the limit does not fall below
-	// Start: a queue they can afford keeps the dependency busy.
+	// Start: a queue they can afford keeps the dependency busy. Past their
+	// deadlines it falls only as far as they need.
 	Start int
 	// Healthy is a latency that never counts as congestion: while calls
 	// finish within it on average, the limit never falls. Zero is none.

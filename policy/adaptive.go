@@ -17,7 +17,7 @@ type AdaptiveConfig struct {
 	// Start is the room before any call has finished. Zero or less is 20
 	// (failsafe-go's and Netflix's starting limit), held within Min and Max.
 	// It is also a floor while latency fits the callers' deadlines (see
-	// Adaptive.Deadline).
+	// Adaptive).
 	Start int
 	// Healthy is a latency that never counts as congestion: while calls
 	// finish within it on average, the limit never falls. Zero or less is
@@ -77,8 +77,8 @@ const (
 	// a window to be evidence.
 	adaptiveSettle = 1
 	// adaptiveRoom is how much longer than the window's latency the
-	// shortest deadline must be for the limit to hold at Start: a
-	// latency may grow by a quarter before the limit falls.
+	// shortest deadline must be for the latency to fit it: a latency may
+	// grow by a quarter before the limit falls.
 	adaptiveRoom = 1.25
 	// adaptiveHistory is how many windows are remembered.
 	adaptiveHistory = 8
@@ -106,12 +106,15 @@ const (
 //     not grow, nor does one past the knee, where more calls at once bring
 //     no more throughput.
 //   - A latency within Healthy never makes the limit fall.
-//   - The limit does not fall below Start while r and a quarter fit
-//     within the shortest deadline told to Deadline in the window. A
-//     queue that fits the callers' deadlines costs none of them, and
-//     keeps the dependency busy. So a burst from zero does not cut the
-//     limit to the knee and past it. A limit already under Start, or a
-//     window told no deadline, has no floor.
+//   - A fall weighs the queue against the time callers have. With D the
+//     shortest deadline told to Deadline in the window, the limit falls
+//     no lower than limit × D/(1.25·r), the share at which r and a
+//     quarter would fit within D, and no lower than Start while they
+//     fit. A queue that fits the callers' deadlines costs none of them,
+//     and keeps the dependency busy. So a burst from zero does not cut
+//     the limit to the knee and past it, and a queue that outgrows the
+//     deadlines cuts only as far as they need. A window told no deadline
+//     has no floor.
 //
 // The baseline is sure once a window shows in-flight moving by more than
 // 5 % with throughput following, at that latency: the dependency is below
@@ -244,9 +247,9 @@ func (a *Adaptive) InFlight(k int) {
 }
 
 // Deadline notes that a caller asked for room with left to go before its
-// deadline. The window keeps the shortest. While the window's latency and
-// a quarter fit within it, the limit does not fall below Start. Spans of
-// zero or less are ignored. A gate tells it of the callers who ask its
+// deadline. The window keeps the shortest, and the limit falls no further
+// than that deadline needs (see Adaptive). Spans of zero or less are
+// ignored. A gate tells it of the callers who ask its
 // owner for room, not of those who find room lent ahead.
 func (a *Adaptive) Deadline(left time.Duration) {
 	if left > 0 && (a.least == 0 || int64(left) < a.least) {
@@ -350,10 +353,13 @@ func (a *Adaptive) decide(r, i float64, full bool, least float64) {
 		}
 		a.restore = 0
 	}
-	if least > 0 && r*adaptiveRoom <= least && a.limit >= a.start {
+	if least > 0 {
 		// A queue that fits the callers' deadlines costs none of them
-		// and keeps the dependency busy: no fall below Start.
-		target = math.Max(target, a.start)
+		// and keeps the dependency busy: no fall below Start while the
+		// latency fits, nor below the share of the limit at which it
+		// would.
+		floor := math.Min(a.start, a.limit*least/(r*adaptiveRoom))
+		target = math.Max(target, math.Min(floor, a.limit))
 	}
 	switch {
 	case target != a.limit:

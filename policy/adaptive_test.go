@@ -53,15 +53,21 @@ func TestAdaptiveSteps(t *testing.T) {
 			{at: 100, n: 200, rtt: 10 * time.Millisecond, limit: 20},
 			// Twice the latency, and a quarter more fits in 25 ms.
 			{at: 200, n: 200, rtt: 20 * time.Millisecond, full: true, left: 25 * time.Millisecond, limit: 20},
-			// A caller with less time: the queue is too long for it.
-			{at: 300, n: 200, rtt: 20 * time.Millisecond, full: true, left: 24 * time.Millisecond, limit: 15, moved: true},
+			// A caller with less time: the limit falls to where the
+			// latency would fit, 20 × 24/25, not to 15 for the queue.
+			{at: 300, n: 200, rtt: 20 * time.Millisecond, full: true, left: 24 * time.Millisecond, limit: 19, moved: true},
+			// Told no deadline, it falls for the queue: 19 × 15/20.
+			{at: 400, n: 200, rtt: 20 * time.Millisecond, full: true, limit: 14, moved: true},
 		}},
-		{"below Start, deadlines hold nothing", AdaptiveConfig{}, []step{
+		{"below Start, a latency that fits holds the limit", AdaptiveConfig{}, []step{
 			{at: 100, n: 200, rtt: 10 * time.Millisecond, limit: 20},
-			// Thrice the latency does not fit in 20 ms: 20 × 15/30.
-			{at: 200, n: 200, rtt: 30 * time.Millisecond, full: true, left: 20 * time.Millisecond, limit: 10, moved: true},
-			// It would fit in a second, but the limit is below Start.
-			{at: 300, n: 200, rtt: 30 * time.Millisecond, full: true, left: time.Second, limit: 5, moved: true},
+			// Thrice the latency does not fit in 25 ms: 20 × 25/37.5,
+			// not 10 for the queue.
+			{at: 200, n: 200, rtt: 30 * time.Millisecond, full: true, left: 25 * time.Millisecond, limit: 13, moved: true},
+			// It fits in a second: no fall.
+			{at: 300, n: 200, rtt: 30 * time.Millisecond, full: true, left: time.Second, limit: 13},
+			// It fits 30 ms no more: 13.3 × 30/37.5.
+			{at: 400, n: 200, rtt: 30 * time.Millisecond, full: true, left: 30 * time.Millisecond, limit: 10, moved: true},
 		}},
 		{"falls at most by half", AdaptiveConfig{}, []step{
 			{at: 100, n: 200, rtt: 10 * time.Millisecond, limit: 20},
