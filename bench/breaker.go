@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/failsafe-go/failsafe-go"
+	"github.com/failsafe-go/failsafe-go/circuitbreaker"
 	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/policy"
@@ -28,6 +30,9 @@ var errDown = errors.New("backend down")
 // gobreaker's side is its defaults: trip after more than five failures in
 // a row, then refuse everything for sixty seconds. Both windows are longer
 // than a row runs, so neither side recovers during it.
+// failsafe-go's side is its defaults too: open after one failure, then
+// refuse everything for a minute. It is shown beside gobreaker's; the
+// targets stay against gobreaker.
 func breakerRows(eng *engine.Engine, cfg config) []row {
 	return []row{{
 		suite:   "Breaker",
@@ -36,6 +41,7 @@ func breakerRows(eng *engine.Engine, cfg config) []row {
 		sides: []side{
 			{name: "moonpool", ours: true, build: func(int) (contender, error) { return oursBreaker(eng) }},
 			{name: "gobreaker", build: func(int) (contender, error) { return theirBreaker(), nil }},
+			{name: failsafeBreaker, build: func(int) (contender, error) { return failsafeCircuit(), nil }},
 		},
 		batch: 1,
 		every: 1,
@@ -98,6 +104,40 @@ func theirBreaker() contender {
 				case err == nil:
 					errs.Add(1)
 				case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests), errors.Is(err, errDown):
+				default:
+					errs.Add(1)
+				}
+			}
+		},
+		close: func() {},
+		count: hits.Load,
+		errs:  errs.Load,
+	}
+}
+
+// failsafeCircuit is a failsafe-go CircuitBreaker with its defaults,
+// around the same failing call through an Executor built once. The call
+// goes through the Executor's Get, not TryAcquirePermit and RecordFailure
+// by hand: that is how failsafe-go's docs wrap a call, and it is the same
+// shape as gobreaker's Execute and moonpool's Get, so the time per
+// attempt includes what wrapping costs each library.
+func failsafeCircuit() contender {
+	var hits atomic.Int64
+	cb := circuitbreaker.NewWithDefaults[*conn]()
+	exec := failsafe.With[*conn](cb)
+	call := func() (*conn, error) {
+		hits.Add(1)
+		return nil, errDown
+	}
+	var errs atomic.Int64
+	return contender{
+		run: func(n int) {
+			for range n {
+				_, err := exec.Get(call)
+				switch {
+				case err == nil:
+					errs.Add(1)
+				case errors.Is(err, circuitbreaker.ErrOpen), errors.Is(err, errDown):
 				default:
 					errs.Add(1)
 				}

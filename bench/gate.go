@@ -3,6 +3,7 @@ package main
 import (
 	"sync/atomic"
 
+	"github.com/failsafe-go/failsafe-go/bulkhead"
 	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/engine"
 	"golang.org/x/sync/semaphore"
@@ -14,7 +15,8 @@ import (
 const gateLimit = 1024
 
 // gateRows are the Gate suite: enter and, when let in, leave again, on one
-// gate shared by every caller.
+// gate shared by every caller. failsafe-go's bulkhead is shown beside the
+// two; the targets stay against the semaphore.
 func gateRows(eng *engine.Engine, cfg config) []row {
 	return []row{{
 		suite:   "Gate",
@@ -23,6 +25,7 @@ func gateRows(eng *engine.Engine, cfg config) []row {
 		sides: []side{
 			{name: "moonpool", ours: true, build: func(int) (contender, error) { return oursGate(eng) }},
 			{name: "semaphore", build: func(int) (contender, error) { return theirGate(), nil }},
+			{name: failsafeBulk, build: func(int) (contender, error) { return failsafeGate(), nil }},
 		},
 		batch: 4,
 		every: 16,
@@ -64,6 +67,28 @@ func theirGate() contender {
 			for range n {
 				if s.TryAcquire(1) {
 					s.Release(1)
+					a++
+				}
+			}
+			in.Add(int64(a))
+		},
+		close: func() {},
+		count: in.Load,
+	}
+}
+
+// failsafeGate is a failsafe-go Bulkhead of the same limit, entered with
+// TryAcquirePermit and left with ReleasePermit: it too answers at once
+// and never queues.
+func failsafeGate() contender {
+	b := bulkhead.New[any](gateLimit)
+	var in atomic.Int64
+	return contender{
+		run: func(n int) {
+			a := 0
+			for range n {
+				if b.TryAcquirePermit() {
+					b.ReleasePermit()
 					a++
 				}
 			}

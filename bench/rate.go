@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/failsafe-go/failsafe-go/ratelimiter"
 	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/engine"
 	"golang.org/x/time/rate"
@@ -18,7 +19,9 @@ const (
 )
 
 // rateRows are the Rate suite: Allow on one shared limiter from every
-// caller at once.
+// caller at once. The Bucket's row also holds failsafe-go's two rate
+// limiters, asked with TryAcquirePermit: they are shown beside it, and its
+// targets stay against x/time/rate.
 func rateRows(eng *engine.Engine, cfg config) []row {
 	return []row{{
 		suite:   "Rate",
@@ -27,6 +30,8 @@ func rateRows(eng *engine.Engine, cfg config) []row {
 		sides: []side{
 			{name: "moonpool", ours: true, build: func(int) (contender, error) { return oursRate(eng) }},
 			{name: "x/time/rate", build: func(int) (contender, error) { return theirRate(), nil }},
+			{name: failsafeSmooth, build: func(int) (contender, error) { return failsafeRate(failsafeSmooth), nil }},
+			{name: failsafeBursty, build: func(int) (contender, error) { return failsafeRate(failsafeBursty), nil }},
 		},
 		batch: 4,
 		every: 16,
@@ -92,4 +97,24 @@ func allowing(allow func() bool, close func()) contender {
 func theirRate() contender {
 	l := rate.NewLimiter(rateLimit, rateBurst)
 	return allowing(l.Allow, func() {})
+}
+
+// The names of failsafe-go's sides.
+const (
+	failsafeSmooth  = "failsafe-go smooth"
+	failsafeBursty  = "failsafe-go bursty"
+	failsafeBulk    = "failsafe-go bulkhead"
+	failsafeBreaker = "failsafe-go breaker"
+)
+
+// failsafeRate is one of failsafe-go's rate limiters at the same rate,
+// asked with TryAcquirePermit, which answers at once like Allow. The
+// smooth one spaces permits evenly, one a nanosecond here; the bursty one
+// hands out a second's worth of permits at the start of each second.
+func failsafeRate(kind string) contender {
+	l := ratelimiter.NewSmooth[any](rateLimit, time.Second)
+	if kind == failsafeBursty {
+		l = ratelimiter.NewBursty[any](rateBurst, time.Second)
+	}
+	return allowing(l.TryAcquirePermit, func() {})
 }
