@@ -12,90 +12,171 @@ import (
 )
 
 // plot draws one row as an SVG: ns/op against callers on the left, p99
-// against callers on the right, a line per side. Callers go on a log
-// scale, times on a linear one from zero, so a side twice as slow looks
-// twice as high.
+// against callers on the right, a line per side in its own colour, and a
+// legend naming every side. Callers go on a log scale. Times go on a
+// linear scale from zero, or on a log scale when the panel's values span
+// more than a decade, so a fast side does not lie flat on zero.
 func plot(r result) string {
 	const (
-		width, height = 900, 340
-		panelW        = 360
-		top, bottom   = 50, 50
+		width, panelW = 900, 360
+		panelH        = 240
+		bottom        = 50
 		left          = 70
 		gap           = 70
 	)
-	colours := []string{"#1f5fbf", "#e07b00", "#7a7a7a", "#2a9d3a"}
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", left, html.EscapeString(r.row.suite+" "+r.row.name))
-
 	var callers []int
 	for _, lv := range r.levels {
 		callers = append(callers, lv.callers)
 	}
-	sides := r.row.sides
+	var names []string
+	for _, s := range r.row.sides {
+		names = append(names, s.name)
+	}
+	colours := plotColours(names)
+	colour := func(name string, _ int) string { return colours[name] }
+	var legend strings.Builder
+	ly := svgLegend(&legend, names, colour, left, 44, width-20)
+	top := ly + 40
+	height := top + panelH + bottom
+
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", left, html.EscapeString(r.row.suite+" "+r.row.name))
+	b.WriteString(legend.String())
+
 	lo, hi := math.Log2(float64(callers[0])), math.Log2(float64(callers[len(callers)-1]))
 	if hi == lo {
 		hi = lo + 1
 	}
-	plotH := float64(height - top - bottom)
 	for p, metric := range []struct {
 		title string
 		value func(*measured) float64
 	}{{"ns/op", ns}, {"p99 of one call", p99}} {
 		x0 := float64(left + p*(panelW+gap))
-		yMax := 0.0
+		vlo, vhi := math.Inf(1), math.Inf(-1)
 		for _, lv := range r.levels {
 			for i := range lv.sides {
-				if v := metric.value(&lv.sides[i]); !math.IsNaN(v) {
-					yMax = max(yMax, v)
+				if v := metric.value(&lv.sides[i]); v > 0 {
+					vlo, vhi = min(vlo, v), max(vhi, v)
 				}
 			}
 		}
-		step := niceStep(yMax / 4)
-		yMax = math.Max(step*math.Ceil(yMax/step), step)
+		if !(vlo <= vhi) {
+			vlo, vhi = 1, 10
+		}
+		title := metric.title
+		yAt, ticks := linearAxis(0, vhi, float64(top), panelH)
+		if vhi/vlo > 10 {
+			yAt, ticks = logAxis(vlo, vhi, float64(top), panelH)
+			title += " (log scale)"
+		}
 		xAt := func(c int) float64 { return x0 + (math.Log2(float64(c))-lo)/(hi-lo)*panelW }
-		yAt := func(v float64) float64 { return float64(top) + plotH - v/yMax*plotH }
 
-		fmt.Fprintf(&b, `<text x="%.0f" y="%d" font-weight="bold">%s</text>`+"\n", x0, top-10, metric.title)
-		for v := 0.0; v <= yMax+step/2; v += step {
+		fmt.Fprintf(&b, `<text x="%.0f" y="%d" font-weight="bold">%s</text>`+"\n", x0, top-10, title)
+		for _, v := range ticks {
 			y := yAt(v)
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", x0, y, x0+panelW, y)
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" fill="#555">%s</text>`+"\n", x0-6, y+4, tick(v))
 		}
 		for _, c := range callers {
 			x := xAt(c)
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", x, top, x, float64(top)+plotH)
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#555">%d</text>`+"\n", x, float64(top)+plotH+16, c)
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#eee"/>`+"\n", x, top, x, top+panelH)
+			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%d</text>`+"\n", x, top+panelH+16, c)
 		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#555">callers</text>`+"\n", x0+panelW/2, float64(top)+plotH+34)
-		for si, s := range sides {
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#555">callers</text>`+"\n", x0+panelW/2, top+panelH+34)
+		for _, s := range r.row.sides {
 			var pts []string
 			for _, lv := range r.levels {
-				if m := sideOf(lv, s.name); m != nil && !math.IsNaN(metric.value(m)) {
+				if m := sideOf(lv, s.name); m != nil && metric.value(m) > 0 {
 					pts = append(pts, fmt.Sprintf("%.1f,%.1f", xAt(lv.callers), yAt(metric.value(m))))
 				}
 			}
-			colour := colours[si%len(colours)]
 			widthPx := 2
 			if s.ours {
 				widthPx = 3
 			}
-			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="%d" points="%s"/>`+"\n", colour, widthPx, strings.Join(pts, " "))
+			fmt.Fprintf(&b, `<polyline data-side="%s" fill="none" stroke="%s" stroke-width="%d" points="%s"/>`+"\n",
+				html.EscapeString(s.name), colours[s.name], widthPx, strings.Join(pts, " "))
 			for _, pt := range pts {
 				x, y, _ := strings.Cut(pt, ",")
-				fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="3" fill="%s"/>`+"\n", x, y, colour)
+				fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="3" fill="%s"/>`+"\n", x, y, colours[s.name])
 			}
 		}
 	}
-	// Legend, on the title's line.
-	for si, s := range sides {
-		x, y := 420+si*130, 22
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="14" height="4" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n",
-			x, y-5, colours[si%len(colours)], x+20, y, html.EscapeString(s.name))
-	}
 	b.WriteString("</svg>\n")
 	return b.String()
+}
+
+// palette is every colour a plot draws sides in: distinct enough to tell
+// apart at a glance, and as many as the largest suite has sides.
+var palette = []string{
+	"#1f5fbf", // blue
+	"#e07b00", // orange
+	"#2a9d3a", // green
+	"#b8336a", // crimson
+	"#5b3fa8", // purple
+	"#8c564b", // brown
+	"#17becf", // cyan
+	"#7a7a7a", // grey
+	"#bcbd22", // olive
+	"#e377c2", // pink
+}
+
+// sideColours gives a side the same colour in every plot it is in.
+// moonpool is blue and the peer a suite's targets are set against is
+// orange; failsafe-go is cyan wherever it has one side.
+var sideColours = map[string]string{
+	"moonpool":      palette[0],
+	"puddle":        palette[1],
+	"x/time/rate":   palette[1],
+	"semaphore":     palette[1],
+	"gobreaker":     palette[1],
+	"map+rate":      palette[1],
+	"redis_rate":    palette[1],
+	"pgxpool":       palette[1],
+	"chan":          palette[2],
+	"database/sql":  palette[2],
+	"protoactor":    palette[3],
+	"goroutine":     palette[4],
+	"mutex":         palette[5],
+	failsafeSmooth:  palette[6],
+	failsafeBursty:  palette[4],
+	failsafeBulk:    palette[6],
+	failsafeBreaker: palette[6],
+	adaptiveTheirs:  palette[6],
+	adaptiveOracle:  palette[7],
+	adaptiveNone:    palette[2],
+}
+
+// plotColours gives each of one plot's sides a colour no other side of
+// the plot has: its own from sideColours when that is free, else the
+// first free one of the palette.
+func plotColours(names []string) map[string]string {
+	out := make(map[string]string, len(names))
+	used := make(map[string]bool)
+	var rest []string
+	for _, n := range names {
+		if c, ok := sideColours[n]; ok && !used[c] {
+			out[n], used[c] = c, true
+		} else {
+			rest = append(rest, n)
+		}
+	}
+	for i, n := range rest {
+		c := ""
+		for _, p := range palette {
+			if !used[p] {
+				c = p
+				break
+			}
+		}
+		if c == "" { // more sides than colours: a shade of grey apiece
+			c = fmt.Sprintf("#%02x%02x%02x", 40+i*20%200, 40+i*20%200, 40+i*20%200)
+		}
+		out[n], used[c] = c, true
+	}
+	return out
 }
 
 // niceStep rounds a raw step up to 1, 2 or 5 times a power of ten.
@@ -126,13 +207,8 @@ func tick(v float64) string {
 }
 
 // adaptiveColours gives each side of the Adaptive suite one colour in
-// every plot.
-var adaptiveColours = map[string]string{
-	adaptiveOurs:   "#1f5fbf",
-	adaptiveTheirs: "#e07b00",
-	adaptiveOracle: "#7a7a7a",
-	adaptiveNone:   "#2a9d3a",
-}
+// every plot, from the palette the other plots use.
+var adaptiveColours = plotColours([]string{adaptiveOurs, adaptiveTheirs, adaptiveOracle, adaptiveNone})
 
 // adaptivePlot draws one clock's scenarios, a row each: the limit over
 // time on the left, the p99 of the requests answered in each window on
