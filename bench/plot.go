@@ -70,6 +70,12 @@ func plot(r result) string {
 		if vhi/vlo > 10 {
 			yAt, ticks = logAxis(vlo, vhi, float64(top), panelH)
 			title += " (log scale)"
+			if len(ticks) > 12 { // 2 and 5 would crowd the labels: decades only
+				ticks = slices.DeleteFunc(ticks, func(v float64) bool {
+					d := math.Log10(v)
+					return math.Abs(d-math.Round(d)) > 1e-9
+				})
+			}
 		}
 		xAt := func(c int) float64 { return x0 + (math.Log2(float64(c))-lo)/(hi-lo)*panelW }
 
@@ -198,6 +204,8 @@ func tick(v float64) string {
 	switch {
 	case v == 0:
 		return "0"
+	case v >= 1e9:
+		return fmt.Sprintf("%gs", v/1e9)
 	case v >= 1e6:
 		return fmt.Sprintf("%gms", v/1e6)
 	case v >= 1e3:

@@ -192,3 +192,29 @@ func hasTick(shapes []svgShape, label string) bool {
 	}
 	return false
 }
+
+// TestPlotLogTicksDoNotCrowd checks that an axis spanning eight decades
+// labels each tick at least a line of text apart, and names a second "1s".
+func TestPlotLogTicksDoNotCrowd(t *testing.T) {
+	r := gateRows(nil, configs["default"])[0]
+	shapes, _ := svgShapes(t, plot(fakeResult(r, []int{1, 8, 64, 512}, 1e4)))
+	var ys []float64
+	second := false
+	for _, s := range shapes {
+		if s.name == "text" && s.x < 70 { // the left panel's tick labels
+			ys = append(ys, s.y)
+			second = second || s.text == "1s"
+		}
+	}
+	if len(ys) < 3 {
+		t.Fatalf("%d tick labels on the left axis, want one a decade", len(ys))
+	}
+	for i := 1; i < len(ys); i++ {
+		if gap := ys[i-1] - ys[i]; gap < 14 {
+			t.Errorf("tick labels %d and %d are %.1fpx apart, want at least 14", i-1, i, gap)
+		}
+	}
+	if !second {
+		t.Errorf("no tick reads 1s on an axis up to %gns", 10*4*1e8)
+	}
+}
