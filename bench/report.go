@@ -15,9 +15,9 @@ import (
 // What each suite's rows do to each side, for the reader of the table.
 var suiteWhat = map[string]string{
 	"Pool":    "Get and Put back on a pool kept full (resources made up front); ratio against each other side",
-	"Rate":    "Allow on one shared limiter, 1e9 tokens/s and a burst of 1e9, so (almost) every call is allowed",
-	"Gate":    "Enter and Leave (semaphore: TryAcquire(1) and Release(1)) on one gate with room for 1,024",
-	"Breaker": "a backend that fails every call; a fixed number of attempts from a fresh breaker; note: calls that reached the backend",
+	"Rate":    "Allow on one shared limiter, 1e9 tokens/s and a burst of 1e9, so (almost) every call is allowed; failsafe-go's smooth and bursty limiters (TryAcquirePermit) at the same rate beside the Bucket",
+	"Gate":    "Enter and Leave (semaphore: TryAcquire(1) and Release(1); failsafe-go's bulkhead: TryAcquirePermit and ReleasePermit) on one gate with room for 1,024",
+	"Breaker": "a backend that fails every call; a fixed number of attempts from a fresh breaker, each library's defaults (failsafe-go's through its Executor's Get); note: calls that reached the backend",
 	"Core":    "the pure core alone, one goroutine, time handed in; Pool against a buffered channel, Bucket and Window against rate.Limiter.AllowN(t, 1)",
 	"Keyed":   "one Allow per distinct key on a limiter that starts empty (note: live heap grown per key); and Allow of one key from every caller, among a thousand held, on a limit that lets every call through",
 	"Postgres": "one request on a real PostgreSQL through pgx: wait for a connection, query, hand it back; pools of the same size on every side; " +
