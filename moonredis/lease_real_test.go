@@ -48,7 +48,8 @@ func init() {
 // leaseSaid is what a lease child says: its counts; when its first
 // request began, when its last one ended and when its last one began
 // (Unix nanoseconds); and for each slot from the start the requests it
-// let through, or -1 if it did not run.
+// let through, or -1 if it did not run, or -2 if a call it sent to Redis
+// went unanswered for leaseStop slots or more across it.
 type leaseSaid struct {
 	admitted, held, failed int64
 	first, last, end       int64
@@ -68,7 +69,9 @@ func parseLeaseSaid(s string) (leaseSaid, error) {
 	}
 	for _, f := range strings.Fields(slots) {
 		n := int64(-1)
-		if f != "." {
+		if f == "r" {
+			n = -2
+		} else if f != "." {
 			var err error
 			if n, err = strconv.ParseInt(f, 10, 64); err != nil {
 				return d, err
@@ -91,9 +94,11 @@ func parseLeaseSaid(s string) (leaseSaid, error) {
 //
 // A process asks from its first request's start to its last one's,
 // except while it does not run at all: a loaded machine can stop a
-// process for tens of milliseconds, and then it has no demand. Each
-// process says, in slots of a few milliseconds, whether it ran; the
-// limit is counted over the slots in which at least one process asked.
+// process for tens of milliseconds, and then it has no demand. It can
+// stop redis-server too, and then no call is answered. Each process
+// says, in slots of a few milliseconds, whether it ran and whether Redis
+// kept a call of its waiting; the limit is counted over the slots in
+// which at least one process asked and Redis answered.
 func TestLeaseProcesses(t *testing.T) {
 	for _, kill := range []bool{false, true} {
 		name := "steady"
@@ -217,11 +222,13 @@ func TestLeaseProcesses(t *testing.T) {
 }
 
 // leaseAsked is how long, in the slots after start, some process that
-// had begun asking and had not ended was asking, and how many were let
-// through in those slots. A process ends with its last request's start.
-// It stops asking while it does not run for leaseStop slots or more in a
-// row: after a shorter stop its lease and the bucket in Redis still hold
-// what it did not take meanwhile.
+// had begun asking and had not ended was asking while Redis answered,
+// and how many were let through in those slots. A process ends with its
+// last request's start. It stops asking while it does not run for
+// leaseStop slots or more in a row: after a shorter stop its lease and
+// the bucket in Redis still hold what it did not take meanwhile. A slot
+// in which Redis kept a call of any process waiting leaseStop slots or
+// more does not count.
 func leaseAsked(said []leaseSaid, start time.Time) (time.Duration, int64) {
 	slotOf := func(ns int64) int { return int(time.Unix(0, ns).Sub(start) / leaseSlot) }
 	stopped := make([][]bool, len(said))
@@ -229,7 +236,7 @@ func leaseAsked(said []leaseSaid, start time.Time) (time.Duration, int64) {
 		stopped[i] = make([]bool, leaseSlots)
 		for s := 0; s < leaseSlots; {
 			n := 0
-			for s+n < leaseSlots && d.slots[s+n] < 0 {
+			for s+n < leaseSlots && d.slots[s+n] == -1 {
 				n++
 			}
 			if n >= leaseStop {
@@ -244,9 +251,10 @@ func leaseAsked(said []leaseSaid, start time.Time) (time.Duration, int64) {
 	var let int64
 	for s := range leaseSlots {
 		lo, hi := start.Add(time.Duration(s)*leaseSlot).UnixNano(), start.Add(time.Duration(s+1)*leaseSlot).UnixNano()
-		some := false
+		some, late := false, false
 		var from, to int64 // the part of the slot in which one asked
 		for i, d := range said {
+			late = late || d.slots[s] == -2
 			if s < slotOf(d.first) || s > slotOf(d.end) || stopped[i][s] {
 				continue
 			}
@@ -259,7 +267,7 @@ func leaseAsked(said []leaseSaid, start time.Time) (time.Duration, int64) {
 			}
 			some = true
 		}
-		if !some || from >= to {
+		if late || !some || from >= to {
 			continue
 		}
 		asked += time.Duration(to - from)
@@ -276,7 +284,8 @@ func leaseAsked(said []leaseSaid, start time.Time) (time.Duration, int64) {
 // lease calls Redis did not answer, and when it asked; and then, for each
 // slot from the start, how many it let through in it, or "." if it did
 // not run in it (no request began, and a ticker that wakes each
-// millisecond did not wake).
+// millisecond did not wake), or "r" if a call it sent to Redis went
+// unanswered for leaseStop slots or more across it.
 func leaseChild() int {
 	addr, prefix := os.Getenv("MOONREDIS_ADDR"), os.Getenv("MOONREDIS_PREFIX")
 	startNs, _ := strconv.ParseInt(os.Getenv("MOONREDIS_START"), 10, 64)
@@ -290,6 +299,29 @@ func leaseChild() int {
 	eng := engine.New()
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
+	var ran, let, late [leaseSlots]atomic.Int64
+	slot := func(at time.Time) int { return min(max(int(at.Sub(start)/leaseSlot), 0), leaseSlots-1) }
+	answered := func(sent time.Time) {
+		if now := time.Now(); now.Sub(sent) >= leaseStop*leaseSlot {
+			for s := slot(sent); s <= slot(now); s++ {
+				late[s].Add(1)
+			}
+		}
+	}
+	rdb.AddHook(hook{
+		process: func(next redis.ProcessHook) redis.ProcessHook {
+			return func(ctx context.Context, cmd redis.Cmder) error {
+				defer answered(time.Now())
+				return next(ctx, cmd)
+			}
+		},
+		pipeline: func(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+			return func(ctx context.Context, cmds []redis.Cmder) error {
+				defer answered(time.Now())
+				return next(ctx, cmds)
+			}
+		},
+	})
 	// A loaded machine can stop a process for most of a second: a
 	// Timeout well above that keeps a stop from failing a call.
 	b, err := NewBucket(eng, Config{Client: rdb, Prefix: prefix, Timeout: 5 * time.Second, Lease: time.Duration(leaseNs)}, leaseRate, leaseBurst)
@@ -297,13 +329,11 @@ func leaseChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	var ran, let [leaseSlots]atomic.Int64
 	var first, last, ended atomic.Int64 // the first request's start, the last one's end, the last one's start
 	later := func(v *atomic.Int64, ns int64) {
 		for old := v.Load(); ns > old && !v.CompareAndSwap(old, ns); old = v.Load() {
 		}
 	}
-	slot := func(at time.Time) int { return min(max(int(at.Sub(start)/leaseSlot), 0), leaseSlots-1) }
 	try := func() client.Decision {
 		at := time.Now()
 		ran[slot(at)].Add(1)
@@ -337,9 +367,12 @@ func leaseChild() int {
 		var line strings.Builder
 		line.WriteString("slots")
 		for s := range leaseSlots {
-			if ran[s].Load() == 0 {
+			switch {
+			case ran[s].Load() == 0:
 				line.WriteString(" .")
-			} else {
+			case late[s].Load() != 0:
+				line.WriteString(" r")
+			default:
 				fmt.Fprintf(&line, " %d", let[s].Load())
 			}
 		}
@@ -439,8 +472,8 @@ func TestLeaseRealDroppedReply(t *testing.T) {
 // TestLeaseAsked: the span TestLeaseProcesses counts the limit over is
 // from the first request's start to the last one's, less the slots in
 // which no process asked: each process was stopped for leaseStop slots
-// or more in a row, or had not begun, or had ended. A shorter stop
-// counts as asking.
+// or more in a row, or had not begun, or had ended, or Redis kept a call
+// waiting. A shorter stop counts as asking.
 func TestLeaseAsked(t *testing.T) {
 	start := time.Unix(100, 0)
 	at := func(slot int) int64 { return start.Add(time.Duration(slot) * leaseSlot).UnixNano() }
@@ -462,6 +495,13 @@ func TestLeaseAsked(t *testing.T) {
 		}
 		return d
 	}
+	// late marks slots a to b of d as Redis keeping a call waiting.
+	late := func(d leaseSaid, a, b int) leaseSaid {
+		for s := a; s < b; s++ {
+			d.slots[s] = -2
+		}
+		return d
+	}
 	for _, c := range []struct {
 		name  string
 		said  []leaseSaid
@@ -475,6 +515,7 @@ func TestLeaseAsked(t *testing.T) {
 		{"both stop", []leaseSaid{proc(0, 20, [2]int{5, 15}), proc(0, 20, [2]int{10, 15})}, 15 * leaseSlot, 25},
 		{"late and early ones", []leaseSaid{proc(0, 10), proc(30, 40)}, 20 * leaseSlot, 20},
 		{"overlapping", []leaseSaid{proc(0, 10), proc(5, 20)}, 20 * leaseSlot, 25},
+		{"Redis late", []leaseSaid{proc(0, 20), late(proc(0, 20), 5, 9)}, 16 * leaseSlot, 32},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			asked, let := leaseAsked(c.said, start)
