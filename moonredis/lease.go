@@ -187,7 +187,10 @@ func (ls *leases) take(key string, n uint64) (client.Decision, bool) {
 	if e.busy.Load() {
 		e.hits.Add(1) // demand the next lease should cover
 	} else {
-		if e.hit(now, ls.period) <= ls.above && now-e.landed.Load() >= ls.period {
+		// A key is quiet when few requests came within a Lease, no grant
+		// landed within one, and no refusal's wait ended within one: a
+		// key refused for a while was asked all the while.
+		if e.hit(now, ls.period) <= ls.above && now-e.landed.Load() >= ls.period && now-e.over.Load() >= ls.period {
 			return client.Decision{}, false // a quiet key
 		}
 		ls.renew(e, now)

@@ -367,3 +367,39 @@ func TestLeaseConfig(t *testing.T) {
 		b.Close(context.Background())
 	}
 }
+
+// TestLeaseRefusedKeyStaysHot: a hot key refused by the lease for longer
+// than a Lease is still hot when the wait ends. Its next request takes a
+// lease; it does not go to Redis one request at a time as a quiet key's
+// would, which would cost a round trip per request just as the key's
+// tokens come back.
+func TestLeaseRefusedKeyStaysHot(t *testing.T) {
+	f := newFake(t)
+	b := leased(t, f, f.cfg(), 10, 10) // a token every 100 ms: waits past a Lease
+	var last client.Decision
+	for range 40 {
+		if last = b.Try("k"); !last.OK && last.Wait > 0 {
+			break
+		}
+		settled(t, b)
+	}
+	if last.OK || last.Wait <= leasePeriod {
+		t.Fatalf("the lease never refused with a wait past a Lease of %v: last %+v (%+v)", leasePeriod, last, b.LeaseStats())
+	}
+	for i := 0; i < 3; i++ { // refused meanwhile: demand all the same
+		b.Try("k")
+	}
+	one, leases := oneByOne(b), b.LeaseStats().Calls
+	f.advance(last.Wait + time.Millisecond)
+	d := b.Try("k")
+	settled(t, b)
+	if !d.OK {
+		t.Fatalf("after the wait %v: refused %+v (%+v)", last.Wait, d, b.LeaseStats())
+	}
+	if got := oneByOne(b); got != one {
+		t.Errorf("after the wait the key went to Redis one request at a time (%d calls, want %d): it is not quiet", got, one)
+	}
+	if got := b.LeaseStats().Calls; got <= leases {
+		t.Errorf("after the wait no lease call went (%d, had %d)", got, leases)
+	}
+}
