@@ -14,7 +14,7 @@
 //
 // Usage:
 //
-//	go run ./bench            # about a minute on 2 cores
+//	go run ./bench            # about five minutes on 2 cores
 //	go run ./bench -quick     # a few seconds
 //	go run ./bench -full      # longer slices, more rounds
 //	go run ./bench -out DIR   # also write DIR/results.md and an SVG per pair
