@@ -58,10 +58,12 @@ type BudgetConfig struct {
 // retry returns the last error at once. A refused hedge is not sent.
 //
 // A budget counts first attempts only while it watches: from NewBudget
-// or a retry or hedge asked, until a whole Window passes without one. So while every
-// call succeeds, First costs one atomic load. A request that asks for a
-// retry has its first attempt counted all the same. Other first attempts
-// made while the budget did not watch are not counted. The first retries
+// or a retry or hedge asked, until a whole Window passes without one. So
+// while every call succeeds, First costs one atomic load. A request made
+// through Retry that asks for a retry has its first attempt counted all
+// the same. Other first attempts made while the budget did not watch are
+// not counted: those of hedged requests, and those of callers who call
+// First and then Retry themselves. The first retries
 // after a quiet Window are then judged on the floor, and the share grows
 // back as first attempts are counted. This errs towards refusing.
 //

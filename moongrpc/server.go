@@ -45,7 +45,9 @@ type Config struct {
 	Gate Gate
 	// Adaptive holds calls to a gate whose limit follows their latency. A
 	// call waits in its line, the most important first, and one it
-	// refuses fails with codes.Unavailable. nil is none.
+	// refuses fails with codes.Unavailable. nil is none. It is asked
+	// after Gate and Quota: a call waiting in its line holds its Gate
+	// room, and its quota token is spent even if Adaptive refuses it.
 	Adaptive *client.AdaptiveGate
 	// Priority says how important a call is, from its context and full
 	// method name. The handler's ctx carries it (client.WithPriority), so
