@@ -46,14 +46,9 @@ const (
 	roomMost  = 1<<16 - 1
 )
 
-// normalClass is the class of callers that carry none (the client's
-// PriorityNormal). Their Enters through the lent room are counted by the
-// room's word alone; the other classes' also on a stripe.
-const normalClass = 1
-
 // adaptiveStripe is one stripe's counts, on a cache line of its own.
 type adaptiveStripe struct {
-	entered [AdaptiveClasses]atomic.Int64 // let in from the lent room, but normalClass
+	entered [AdaptiveClasses]atomic.Int64 // let in from the lent room, by class
 	n       atomic.Int64                  // calls that left with a latency
 	sum     atomic.Int64                  // their latencies, ns
 	_       [16]byte
@@ -71,9 +66,10 @@ func (r *AdaptiveRoom) Enter(class int) (ok, timed bool) {
 			return false, false
 		}
 		if r.w.CompareAndSwap(w, w+roomIn) {
-			if class != normalClass {
-				r.stripes[tallySpot()].entered[clampClass(class)].Add(1)
-			}
+			// Every class is counted on a stripe, none by the word less
+			// the others: a read between the word and a stripe would
+			// count the call in the wrong class for a moment.
+			r.stripes[tallySpot()].entered[clampClass(class)].Add(1)
 			return true, (in+1)&r.mask.Load() == 0
 		}
 	}
@@ -475,18 +471,12 @@ func (a *adaptiveActor) stride(now int64) {
 }
 
 // classes is the counts by class: the actor's own, and the Enters through
-// the lent room, read from the stripes, and for normalClass from the
-// room's word less the other classes'.
+// the lent room, read from the stripes. Each only grows.
 func (a *adaptiveActor) classes() [AdaptiveClasses]AdaptiveClass {
 	cs := a.counts
-	normal := a.fast
 	for c, e := range a.seenEntered {
-		if c != normalClass {
-			cs[c].Entered += e
-			normal -= e
-		}
+		cs[c].Entered += e
 	}
-	cs[normalClass].Entered += normal
 	return cs
 }
 

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -168,5 +169,47 @@ func TestAdaptiveDeadlinesReachTheLimit(t *testing.T) {
 			t.Errorf("deadline %v away: limit %d, want %d", tc.left, l, tc.limit)
 		}
 		a.alarm.stop()
+	}
+}
+
+// TestAdaptiveEnteredOnlyGrows: while callers of one class pass through
+// the lent room, a stats read never counts them in another class, and no
+// class's Entered ever falls.
+func TestAdaptiveEnteredOnlyGrows(t *testing.T) {
+	h := newHarness(t)
+	ref, room, err := SpawnAdaptive(h.e, "", policy.AdaptiveConfig{Min: 8, Max: 8, Start: 8}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if ok, _ := room.Enter(2); ok {
+					room.Drop()
+				}
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	var last [AdaptiveClasses]int64
+	for i := range 3000 {
+		s := inspectAdaptive(t, ref)
+		for c := range last {
+			if s.Classes[c].Entered < last[c] {
+				t.Fatalf("read %d: class %d Entered fell from %d to %d", i, c, last[c], s.Classes[c].Entered)
+			}
+			last[c] = s.Classes[c].Entered
+		}
+		if s.Classes[1].Entered != 0 {
+			t.Fatalf("read %d: class 1 Entered %d with no caller of class 1", i, s.Classes[1].Entered)
+		}
+		h.clock.Advance(time.Millisecond)
 	}
 }
