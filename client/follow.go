@@ -16,11 +16,13 @@ import (
 // come home (see Pool.SetLimits). So a pool of PostgreSQL connections
 // stops adding connections when more stop helping.
 //
-// FollowLimit sets the pool's limits at once, then looks at the gate's
-// limit every every (zero or less: 100 ms) on the engine's clock, and sets
-// them again when the limit moved. It does not block. Call the returned
-// stop to end it; it also ends by itself once the gate or the pool is
-// closed. A nil g or pool follows nothing.
+// FollowLimit reads the gate's limit and sets the pool's limits before it
+// returns: a round trip to each actor, which waits for neither callers
+// nor resources. It then looks at the gate's limit every every (zero or
+// less: 100 ms) on the engine's clock, and sets the pool's limits again
+// when the limit moved. Call the returned stop to end it; it also ends by
+// itself at the first look after the gate or the pool is closed. A nil g
+// or pool follows nothing.
 func FollowLimit[T comparable](g *AdaptiveGate, pool *Pool[T], limits Limits, every time.Duration) (stop func()) {
 	if g == nil || pool == nil {
 		return func() {}
@@ -54,7 +56,8 @@ type follower[T comparable] struct {
 func (f *follower[T]) look() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.stopped {
+	if f.stopped || f.pool.closing.Load() {
+		f.stopped = true
 		return
 	}
 	limit := f.g.Stats().Limit

@@ -166,3 +166,22 @@ func TestFollowLimitInBubble(t *testing.T) {
 		<-time.After(2 * time.Second) // the bubble's clock: the next look finds the gate gone and ends
 	})
 }
+
+// TestFollowLimitEndsWithThePool: with a limit that never moves, closing
+// the pool still ends the following: no timer is left on the clock.
+func TestFollowLimitEndsWithThePool(t *testing.T) {
+	eng, clock := adaptiveEngine(t)
+	g := fixedGate(t, eng, 3, 0)
+	pool, err := client.NewPool(eng, quietConns(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client.FollowLimit(g, pool, policy.Limits{}, 50*time.Millisecond)
+	if err := pool.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second)
+	if clock.Pending() != 0 {
+		t.Fatalf("%d timers pending after the pool closed", clock.Pending())
+	}
+}
