@@ -223,7 +223,9 @@ func (b *Bucket) LeaseStats() LeaseStats {
 // begun. Close then waits for the lease calls in flight and gives Redis
 // back every token this process holds unspent, in one round trip, all
 // within ctx. The engine's Shutdown does the same for a Bucket not
-// closed. A give-back that fails or is cut short loses those tokens to
+// closed. When ctx ends before the lease calls in flight, Close returns
+// its error and what they grant goes back once they land, within a
+// Timeout. A give-back that fails or is cut short loses those tokens to
 // the fleet until Redis refills them (fewer let through, never more).
 func (b *Bucket) Close(ctx context.Context) error {
 	if b.ls != nil {

@@ -245,9 +245,12 @@ func (ls *leases) draw(key string, n uint64) bool {
 }
 
 // drawn takes n tokens from e's credit at now, before its end, if it
-// holds them, and starts the renewal when that leaves it low. It never
-// blocks.
+// holds them, and starts the renewal when that leaves it low. It draws
+// nothing once Close has begun. It never blocks.
 func (ls *leases) drawn(e *keyLease, now int64, n uint64) (client.Decision, bool) {
+	if ls.shut.Load() {
+		return client.Decision{}, false
+	}
 	for {
 		w := e.w.Load()
 		left := w & creditMask
@@ -350,7 +353,8 @@ func (ls *leases) call(e *keyLease, ask, held, give, sent int64) {
 }
 
 // land takes a call's answer for e: the grant joins e's credit, to be
-// drawn until sent + Config.Lease, and a grant short of the ask leaves
+// drawn until sent + Config.Lease (once Close has begun, it is owed to
+// Redis instead, and close gives it back), and a grant short of the ask leaves
 // the wait Redis gave before the next call. A failed call grants
 // nothing, and the key goes one request at a time for a Timeout; tokens
 // it gave back may be lost to the fleet (fewer let through, never more).
@@ -374,7 +378,14 @@ func (ls *leases) land(e *keyLease, g grant, err error, ask, give, sent int64) {
 		// wait ends no later than Redis said.
 		e.over.Store(sent + g.wait*int64(time.Microsecond))
 	}
-	if g.tokens > 0 {
+	if g.tokens > 0 && ls.shut.Load() {
+		// Close has begun: the grant is never drawn. close gives back
+		// what is owed once this call is done.
+		ls.leases.Add(1)
+		ls.leased.Add(g.tokens)
+		ls.returned.Add(g.tokens)
+		e.owed += g.tokens
+	} else if g.tokens > 0 {
 		ls.leases.Add(1)
 		ls.leased.Add(g.tokens)
 		end := sent + ls.period
@@ -459,7 +470,9 @@ func (ls *leases) sweep() {
 
 // close waits for the calls in flight, then takes back every lease's
 // credit and gives it back to Redis in one pipeline, all within ctx. No
-// call starts after it begins.
+// call starts after it begins. When ctx ends first, a goroutine gives
+// back once the calls in flight have landed (each ends within a Timeout),
+// within a Timeout of its own.
 func (ls *leases) close(ctx context.Context) error {
 	ls.shut.Store(true)
 	ls.mu.Lock()
@@ -474,8 +487,20 @@ func (ls *leases) close(ctx context.Context) error {
 	select {
 	case <-ended:
 	case <-ctx.Done():
+		go func() {
+			<-ended
+			ctx, cancel := context.WithTimeout(context.Background(), ls.timeout)
+			defer cancel()
+			ls.giveBack(ctx)
+		}()
 		return ctx.Err()
 	}
+	return ls.giveBack(ctx)
+}
+
+// giveBack takes back every lease's credit and gives it back to Redis,
+// with what is owed, in one pipeline within ctx.
+func (ls *leases) giveBack(ctx context.Context) error {
 	type back struct {
 		keys []string
 		args []any

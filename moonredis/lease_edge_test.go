@@ -403,3 +403,75 @@ func TestLeaseRefusedKeyStaysHot(t *testing.T) {
 		t.Errorf("after the wait no lease call went (%d, had %d)", got, leases)
 	}
 }
+
+// TestLeaseNoDrawOnceClosing: once Close has begun, a request is not let
+// through from the lease the bucket still holds, by Allow or by Wait.
+func TestLeaseNoDrawOnceClosing(t *testing.T) {
+	f := newFake(t)
+	b := leased(t, f, f.cfg(), 1e-6, 100)
+	for range 10 {
+		b.Allow("k")
+		settled(t, b)
+	}
+	before := b.LeaseStats()
+	if before.Held == 0 {
+		t.Fatalf("no lease after 10 requests: %+v", before)
+	}
+	b.ls.shut.Store(true) // what Close does first
+	b.Allow("k")
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	b.Wait(ctx, "k")
+	if after := b.LeaseStats(); after.Draws != before.Draws || after.Held != before.Held {
+		t.Errorf("drawn from the lease once Close had begun: %+v, then %+v", before, after)
+	}
+}
+
+// TestLeaseGrantAfterClose: a lease call still in flight when the
+// leases' close gives up on its ctx lands a grant that is never drawn,
+// and goes back to Redis once it has landed.
+func TestLeaseGrantAfterClose(t *testing.T) {
+	f := newFake(t)
+	release, entered := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.rdb.AddHook(hook{process: func(next redis.ProcessHook) redis.ProcessHook {
+		return func(ctx context.Context, cmd redis.Cmder) error {
+			if isLease(cmd) {
+				once.Do(func() { close(entered) })
+				<-release // deaf to ctx
+			}
+			return next(ctx, cmd)
+		}
+	}})
+	const rate, burst = 1e-6, 100
+	b := leased(t, f, f.cfg(), rate, burst)
+	let := 0
+	for range 4 {
+		if b.Allow("k") { // quiet so far
+			let++
+		}
+	}
+	got := make(chan bool, 1)
+	go func() { got <- b.Allow("k") }() // takes a lease, and waits for it
+	within(t, entered, "the lease call")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := b.ls.close(ctx); err == nil {
+		t.Fatal("close with its ctx done and a call in flight returned nil")
+	}
+	close(release)
+	if recv(t, got, "the caller waiting for the lease call") {
+		t.Error("let through from a lease that landed after close")
+	}
+	settled(t, b)
+	waitFor(t, "the late grant to go back", func() bool {
+		ls := b.LeaseStats()
+		return ls.Leased > 0 && ls.Given == ls.Leased
+	})
+	if ls := b.LeaseStats(); ls.Held != 0 || ls.Draws != 0 {
+		t.Errorf("a grant landed after close is held or drawn: %+v", ls)
+	}
+	if got := redisTokens(t, f, "moonredis:bucket:", "k", rate, burst); got != float64(burst-let) {
+		t.Errorf("Redis holds %v, want the burst less the %d let through", got, let)
+	}
+}
