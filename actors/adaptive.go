@@ -150,7 +150,7 @@ func SpawnAdaptive(e *engine.Engine, name string, cfg policy.AdaptiveConfig, que
 	if a.every <= 0 {
 		a.every = policy.DefaultAdaptiveWindow
 	}
-	a.every /= adaptiveLooks
+	a.every = max(a.every, policy.MinAdaptiveWindow) / adaptiveLooks
 	a.alarm.clock = e.Clock()
 	a.room.asleep.Store(true)
 	a.lend() // before anyone can reach the actor: its first callers need not ask

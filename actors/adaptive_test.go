@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -211,5 +212,28 @@ func TestAdaptiveEnteredOnlyGrows(t *testing.T) {
 			t.Fatalf("read %d: class 1 Entered %d with no caller of class 1", i, s.Classes[1].Entered)
 		}
 		h.clock.Advance(time.Millisecond)
+	}
+}
+
+// TestAdaptiveTinyWindow: a window of a nanosecond is a millisecond, so
+// the actor's timer reads a fourth of a millisecond apart, not all the
+// time.
+func TestAdaptiveTinyWindow(t *testing.T) {
+	h := newHarness(t)
+	_, room, err := SpawnAdaptive(h.e, "", policy.AdaptiveConfig{Min: 4, Max: 4, Start: 4, Window: time.Nanosecond}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := room.Enter(2); !ok {
+		t.Fatal("no room at 4")
+	}
+	room.Leave(time.Microsecond) // wakes the actor: it sets its timer
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.clock.WaitPending(ctx, 1); err != nil {
+		t.Fatalf("no timer after a Leave woke the actor: %v", err)
+	}
+	if d, ok := h.clock.Next(); !ok || d != policy.MinAdaptiveWindow/adaptiveLooks {
+		t.Fatalf("next tick in %v, want %v", d, policy.MinAdaptiveWindow/adaptiveLooks)
 	}
 }

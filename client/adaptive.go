@@ -41,7 +41,8 @@ type AdaptiveConfig struct {
 	// zero is no line: a caller without room is refused at once, with
 	// ErrTooManyWaiting.
 	Queue int
-	// Window is how often the limit may change. Zero or less is 100 ms.
+	// Window is how often the limit may change. Zero or less is 100 ms;
+	// below 1 ms is 1 ms (policy.MinAdaptiveWindow).
 	// A window is stretched, up to ten times, until 16 calls finish in it.
 	Window time.Duration
 }

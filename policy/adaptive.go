@@ -23,7 +23,8 @@ type AdaptiveConfig struct {
 	// finish within it on average, the limit never falls. Zero or less is
 	// none.
 	Healthy time.Duration
-	// Window is how often the limit may change. Zero or less is 100 ms.
+	// Window is how often the limit may change. Zero or less is 100 ms;
+	// below MinAdaptiveWindow is MinAdaptiveWindow.
 	// A window holding fewer than 16 finished calls is extended, up to ten
 	// times its length, so a quiet gate decides on enough of them.
 	Window time.Duration
@@ -36,6 +37,11 @@ const (
 	DefaultAdaptiveStart  = 20
 	DefaultAdaptiveWindow = 100 * time.Millisecond
 )
+
+// MinAdaptiveWindow is the shortest AdaptiveConfig.Window: a shorter one
+// is this. A gate reads its calls a few times a window, so a window of
+// nanoseconds would keep it reading all the time.
+const MinAdaptiveWindow = time.Millisecond
 
 // The controller's constants. They are ratios of latencies, so they hold
 // for a dependency answering in microseconds or in seconds.
@@ -205,6 +211,7 @@ func NewAdaptive(c AdaptiveConfig, now int64) *Adaptive {
 	if a.window <= 0 {
 		a.window = int64(DefaultAdaptiveWindow)
 	}
+	a.window = max(a.window, int64(MinAdaptiveWindow))
 	return a
 }
 

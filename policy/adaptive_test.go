@@ -202,6 +202,14 @@ func TestAdaptiveConfigDefaults(t *testing.T) {
 			t.Errorf("%+v: window %v, want %v", tc.cfg, time.Duration(a.window), DefaultAdaptiveWindow)
 		}
 	}
+	for _, w := range []time.Duration{time.Nanosecond, time.Microsecond, MinAdaptiveWindow - 1} {
+		if a := NewAdaptive(AdaptiveConfig{Window: w}, 0); a.window != int64(MinAdaptiveWindow) {
+			t.Errorf("Window %v: window %v, want %v", w, time.Duration(a.window), MinAdaptiveWindow)
+		}
+	}
+	if a := NewAdaptive(AdaptiveConfig{Window: MinAdaptiveWindow + 1}, 0); a.window != int64(MinAdaptiveWindow+1) {
+		t.Errorf("Window %v: window %v", MinAdaptiveWindow+1, time.Duration(a.window))
+	}
 }
 
 // TestAdaptiveBadSamples: samples that cannot be are ignored, and sums
