@@ -14,8 +14,9 @@ import (
 )
 
 // ErrOverLimit says an AdaptiveGate had no room for the caller's priority:
-// a waiter was evicted as the limit fell, lowest priority first. It
-// matches ErrShed. A full line answers ErrTooManyWaiting instead, and a
+// a waiter was evicted as the limit fell, lowest priority first. Only a
+// line that follows the limit (Queue zero) is cut so; a fixed Queue never
+// is. It matches ErrShed. A full line answers ErrTooManyWaiting instead, and a
 // deadline too close a *WaitError.
 var ErrOverLimit = actors.ErrOverLimit
 
@@ -26,6 +27,7 @@ type AdaptiveConfig struct {
 	// Min is the least room. Zero or less is 1.
 	Min int
 	// Max is the most room. Zero or less is 1,000. A Max under Min is Min.
+	// Min and Max above 1<<30 are 1<<30.
 	Max int
 	// Start is the room before any call has finished. Zero or less is 20,
 	// held within Min and Max. While the latency and a quarter fit within
@@ -34,10 +36,13 @@ type AdaptiveConfig struct {
 	// deadlines it falls only as far as they need.
 	Start int
 	// Healthy is a latency that never counts as congestion: while calls
-	// finish within it on average, the limit never falls. Zero is none.
+	// finish within it on average, the limit never falls. Zero or less
+	// is none.
 	Healthy time.Duration
 	// Queue is the most callers waiting in line. Zero is twice the limit,
-	// about two latencies of waiting; it follows the limit. Below
+	// about two latencies of waiting; it follows the limit, and when the
+	// limit falls the line is cut to fit, waiters refused with
+	// ErrOverLimit. Above zero is a fixed line that is never cut. Below
 	// zero is no line: a caller without room is refused at once, with
 	// ErrTooManyWaiting.
 	Queue int
@@ -71,9 +76,11 @@ type AdaptiveClass = actors.AdaptiveClass
 //
 // A Pool behind the gate can hold its size to the limit: see FollowLimit.
 //
-// With room, Enter and Leave send the actor no message: room is lent
-// ahead of time, and latencies are added up in stripes the actor reads on
-// a timer. Neither allocates.
+// With room, Enter and Leave send the actor no message while it is
+// awake: room is lent ahead of time, and latencies are added up in
+// stripes the actor reads on a timer. Once a quiet gate's actor has
+// stopped its timer, the first Leave or Drop sends it one message to
+// wake it. Neither allocates.
 //
 // An AdaptiveGate is safe for concurrent use. Build one with
 // NewAdaptiveGate; the zero AdaptiveGate is not usable.
@@ -169,8 +176,8 @@ func (p *Pass) Drop() {
 //     deadline: it could not finish, and the room goes to the next;
 //   - with ErrTooManyWaiting when the line is full of callers of its
 //     priority or higher, at once or when a higher one takes its place;
-//   - with ErrOverLimit when the limit falls and the line is cut, lowest
-//     priority first;
+//   - with ErrOverLimit when the limit falls and a line that follows it
+//     (Queue zero) is cut, lowest priority first;
 //   - with ctx's error when ctx ends while it waits: it leaves the line;
 //   - with ErrClosed after Close.
 //
