@@ -93,9 +93,11 @@
 //     one use, so leases and requests together never take more than the
 //     limit from Redis.
 //   - A lease lasts Config.Lease from the last call that took or renewed
-//     it. Nothing is drawn from it after its end. What is left goes back
-//     to Redis then, and at Close: Redis moves the key's state back by
-//     those tokens, never past full.
+//     it. A renewal asks for the lease less what is held, and the tokens
+//     left over join it, with its end. Nothing is drawn after the end.
+//     What is left goes back to Redis then, and at Close: Redis moves the
+//     key's state back by those tokens, never past full. Nothing is drawn
+//     once Close has begun; a grant that lands after it goes back too.
 //   - A lease is about a Lease of the key's demand here, at most growth
 //     (8) times the requests seen since the last grant, and at most the
 //     process's share of the burst: the burst over the processes that
@@ -124,12 +126,13 @@
 // the span, plus the leases held when it began: at most a burst each, and
 // about a burst between them once each process has renewed. Over a long
 // run the fleet lets through no more than the limit. Tokens a process
-// holds and does not spend are lost to the others until its lease ends,
-// at most one lease per process per key for at most a Lease; then they go
-// back. A process killed holding a lease loses that lease: its tokens
-// come back only as the key refills. A lease call that go-redis sends
-// again is known by its name and counted once, as a batch is; so is a
-// give-back.
+// holds and does not spend are lost to the others while it holds them:
+// at most one lease per process per key at a time, so bounded in amount.
+// While renewals go on they roll over into the next lease; they go back
+// a Lease after the last renewal, or at Close. A process killed holding
+// a lease loses that lease: its tokens come back only as the key
+// refills. A lease call that go-redis sends again is known by its name
+// and counted once, as a batch is; so is a give-back.
 //
 // # When Redis fails
 //
