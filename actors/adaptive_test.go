@@ -69,14 +69,24 @@ func inspectAdaptive(t *testing.T, ref *engine.Ref) AdaptiveStats {
 	return AdaptiveStats{}
 }
 
-// TestAdaptiveLimitFallsCutsTheLine: when the limit falls, the line is cut
-// to its new length, the lowest class and the latest comers first, and
-// those cut are answered ErrOverLimit.
+// TestAdaptiveLimitFallsCutsTheLine: when the limit falls, a line that
+// follows it is cut to its new length, the lowest class and the latest
+// comers first, and those cut are answered ErrOverLimit. A fixed line is
+// not cut.
 func TestAdaptiveLimitFallsCutsTheLine(t *testing.T) {
+	t.Run("following", func(t *testing.T) { limitFalls(t, 0) })
+	t.Run("fixed", func(t *testing.T) { limitFalls(t, 16) })
+}
+
+// limitFalls fills a line of queue (0: twice the limit, 16) and brings the
+// limit from 8 down to 4: a line that follows the limit is cut to 8, a
+// fixed one is not cut.
+func limitFalls(t *testing.T, queue int) {
 	const ms = int64(time.Millisecond)
 	a := &adaptiveActor{
 		ctl:   *policy.NewAdaptive(policy.AdaptiveConfig{Start: 8}, 0),
 		room:  &AdaptiveRoom{},
+		queue: queue,
 		every: 25 * time.Millisecond,
 	}
 	a.alarm.clock = vclock.NewVirtual()
@@ -109,7 +119,7 @@ func TestAdaptiveLimitFallsCutsTheLine(t *testing.T) {
 		t.Fatalf("limit %d, want 4", l)
 	}
 	for i, m := range line {
-		cut := i < 8
+		cut := queue == 0 && i < 8
 		if m.Slot.Ready() != cut {
 			t.Fatalf("waiter %d (class %d): answered %v, want %v", i, m.Class, m.Slot.Ready(), cut)
 		}
@@ -119,8 +129,12 @@ func TestAdaptiveLimitFallsCutsTheLine(t *testing.T) {
 			}
 		}
 	}
-	if a.counts[0].Shed != 8 || a.waiting != 8 {
-		t.Fatalf("shed %d, waiting %d; want 8 and 8", a.counts[0].Shed, a.waiting)
+	shed, waiting := int64(8), 8
+	if queue != 0 {
+		shed, waiting = 0, 16
+	}
+	if a.counts[0].Shed != shed || a.waiting != waiting {
+		t.Fatalf("shed %d, waiting %d; want %d and %d", a.counts[0].Shed, a.waiting, shed, waiting)
 	}
 	a.alarm.stop()
 }
