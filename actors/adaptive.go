@@ -23,8 +23,9 @@ var ErrOverLimit error = &shed{"moonpool: shed: over the adaptive limit"}
 //
 // One word holds the room lent, and the Enters and Leaves through it since
 // it was lent, so the actor learns from it how many came in without
-// asking. Enter and Leave each cost one compare-and-swap on it, and a
-// timed call an atomic add or two on the caller's own stripe. While
+// asking. Enter and Leave each cost one compare-and-swap on it; Enter
+// also counts its class on the caller's own stripe, and a timed call's
+// Leave adds its latency there. While
 // anybody waits in line nothing is lent, so every Enter goes to the actor
 // and a waiting caller is never overtaken.
 type AdaptiveRoom struct {
