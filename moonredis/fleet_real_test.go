@@ -34,7 +34,7 @@ const (
 // The run's schedule, from its start: the backend dies at fleetKill and
 // answers again at fleetBack; the processes stop at fleetEnd.
 const (
-	fleetKill = 700 * time.Millisecond
+	fleetKill = 1200 * time.Millisecond // a healthy stretch of about five heartbeats, so a stalled process still sends one
 	fleetBack = fleetKill + 1500*time.Millisecond
 	fleetEnd  = fleetBack + 600*time.Millisecond
 )
