@@ -89,22 +89,35 @@ func oursBreaker(eng *engine.Engine) (contender, error) {
 // theirBreaker is a gobreaker CircuitBreaker with its default settings
 // around the same failing call.
 func theirBreaker() contender {
-	var hits atomic.Int64
 	cb := gobreaker.NewCircuitBreaker[*conn](gobreaker.Settings{Name: "bench"})
+	return peerBreaker(cb.Execute, gobreaker.ErrOpenState, gobreaker.ErrTooManyRequests)
+}
+
+// failsafeCircuit is a failsafe-go CircuitBreaker with its defaults,
+// around the same failing call through an Executor built once. The call
+// goes through the Executor's Get, not TryAcquirePermit and RecordFailure
+// by hand: that is how failsafe-go's docs wrap a call, and it is the same
+// shape as gobreaker's Execute and moonpool's Get, so the time per
+// attempt includes what wrapping costs each library.
+func failsafeCircuit() contender {
+	exec := failsafe.With[*conn](circuitbreaker.NewWithDefaults[*conn]())
+	return peerBreaker(exec.Get, circuitbreaker.ErrOpen)
+}
+
+// peerBreaker is a peer's breaker around the failing call: execute runs
+// the call through it. An answer other than the call's own error or one
+// of refusals is an error here.
+func peerBreaker(execute func(func() (*conn, error)) (*conn, error), refusals ...error) contender {
+	var hits, errs atomic.Int64
 	call := func() (*conn, error) {
 		hits.Add(1)
 		return nil, errDown
 	}
-	var errs atomic.Int64
 	return contender{
 		run: func(n int) {
 			for range n {
-				_, err := cb.Execute(call)
-				switch {
-				case err == nil:
-					errs.Add(1)
-				case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests), errors.Is(err, errDown):
-				default:
+				_, err := execute(call)
+				if !peerRefused(err, refusals) {
 					errs.Add(1)
 				}
 			}
@@ -115,36 +128,16 @@ func theirBreaker() contender {
 	}
 }
 
-// failsafeCircuit is a failsafe-go CircuitBreaker with its defaults,
-// around the same failing call through an Executor built once. The call
-// goes through the Executor's Get, not TryAcquirePermit and RecordFailure
-// by hand: that is how failsafe-go's docs wrap a call, and it is the same
-// shape as gobreaker's Execute and moonpool's Get, so the time per
-// attempt includes what wrapping costs each library.
-func failsafeCircuit() contender {
-	var hits atomic.Int64
-	cb := circuitbreaker.NewWithDefaults[*conn]()
-	exec := failsafe.With[*conn](cb)
-	call := func() (*conn, error) {
-		hits.Add(1)
-		return nil, errDown
+// peerRefused reports whether err is the failing call's own error or one of
+// refusals.
+func peerRefused(err error, refusals []error) bool {
+	if err == nil || errors.Is(err, errDown) {
+		return err != nil
 	}
-	var errs atomic.Int64
-	return contender{
-		run: func(n int) {
-			for range n {
-				_, err := exec.Get(call)
-				switch {
-				case err == nil:
-					errs.Add(1)
-				case errors.Is(err, circuitbreaker.ErrOpen), errors.Is(err, errDown):
-				default:
-					errs.Add(1)
-				}
-			}
-		},
-		close: func() {},
-		count: hits.Load,
-		errs:  errs.Load,
+	for _, r := range refusals {
+		if errors.Is(err, r) {
+			return true
+		}
 	}
+	return false
 }

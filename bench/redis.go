@@ -101,7 +101,7 @@ func redisSuite(eng *engine.Engine, cfg config) ([]row, func(), error) {
 			plan:    &cfg.redis.plan,
 			sides: []side{
 				{name: "moonpool", ours: true, build: func(callers int) (contender, error) {
-					return oursRedis(eng, srv.Addr(), callers, fmt.Sprintf("bench:%d:", built.Add(1)), keys, limit)
+					return oursRedis(eng, srv.Addr(), callers, fmt.Sprintf("bench:%d:", built.Add(1)), keys, limit, 0)
 				}},
 				{name: "redis_rate", build: func(callers int) (contender, error) {
 					return theirRedis(srv.Addr(), callers, fmt.Sprintf("bench:%d:", built.Add(1)), keys, limit), nil
@@ -144,13 +144,15 @@ func (c commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 	}
 }
 
-// oursRedis is a moonredis.Bucket; each call takes the next key. A
-// request answered by the FailMode rather than Redis is an error here: the
-// comparison is of calls Redis decided.
-func oursRedis(eng *engine.Engine, addr string, callers int, prefix string, keys []string, limit redisLimit) (contender, error) {
+// oursRedis is a moonredis.Bucket, leasing credit for lease when it is
+// above zero; each call takes the next key. A request answered by the
+// FailMode rather than Redis, or a failed lease call, is an error here:
+// the comparison is of calls Redis decided. Close gives back what a lease
+// holds unspent.
+func oursRedis(eng *engine.Engine, addr string, callers int, prefix string, keys []string, limit redisLimit, lease time.Duration) (contender, error) {
 	var cmds, next, allowed atomic.Int64
 	rdb := countingClient(addr, callers, &cmds)
-	b, err := moonredis.NewBucket(eng, moonredis.Config{Client: rdb, Prefix: prefix, Timeout: 5 * time.Second}, limit.rate, limit.burst)
+	b, err := moonredis.NewBucket(eng, moonredis.Config{Client: rdb, Prefix: prefix, Timeout: 5 * time.Second, Lease: lease}, limit.rate, limit.burst)
 	if err != nil {
 		rdb.Close()
 		return contender{}, err
@@ -171,7 +173,7 @@ func oursRedis(eng *engine.Engine, addr string, callers int, prefix string, keys
 		},
 		count: cmds.Load,
 		extra: allowed.Load,
-		errs:  func() int64 { return b.Stats().Fallbacks },
+		errs:  func() int64 { return b.Stats().Fallbacks + b.LeaseStats().Failures },
 	}, nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/engine"
-	"github.com/moonpool-go/moonpool/moonredis"
 )
 
 // benchLease is the Lease of the leased row: the value Config.Lease
@@ -38,43 +37,13 @@ func leaseRows(eng *engine.Engine, cfg config, addr string, built *atomic.Int64)
 		plan:    &cfg.redis.plan,
 		sides: []side{
 			{name: "moonpool", ours: true, build: func(callers int) (contender, error) {
-				return oursLeased(eng, addr, callers, fmt.Sprintf("bench:%d:", built.Add(1)), keys, limit)
+				return oursRedis(eng, addr, callers, fmt.Sprintf("bench:%d:", built.Add(1)), keys, limit, benchLease)
 			}},
 			{name: "redis_rate", build: func(callers int) (contender, error) {
 				return theirRedis(addr, callers, fmt.Sprintf("bench:%d:", built.Add(1)), keys, limit), nil
 			}},
 		},
 	}}
-}
-
-// oursLeased is a moonredis.Bucket with leases on; each call takes the
-// next key. Close gives back what the lease holds unspent.
-func oursLeased(eng *engine.Engine, addr string, callers int, prefix string, keys []string, limit redisLimit) (contender, error) {
-	var cmds, next, allowed atomic.Int64
-	rdb := countingClient(addr, callers, &cmds)
-	b, err := moonredis.NewBucket(eng, moonredis.Config{Client: rdb, Prefix: prefix, Timeout: 5 * time.Second, Lease: benchLease}, limit.rate, limit.burst)
-	if err != nil {
-		rdb.Close()
-		return contender{}, err
-	}
-	return contender{
-		run: func(n int) {
-			a := 0
-			for range n {
-				if b.Allow(keys[int(next.Add(1)-1)%len(keys)]) {
-					a++
-				}
-			}
-			allowed.Add(int64(a))
-		},
-		close: func() {
-			closeWithin(b.Close)
-			rdb.Close()
-		},
-		count: cmds.Load,
-		extra: allowed.Load,
-		errs:  func() int64 { return b.Stats().Fallbacks + b.LeaseStats().Failures },
-	}, nil
 }
 
 // leaseTargets are the leased row's: ns per Allow against redis_rate's,

@@ -18,7 +18,9 @@ func TestLeasedSideAgrees(t *testing.T) {
 	keys := clientKeys(1)
 	var cmds [2]int64
 	for i, build := range []func() (contender, error){
-		func() (contender, error) { return oursLeased(eng, srv.Addr(), 8, "lease:ours:", keys, redisOpen) },
+		func() (contender, error) {
+			return oursRedis(eng, srv.Addr(), 8, "lease:ours:", keys, redisOpen, benchLease)
+		},
 		func() (contender, error) { return theirRedis(srv.Addr(), 8, "lease:theirs:", keys, redisOpen), nil },
 	} {
 		c, err := build()

@@ -16,7 +16,7 @@ func TestRedisSidesAgree(t *testing.T) {
 	defer eng.Shutdown(t.Context())
 	for _, keys := range [][]string{{"hot"}, {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}} {
 		for i, build := range []func() (contender, error){
-			func() (contender, error) { return oursRedis(eng, srv.Addr(), 8, "agree:ours:", keys, redisTight) },
+			func() (contender, error) { return oursRedis(eng, srv.Addr(), 8, "agree:ours:", keys, redisTight, 0) },
 			func() (contender, error) { return theirRedis(srv.Addr(), 8, "agree:theirs:", keys, redisTight), nil },
 		} {
 			c, err := build()
