@@ -329,7 +329,7 @@ func run(cfg config, only, out string, stdout, stderr io.Writer, tty bool) error
 		return failed
 	}
 
-	checks := targets(results)
+	checks := targets(results, cfg.noise)
 	writeTable(stdout, m, results, checks)
 	if out != "" {
 		if err := writeOut(out, m, results, checks); err != nil {

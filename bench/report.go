@@ -110,9 +110,19 @@ func ns(m *measured) float64  { return m.ns }
 func p99(m *measured) float64 { return m.p99 }
 
 // targets checks this run against the targets: the hot path's, the pure
-// core's, and those of the PostgreSQL and Redis suites.
-func targets(results []result) []check {
+// core's, and those of the PostgreSQL and Redis suites. Beside a noisy
+// neighbour the hot path's p99 may be up to twice its peer's; alone, at
+// most its peer's.
+func targets(results []result, noise bool) []check {
 	var cs []check
+	// tail words a p99 target and tailMost is its bound: the peer's p99
+	// alone, twice it beside the neighbour that burns every core.
+	tail, tailMost := func(theirs string) string { return "at most " + theirs + " at every level" }, 1.0
+	if noise {
+		tail, tailMost = func(theirs string) string {
+			return "at most 2× " + theirs + " at every level beside a CPU-burning neighbour"
+		}, 2
+	}
 	at := func(levels ...int) func(int) bool {
 		return func(c int) bool { return slices.Contains(levels, c) }
 	}
@@ -144,15 +154,18 @@ func targets(results []result) []check {
 			c.measured, c.met = fmt.Sprintf("at most %.2f", most), most < 0.01
 		}
 		cs = append(cs, c)
-		ratio(r, "puddle", label+": p99 at most puddle's at every level", every, p99, 1)
+		ratio(r, "puddle", label+": p99 "+tail("puddle's"), every, p99, tailMost)
 	}
 	rate := find(results, "Rate", "Allow")
 	ratio(rate, "x/time/rate", "Rate: Bucket.Allow at most 0.25× x/time/rate at every level", every, ns, 0.25)
-	ratio(rate, "x/time/rate", "Rate: Bucket.Allow p99 at most x/time/rate's", every, p99, 1)
-	ratio(find(results, "Rate", "Window Allow"), "x/time/rate", "Rate: Window.Allow at most 1.0× x/time/rate", every, ns, 1)
+	ratio(rate, "x/time/rate", "Rate: Bucket.Allow p99 "+tail("x/time/rate's"), every, p99, tailMost)
+	window := find(results, "Rate", "Window Allow")
+	ratio(window, "x/time/rate", "Rate: Window.Allow at most 1.0× x/time/rate", every, ns, 1)
+	ratio(window, "x/time/rate", "Rate: Window.Allow p99 "+tail("x/time/rate's"), every, p99, tailMost)
 	gate := find(results, "Gate", "Enter+Leave")
 	ratio(gate, "semaphore", "Gate: Enter+Leave at most 2× semaphore at 1 caller", at(1), ns, 2)
 	ratio(gate, "semaphore", "Gate: at most 1.0× semaphore at 8 callers and more", func(c int) bool { return c >= 8 }, ns, 1)
+	ratio(gate, "semaphore", "Gate: p99 "+tail("semaphore's"), every, p99, tailMost)
 	var keyed *result // of new keys: its name depends on the config
 	for i := range results {
 		if results[i].row.suite == "Keyed" && results[i].row.name != keyedHotRow {
