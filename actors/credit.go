@@ -29,10 +29,12 @@ import (
 // during a quiet spell holds up to one lease fewer than the exact one
 // would (see SpawnBucketCredit for the figure measured).
 //
-// A window's credit is also bounded in time (see SpawnWindowCredit): it
-// is drawn with DrawAt, which says no outside a short span after the
-// lease was lent, so that the actor knows when every draw happened to
-// within that span.
+// A window's credit is also bounded in time (see SpawnWindowCredit). It
+// is drawn with DrawAt, and each stripe holds the part of the lease for
+// one short span: the first stripe for the span after the lease was lent,
+// the next for the span after that. So the actor knows when every draw
+// happened to within a span, and a caller asks it for a fresh lease once
+// every few spans, not every one.
 //
 // A nil *Credit draws nothing. The zero Credit is dry.
 //
@@ -45,7 +47,7 @@ import (
 type Credit struct {
 	stripes [creditStripes]stripe
 	from    atomic.Int64  // the instant the lease was lent; DrawAt's draws are at or after it
-	span    int64         // how long after from DrawAt may draw; set once, before the first lease
+	span    int64         // how long each stripe may be drawn with DrawAt; set once, before the first lease
 	drawn   atomic.Int64  // draws the actor has taken back
 	seq     atomic.Uint64 // odd while the actor takes the credit back
 	busy    atomic.Bool   // the actor is answering a message, the lease taken back until it is done
@@ -103,27 +105,38 @@ func (c *Credit) Draw(n int64) bool {
 	return false
 }
 
-// DrawAt is Draw for a caller whose clock reads now: it says no, and the
-// caller asks the actor, unless now is within the span after the lease
-// was lent. It never blocks. A lease bounded in time is lent whole to the
-// first stripe: the clock reading dwarfs what striping saves, and one
-// stripe keeps the lease from running dry in parts.
+// DrawAt is Draw for a caller whose clock reads now: it draws from the
+// stripe whose span holds now, and says no, so that the caller asks the
+// actor, when that stripe is dry or no span of the lease holds now. It
+// never blocks.
 func (c *Credit) DrawAt(now, n int64) bool {
-	if c == nil || n < 1 {
+	if c == nil || n < 1 || c.span < 1 {
 		return false
 	}
-	st := &c.stripes[0]
-	for w := st.w.Load(); int64(w&creditMask) >= n; w = st.w.Load() {
-		// from is read after w and stored before the lease's w, so a CAS
-		// on this w proves it is this lease's from.
-		if from := c.from.Load(); now < from || now-from > c.span {
+	for {
+		from := c.from.Load()
+		if now < from {
 			return false
+		}
+		k := (now - from) / c.span
+		if k >= creditStripes {
+			return false
+		}
+		st := &c.stripes[k]
+		w := st.w.Load()
+		if int64(w&creditMask) < n {
+			return false
+		}
+		// from is stored before a lease's words and the lease is taken
+		// back before the next from: a from unchanged across the load of
+		// w, and a CAS on that w, prove w is of the lease lent at from.
+		if c.from.Load() != from {
+			continue
 		}
 		if st.w.CompareAndSwap(w, w-uint64(n)+drawOne) {
 			return true
 		}
 	}
-	return false
 }
 
 // Settled waits, yielding the processor, a short bounded while for the
@@ -174,31 +187,33 @@ func (c *Credit) Drawn() int64 {
 // it, counting the draws made since the last lend. The leases' numbers
 // stay, for the next lease to count on from.
 func (c *Credit) takeBack() int64 {
+	var each [creditStripes]int64
+	return c.takeBackEach(&each)
+}
+
+// takeBackEach is takeBack that also says how many were drawn from each
+// stripe, for a lease bounded in time, whose stripes are its spans.
+func (c *Credit) takeBackEach(drawn *[creditStripes]int64) int64 {
 	c.seq.Add(1)
-	var left, drawn int64
+	var left, all int64
 	for i := range c.stripes {
 		w := c.stripes[i].w.And(^uint64(leaseOne - 1))
-		drawn += int64(w >> 16 & creditMask)
+		drawn[i] = int64(w >> 16 & creditMask)
+		all += drawn[i]
 		left += int64(w & creditMask)
 	}
-	c.drawn.Add(drawn)
+	c.drawn.Add(all)
 	c.seq.Add(1)
 	return left
 }
 
-// lendAt lends n tokens from the instant from, split across the stripes,
-// or all to the first for a lease bounded in time (see DrawAt).
+// lendAt lends n tokens from the instant from, split evenly across the
+// stripes: the spans one after another, for a lease bounded in time.
 func (c *Credit) lendAt(from, n int64) {
 	c.from.Store(from)
-	parts := int64(creditStripes)
-	if c.span > 0 {
-		parts = 1
-	}
 	for i := range c.stripes {
-		part := n / parts
-		if int64(i) >= parts {
-			part = 0
-		} else if int64(i) < n%parts {
+		part := n / creditStripes
+		if int64(i) < n%creditStripes {
 			part++
 		}
 		st := &c.stripes[i]
@@ -265,13 +280,14 @@ func SpawnBucketCredit(e *engine.Engine, name string, rate, burst float64) (*eng
 }
 
 // SpawnWindowCredit is SpawnWindow with credit, as SpawnBucketCredit is
-// SpawnBucket with it, for a window of at least 1,024 events: it lends a
-// sixteenth of the allowance at a time (at most 1,024) and Allow draws
-// from it with DrawAt, one atomic operation. A smaller window lends
-// nothing and returns a nil Credit: its quota is counted exactly.
+// SpawnBucket with it, for a window of at least 1,024 events. It lends
+// four spans of a 256th of the window at a time, one after another, and
+// for each span a sixteenth of the allowance (at most 1,024). Allow draws
+// from the span its clock reading falls in with DrawAt, one atomic
+// operation. A smaller window lends nothing and returns a nil Credit: its
+// quota is counted exactly.
 //
-// A lease can be drawn from only during a window's 256th after it was
-// lent, and the actor counts what was drawn as happening at the end of
+// The actor counts what was drawn in a span as happening at the end of
 // that span, or when it takes the lease back if that is sooner: never
 // before the draws happened. So each event leaves the window no sooner
 // than the exact window would let it go, and over any stretch of time no
@@ -375,13 +391,17 @@ func lending(c actor.Context, inner actor.Actor, l interface {
 // an earlier instant, the tokens would free room in a full bucket that it
 // then refills, which is letting through more than the bucket allows.
 //
-// A window's events are counted the same way, at now: an event counted
-// later than it happened leaves the window later, which only ever refuses
-// more. Its room is reserved as the bucket's tokens are: nothing else takes
+// A window's events are counted no earlier either: at the end of the span
+// they were drawn in, or at now if that is sooner. An event counted later
+// than it happened leaves the window later, which only ever refuses more. Its room is reserved as the bucket's tokens are: nothing else takes
 // from the window while a lease is out, and room only grows with time.
 func (b *lender[S, R]) reclaim() {
 	b.watch() // lent tokens are still inside: the most it held
 	if b.lent == 0 {
+		return
+	}
+	if b.credit.span > 0 {
+		b.reclaimSpans()
 		return
 	}
 	drawn := b.lent - b.credit.takeBack()
@@ -389,18 +409,32 @@ func (b *lender[S, R]) reclaim() {
 	if drawn <= 0 {
 		return
 	}
-	now := b.alarm.clock.Now()
-	if b.credit.span > 0 { // every draw was in the lease's span
-		now = min(now, b.from+b.credit.span)
-	}
-	b.seen(now)
-	// The reserve covers it: the books held the lent room when it was
-	// lent, and have only gained since.
-	if w, ok := any(&b.state).(*policy.Window); ok {
-		w.TakeN(b.now, int(drawn)) // a window's take counts one event, whatever n
-		return
-	}
+	b.seen(b.alarm.clock.Now())
+	// The reserve covers it: the books held the lent tokens when they
+	// were lent, and have only gained since.
 	b.rule.take(&b.state, b.now, float64(drawn))
+}
+
+// reclaimSpans is reclaim for a lease bounded in time: what was drawn in
+// each span is counted at the end of that span, or now if that is sooner.
+// Every draw of a span happened within it, so none is counted early.
+func (b *lender[S, R]) reclaimSpans() {
+	var each [creditStripes]int64
+	b.credit.takeBackEach(&each)
+	b.lent = 0
+	now := b.alarm.clock.Now()
+	for k, drawn := range each {
+		if drawn <= 0 {
+			continue
+		}
+		b.seen(min(now, b.from+int64(k+1)*b.credit.span))
+		// The reserve covers it, as for a bucket.
+		if w, ok := any(&b.state).(*policy.Window); ok {
+			w.TakeN(b.now, int(drawn)) // a window's take counts one event, whatever n
+		} else {
+			b.rule.take(&b.state, b.now, float64(drawn))
+		}
+	}
 }
 
 // lend lends up to a lease of what the books hold, unless somebody is
@@ -421,7 +455,11 @@ func (b *lender[S, R]) lend() {
 	if b.credit.span > 0 {
 		from = max(from, b.alarm.clock.Now())
 	}
-	if n := b.credit.lendUpTo(from, b.lease, b.rule.left(&b.state, b.now)); n > 0 {
+	lease := b.lease
+	if b.credit.span > 0 {
+		lease *= creditStripes // a lease for each span
+	}
+	if n := b.credit.lendUpTo(from, lease, b.rule.left(&b.state, b.now)); n > 0 {
 		b.lent, b.from = n, from
 	}
 }

@@ -36,6 +36,8 @@ func FuzzCreditActor(f *testing.F) {
 	// was lent at the Left, its draws come later, and the window must count
 	// them no earlier than they came.
 	f.Add(true, uint8(0), uint8(0), []byte{opJump, 50, opCreditLeft, 0, opStep, 6, opDraw, 255, opDraw, 255, opDraw, 255, opDraw, 255, opDraw, 255, opJump, 9, opStep, 180, opDraw, 255})
+	// Draws in one span after another of one lease, then past its last.
+	f.Add(true, uint8(0), uint8(0), []byte{opCreditLeft, 0, opDraw, 40, opStep, 9, opDraw, 40, opStep, 9, opDraw, 40, opStep, 9, opDraw, 40, opStep, 9, opDraw, 40, opJump, 9, opStep, 12, opDraw, 255})
 	r := newFuzzRig(f)
 	f.Fuzz(func(t *testing.T, window bool, k1, k2 uint8, ops []byte) {
 		if len(ops) > 512 {

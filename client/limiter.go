@@ -253,13 +253,13 @@ func NewWindow(eng *Engine, allow int, window time.Duration) (*Window, error) {
 // never blocks, and says no while callers wait in line, or after Close.
 //
 // For an allowance of 1,024 or more, most Allows cost a clock reading and
-// one atomic operation: the window's actor lends a sixteenth of the
-// allowance (at most 1,024) for a 256th of the window, and Allow draws
-// from it. The actor counts a lent event as happening at the end of that
-// span at the latest, never before it did, so the window never lets more
-// through than the exact one would over any stretch of time; it can let
-// fewer through, since an event counted late leaves the window up to a
-// 256th of the window late (see actors.SpawnWindowCredit for the figures).
+// one atomic operation. The window's actor lends four spans ahead, each a
+// 256th of the window with a sixteenth of the allowance (at most 1,024).
+// Allow draws from the span it is in. The actor counts a lent event at the
+// end of its span at the latest, never before it happened. So the window
+// never lets more through than the exact one would over any stretch of
+// time. It can let fewer through: an event counted late leaves the window
+// up to a 256th of the window late (see actors.SpawnWindowCredit).
 // A smaller allowance is counted exactly. A caller that finds the lease
 // taken back while the actor answers someone else yields for a moment
 // (see actors.Credit.Settled) and draws from the next lease, rather than
