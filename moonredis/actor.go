@@ -295,10 +295,10 @@ func (l *limiter) await(ctx context.Context, key string, n float64, deadline int
 
 // owner is the actor. Each key with requests in hand has a line: the
 // asks in the call in flight for it, and those that came since, for its
-// next call. At most Config.MaxCalls calls are in flight at once; a key
-// whose next batch waits for one is in ready, and the next call takes the
-// batches of up to Config.MaxKeys of them, in the order they became ready,
-// in one round trip.
+// next call. A key whose next batch waits for a call is in ready, and the
+// next call takes the batches of up to Config.MaxKeys of them, in the
+// order they became ready, in one round trip. It goes when no call is in
+// flight, or once MaxKeys keys are ready, up to Config.MaxCalls calls.
 //
 // over remembers the keys Redis has refused an Allow or Try of one:
 // until when, on the engine's clock, one more would be refused again. The
@@ -529,10 +529,15 @@ func (o *owner) remember(a *ask, v verdict, sent int64) {
 	o.over[a.key] = until
 }
 
-// pump sends the ready batches, as many calls as may be in flight.
+// pump sends the ready batches. With no call in flight they go at once.
+// While one is, they wait for it to land, unless MaxKeys keys wait: a
+// full call goes at once, up to MaxCalls in flight. A call costs Redis
+// and this process about what several more keys in one call cost, so a
+// few keys share the next call rather than each paying for one; and at
+// the load that fills calls, more go together.
 func (o *owner) pump() {
 	for len(o.ready) > 0 {
-		if o.flying >= o.l.cfg.MaxCalls {
+		if o.flying >= o.l.cfg.MaxCalls || (o.flying > 0 && len(o.ready) < o.l.cfg.MaxKeys) {
 			return
 		}
 		n := min(len(o.ready), o.l.cfg.MaxKeys)

@@ -145,7 +145,7 @@ func TestClusterCallsOffCaller(t *testing.T) {
 func TestCloseWhileCallerCalls(t *testing.T) {
 	eng := realEngine(t)
 	rdb := silentClient(t, redistest.NewSilent(t), redis.Options{ContextTimeoutEnabled: true, PoolSize: 3, MinIdleConns: 3})
-	b, err := NewBucket(eng, Config{Client: rdb, Timeout: 300 * time.Millisecond, FailMode: FailOpen}, 1, 1)
+	b, err := NewBucket(eng, Config{Client: rdb, Timeout: 300 * time.Millisecond, FailMode: FailOpen, MaxKeys: 1}, 1, 1) // a call a key, each at once
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -194,7 +194,7 @@ func TestEachCallLateAtItsDeadline(t *testing.T) {
 	})
 	rdb := silentClient(t, redistest.NewSilent(t), redis.Options{PoolSize: 3, MinIdleConns: 3}) // calls on goroutines of their own
 	const timeout = 100 * time.Millisecond
-	b, err := NewBucket(eng, Config{Client: rdb, Timeout: timeout, FailMode: FailOpen}, 1, 1)
+	b, err := NewBucket(eng, Config{Client: rdb, Timeout: timeout, FailMode: FailOpen, MaxKeys: 1}, 1, 1) // a call a key, each at once
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -315,3 +315,56 @@ func TestExpiryKnownAndNeverShortened(t *testing.T) {
 		t.Errorf("e = %d after reading an expiry of %d", got, long)
 	}
 }
+
+// TestKeysWaitForTheCallOut: while a call is in flight, requests for
+// other keys wait for it rather than each taking a call of its own,
+// until MaxKeys keys wait: then they go at once, together, in one call.
+func TestKeysWaitForTheCallOut(t *testing.T) {
+	f := newFake(t)
+	release := make(chan struct{})
+	h, entered := holdFirst(release)
+	f.rdb.AddHook(h)
+	var seen scriptKeys
+	f.rdb.AddHook(&seen)
+	cfg := f.cfg()
+	cfg.MaxKeys = 3
+	b, err := NewBucket(f.eng, cfg, 1, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var allowed atomic.Int64
+	allow := func(key string) {
+		wg.Go(func() {
+			if b.Allow(key) {
+				allowed.Add(1)
+			}
+		})
+	}
+	allow("k0")
+	recv(t, entered, "the first call held")
+	allow("k1")
+	allow("k2")
+	waitFor(t, "two callers behind the held call", func() bool { return b.l.asked.Load() == 3 })
+	allow("k3")
+	// A third key fills a call: it goes while the first is still held,
+	// with the two keys that waited.
+	waitFor(t, "a call of three keys", func() bool {
+		seen.mu.Lock()
+		defer seen.mu.Unlock()
+		return slices.Contains(seen.keys, 3)
+	})
+	close(release)
+	waitGroup(t, &wg, "callers of four keys")
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	for _, n := range seen.keys {
+		if n != 1 && n != 3 {
+			t.Errorf("script commands carried %v keys: want the held call's one and the full call's three", seen.keys)
+			break
+		}
+	}
+	if st := b.Stats(); st.Calls != 2 || allowed.Load() != 4 {
+		t.Errorf("Stats = %+v, %d let through: want 2 calls letting all 4 through", st, allowed.Load())
+	}
+}
