@@ -90,8 +90,8 @@ func NewBucket(eng *client.Engine, cfg Config, rate, burst float64) (*Bucket, er
 // no. Once Redis has refused key, it says no at once, without a call,
 // until the wait Redis gave has passed (see the package documentation).
 // A leased key answers from its lease without a call while the lease
-// holds tokens. When the lease is dry while a lease call is in flight,
-// Allow waits for that call, at most Config.Timeout from its start.
+// holds tokens. When the lease is dry, Allow waits for the lease call in
+// flight, or sends one, at most Config.Timeout from its start.
 func (b *Bucket) Allow(key string) bool { return b.TryN(key, 1).OK }
 
 // AllowN is Allow for n tokens. An n <= 0 asks for nothing and gets it

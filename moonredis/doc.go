@@ -106,9 +106,10 @@
 //     key holds, up to that.
 //   - A lease is renewed when a quarter of it is left, so steady demand
 //     never waits on a round trip. An Allow or Try that finds it dry
-//     while a call is in flight waits for that call, then draws; if the
-//     call brings nothing, or takes longer than Config.Timeout, it goes
-//     to Redis alone.
+//     waits for the call in flight, or sends the next one at once and
+//     waits for it, then draws. It waits for at most three calls in a
+//     row. If they bring nothing for it, or one takes longer than
+//     Config.Timeout, it goes to Redis alone.
 //   - When Redis grants less than asked, the process calls again only
 //     once the key holds the grant times the lessees, or half its share
 //     if more. Until then a dry lease refuses with that wait, and the

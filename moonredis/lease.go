@@ -203,15 +203,21 @@ func (ls *leases) take(key string, n uint64) (client.Decision, bool) {
 // that others may drain first, or a refusal.
 const awaits = 3
 
-// await is take for a caller that found e's credit dry: while a call is
-// in flight it waits for it, at most Config.Timeout on the engine's clock
-// from the call's start, and draws again, and it answers with the refusal
-// a call left. Otherwise the request goes to Redis alone.
+// await is take for a caller that found e's credit dry: it waits for the
+// call in flight, or sends the next one (a key whose callers find it dry
+// is hot), at most Config.Timeout on the engine's clock from the call's
+// start, and draws again, and it answers with the refusal a call left.
+// When no call may go, the request goes to Redis alone.
 func (ls *leases) await(e *keyLease, n uint64) (client.Decision, bool) {
 	for range awaits {
 		sig := e.sig.Load()
 		if sig == nil || !e.busy.Load() {
-			break
+			// The last call landed and others drained it first: ask
+			// again at once rather than go to Redis alone.
+			ls.renew(e, ls.eng.Now())
+			if sig = e.sig.Load(); sig == nil || !e.busy.Load() {
+				break
+			}
 		}
 		select {
 		case <-sig.done:

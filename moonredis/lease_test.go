@@ -291,3 +291,29 @@ func isLease(cmd redis.Cmder) bool {
 	s, _ := args[1].(string)
 	return s == leaseScript.Hash() || strings.Contains(s, "lessees")
 }
+
+// TestLeaseDryCallerAsksAgain: a caller that waited for a lease call and
+// found its grant drained by others, with no call in flight, sends the
+// next lease call itself and draws from it, rather than going to Redis
+// alone.
+func TestLeaseDryCallerAsksAgain(t *testing.T) {
+	f := newFake(t)
+	b := leased(t, f, f.cfg(), 1000, 1000)
+	e := b.ls.entry("hot")
+	// The call it waited for has landed (its signal is done), nothing
+	// is in flight, and the credit is dry.
+	done := make(chan struct{})
+	close(done)
+	e.sig.Store(&callSig{done: done, late: make(chan struct{})})
+	d, ok := b.ls.await(e, 1)
+	if !ok || !d.OK {
+		t.Fatalf("await = %+v, %v: want a draw from a lease it asked for", d, ok)
+	}
+	settled(t, b)
+	if ls := b.LeaseStats(); ls.Leases < 1 || ls.Draws != 1 {
+		t.Errorf("LeaseStats = %+v: want a lease granted and one draw from it", ls)
+	}
+	if n := oneByOne(b); n != 0 {
+		t.Errorf("%d calls went to Redis one by one, want none", n)
+	}
+}
