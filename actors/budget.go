@@ -180,9 +180,11 @@ func (t *Tally) wake() {
 }
 
 // SpawnBudget starts a retry budget's actor on e under name (a fresh name
-// when empty), with a policy.NewBudget(ratio, minPerSecond, window) and a
-// policy.NewQuantile(window) for the latencies. It returns the Tally its
-// callers count first attempts and latencies on.
+// when empty), with a policy.NewBudget(ratio, minPerSecond, window). The
+// latencies go to a policy.NewQuantile(window) and to another over a
+// tenth of the window. A Latency is answered from the tenth when it holds
+// ten samples at or above the quantile, else from the whole window. It
+// returns the Tally its callers count first attempts and latencies on.
 //
 // It answers Spend (OK and Left), Latency (OK and After), Left (Left),
 // Fold and Tick. Each folds in the Tally first, so an answer counts every
@@ -198,6 +200,7 @@ func SpawnBudget(e *engine.Engine, name string, ratio, minPerSecond float64, win
 	a := &budgetActor{
 		budget: *policy.NewBudget(ratio, minPerSecond, window),
 		lat:    *policy.NewQuantile(window),
+		recent: *policy.NewQuantile(window / recentShare),
 		tally:  &Tally{},
 		at:     e.Now(),
 	}
@@ -222,6 +225,7 @@ func SpawnBudget(e *engine.Engine, name string, ratio, minPerSecond float64, win
 type budgetActor struct {
 	budget policy.Budget
 	lat    policy.Quantile
+	recent policy.Quantile // the latencies of the last tenth of the window
 	tally  *Tally
 	folded uint64                         // first attempts folded in
 	seen   [policy.QuantileBuckets]uint32 // latencies folded in, by bucket
@@ -270,7 +274,7 @@ func (a *budgetActor) handle(msg any) {
 	case *Latency:
 		a.fold(m.Now)
 		a.foldLatencies()
-		d, ok := a.lat.At(m.P, a.at)
+		d, ok := a.quantile(m.P)
 		m.answer(Permit{OK: ok, After: d})
 		a.answered()
 		if !math.IsNaN(m.P) {
@@ -391,6 +395,7 @@ func (a *budgetActor) foldLatencies() {
 	for i := range a.seen {
 		if c := a.tally.lat[i].Load(); c != a.seen[i] {
 			a.lat.AddN(policy.QuantileValue(i), int(c-a.seen[i]), a.at)
+			a.recent.AddN(policy.QuantileValue(i), int(c-a.seen[i]), a.at)
 			a.seen[i] = c
 			a.counted = true
 		}
@@ -440,6 +445,27 @@ func (a *budgetActor) pending() bool {
 	return false
 }
 
+// quantile is the p-quantile of the latencies: of the last tenth of the
+// window when it holds recentTail samples at or above it, else of the
+// whole window. So the quote follows a change of latency within a tenth
+// of the window, and still answers for a client too quiet to fill one.
+func (a *budgetActor) quantile(p float64) (time.Duration, bool) {
+	if float64(a.recent.Samples(a.at))*(1-p) >= recentTail {
+		if d, ok := a.recent.At(p, a.at); ok {
+			return d, true
+		}
+	}
+	return a.lat.At(p, a.at)
+}
+
+// The latencies' quantile comes from the last recentShare-th of the
+// window when that holds recentTail samples at or above it. Ten are
+// enough to place a p 0.97 within about a percent of the requests.
+const (
+	recentShare = 10
+	recentTail  = 10
+)
+
 // quote publishes the p-quantile, in p's place if it has one, else in
 // the place published longest ago.
 func (a *budgetActor) quote(p float64, d time.Duration, ok bool) {
@@ -469,7 +495,7 @@ func (a *budgetActor) publish() {
 		if a.tally.pub[i].p.Load() == noQuote {
 			continue
 		}
-		d, ok := a.lat.At(a.watch[i], a.at)
+		d, ok := a.quantile(a.watch[i])
 		a.quote(a.watch[i], d, ok)
 	}
 }

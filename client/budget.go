@@ -31,8 +31,8 @@ type BudgetConfig struct {
 	// zero, or NaN, is none.
 	MinPerSecond float64
 	// Window is how far back the budget counts. Zero or less is ten
-	// seconds (Finagle's). The latencies HedgeDelay reads are counted
-	// over the same window.
+	// seconds (Finagle's). HedgeDelay reads the latencies of its last
+	// tenth, or of all of it when the tenth holds too few.
 	Window time.Duration
 }
 
@@ -231,11 +231,18 @@ func (b *Budget) Observe(d time.Duration) {
 	}
 }
 
-// HedgeDelay is the p-quantile of the latencies Observe counted over the
-// window: how long to wait before a hedge, for p of 0.95, say. It is
-// false while too few were counted: fewer than 20, or fewer than five at
-// or above the quantile (100 for p 0.95; see policy.Quantile.At). The
-// duration is within 3.2% of the latency at that rank.
+// HedgeDelay is the p-quantile of the latencies Observe counted: how long
+// to wait before a hedge, for p of 0.95, say. It is false while too few
+// were counted: fewer than 20, or fewer than five at or above the
+// quantile (100 for p 0.95; see policy.Quantile.At). The duration is
+// within 3.2% of the latency at that rank.
+//
+// It reads the latencies of the last tenth of the window when they hold
+// ten at or above the quantile (200 for p 0.95), else those of the whole
+// window. So when latency shifts, the delay follows within about a tenth
+// of the window. A stall does not keep it long for a whole window after, and a
+// slowdown does not get most requests hedged. A client too quiet to fill
+// a tenth is answered from the whole window.
 //
 // The first ask for a p goes to the budget's actor. It then publishes the
 // answer and works it out again every twentieth of the window, while
