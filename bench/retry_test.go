@@ -184,6 +184,49 @@ func TestHedgeTailIsPastP99(t *testing.T) {
 	}
 }
 
+// TestHedgeTargetSameLoad: ours is held against the failsafe-go run whose
+// extra requests are nearest its own, among those it sends at most half
+// a point more than. A run that hedged less than ours is not a peer, and
+// neither is one chosen only for its p99.
+func TestHedgeTargetSameLoad(t *testing.T) {
+	plan := hedgePlan{rate: 800, span: 4 * time.Second, rounds: 5, delay: 5 * time.Millisecond, quantile: 0.97}
+	none := hedgeStat{side: sideNoHedge, rule: ruleNone, p99: 36e6}
+	ours := func(extra, p99 float64) hedgeStat {
+		return hedgeStat{side: sideHedgeQuant, ours: true, rule: ruleQuant, q: 0.97, roundExtra: extra, p99: p99}
+	}
+	theirs := func(q, extra, p99 float64) hedgeStat {
+		return hedgeStat{side: "failsafe-go", rule: ruleQuant, q: q, roundExtra: extra, p99: p99}
+	}
+	tests := []struct {
+		name  string
+		sides []hedgeStat
+		met   bool
+		peer  string // the rule of the run held against, in the measured text
+	}{
+		{"step 0: the same quantile sends as much, ours is faster",
+			[]hedgeStat{none, theirs(0.96, 0.040, 5.9e6), theirs(0.97, 0.030, 6.4e6), ours(0.031, 6.2e6)}, true, "past p97"},
+		{"step 1: the same quantile sends less; the next sends as much as ours",
+			[]hedgeStat{none, theirs(0.96, 0.037, 6.1e6), theirs(0.97, 0.025, 6.4e6), ours(0.0375, 6.2e6)}, false, "past p96"},
+		{"step 2: within half a point of a run that sends less",
+			[]hedgeStat{none, theirs(0.96, 0.045, 5.5e6), theirs(0.97, 0.027, 6.4e6), ours(0.031, 6.2e6)}, true, "past p97"},
+		{"step 3: a run that sends more and is faster, but further from ours",
+			[]hedgeStat{none, theirs(0.95, 0.050, 5.0e6), theirs(0.97, 0.032, 6.4e6), ours(0.031, 6.2e6)}, true, "past p97"},
+		{"step 4: ours sends more than every run",
+			[]hedgeStat{none, theirs(0.96, 0.030, 9e6), theirs(0.97, 0.020, 9e6), ours(0.040, 6.2e6)}, false, "more than every failsafe-go run"},
+		{"step 5: the nearest run is faster",
+			[]hedgeStat{none, theirs(0.96, 0.031, 6.0e6), theirs(0.97, 0.025, 6.4e6), ours(0.031, 6.2e6)}, false, "past p96"},
+	}
+	for _, tc := range tests {
+		got := hedgeTargets(&retryHedge{plan: plan, sides: tc.sides})[1]
+		if !got.known || got.met != tc.met || !strings.Contains(got.measured, tc.peer) {
+			t.Errorf("%s: met %v (known %v), %q; want met %v against %s", tc.name, got.met, got.known, got.measured, tc.met, tc.peer)
+		}
+		if !strings.Contains(got.measured, "median round of 640") {
+			t.Errorf("%s: %q does not give the round's size", tc.name, got.measured)
+		}
+	}
+}
+
 // TestRetrySuite runs the suite in its smallest configuration and checks
 // what it reports: every table and side, every target measured, and the
 // plots with one legend entry and one colour per side.
@@ -199,7 +242,7 @@ func TestRetrySuite(t *testing.T) {
 	for _, s := range retrySides() {
 		want = append(want, s.name)
 	}
-	for _, s := range hedgeSides() {
+	for _, s := range hedgeSides(retryConfigs["smoke"].hedge) {
 		want = append(want, s.name)
 	}
 	for _, w := range want {
@@ -216,7 +259,7 @@ func TestRetrySuite(t *testing.T) {
 	}{
 		{"retry-outage-virtual-clock.svg", 3},
 		{"retry-outage-real-clock.svg", len(retrySides())},
-		{"retry-hedging-latency.svg", len(hedgeSides())},
+		{"retry-hedging-latency.svg", len(hedgeSides(retryConfigs["smoke"].hedge))},
 	} {
 		b, err := os.ReadFile(filepath.Join(dir, plot.name))
 		if err != nil {
