@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -97,8 +98,8 @@ type hedgePlan struct {
 	quantile float64       // the other rule: hedge past this quantile
 	// ladder are the quantiles failsafe-go's rule is run at, quantile
 	// among them. Each estimator sends its own share of hedges at one
-	// quantile. The target compares ours with the one whose extra
-	// requests are nearest ours: the same extra load.
+	// quantile. The target reads failsafe-go's p99 between these runs
+	// at the extra requests ours sent: the same extra load.
 	ladder []float64
 }
 
@@ -1545,27 +1546,53 @@ func hedgeRule(p hedgePlan, s hedgeStat) string {
 	return "never"
 }
 
-// hedgeSlack is how many more extra requests ours may send than the
-// side it is compared with: half a point, a few requests of a round.
+// hedgeSlack is how many more extra requests ours may send than
+// failsafe-go's runs of its rule: half a point, a few requests of a round.
 const hedgeSlack = 0.005
 
-// hedgePeer is the failsafe-go side ours o is held against: of those
-// with o's rule, the one whose extra requests are nearest o's, among
-// those o sends at most hedgeSlack more than. A tie goes to the lower
-// p99. It is false when o sends more than every one of them.
-func hedgePeer(o hedgeStat, sides []hedgeStat) (hedgeStat, bool) {
-	var best hedgeStat
-	found := false
+// hedgeAt is failsafe-go's p99 under o's rule at o's extra requests. Its
+// runs of the rule, at several quantiles, are points of p99 against
+// extra. Between two, the p99 is read on the line joining them. Below
+// them all, it is the p99 of the run that sent the fewest: that run sent
+// more than o. Above them all, it is the p99 of the run that sent the
+// most, if o sent at most hedgeSlack more, and ok is false otherwise.
+// from says which runs it was read from.
+func hedgeAt(o hedgeStat, sides []hedgeStat, p hedgePlan) (p99 float64, from string, ok bool) {
+	var runs []hedgeStat
 	for _, t := range sides {
-		if t.ours || t.rule != o.rule || !(o.roundExtra <= t.roundExtra+hedgeSlack) {
-			continue
-		}
-		gap, bestGap := math.Abs(t.roundExtra-o.roundExtra), math.Abs(best.roundExtra-o.roundExtra)
-		if !found || gap < bestGap || (gap == bestGap && t.p99 < best.p99) {
-			best, found = t, true
+		if !t.ours && t.rule == o.rule && !math.IsNaN(t.roundExtra) {
+			runs = append(runs, t)
 		}
 	}
-	return best, found
+	if len(runs) == 0 {
+		return 0, "", false
+	}
+	// By extra, and at the same extra the lower p99 first: it is the
+	// one read.
+	slices.SortFunc(runs, func(a, b hedgeStat) int {
+		if c := cmp.Compare(a.roundExtra, b.roundExtra); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.p99, b.p99)
+	})
+	x := o.roundExtra
+	first, last := runs[0], runs[len(runs)-1]
+	switch {
+	case x <= first.roundExtra:
+		return first.p99, "its " + hedgeRule(p, first), true
+	case x >= last.roundExtra:
+		return last.p99, "its " + hedgeRule(p, last), x <= last.roundExtra+hedgeSlack
+	}
+	i := 1
+	for runs[i].roundExtra < x {
+		i++
+	}
+	lo, hi := runs[i-1], runs[i]
+	if hi.roundExtra == x {
+		return hi.p99, "its " + hedgeRule(p, hi), true
+	}
+	f := (x - lo.roundExtra) / (hi.roundExtra - lo.roundExtra)
+	return lo.p99 + f*(hi.p99-lo.p99), "between its " + hedgeRule(p, lo) + " and " + hedgeRule(p, hi), true
 }
 
 // hedgeTargets: moonpool's hedging against none and against failsafe-go's,
@@ -1573,7 +1600,7 @@ func hedgePeer(o hedgeStat, sides []hedgeStat) (hedgeStat, bool) {
 func hedgeTargets(h *retryHedge) []check {
 	const group = "retry budget"
 	half := check{group: group, target: "Hedging: p99 at most 0.5× no hedging's, with at most 5 % extra requests (moonhttp, heavy tail)", met: true}
-	theirs := check{group: group, target: "Hedging: p99 at most failsafe-go hedgepolicy's at the same extra load (its run whose extra is nearest ours, ours at most half a point more)", met: true}
+	theirs := check{group: group, target: "Hedging: p99 at most failsafe-go hedgepolicy's at the same extra requests (its runs of the rule, p99 read between them at ours' extra; half a point of slack)", met: true}
 	if h == nil {
 		return []check{half, theirs}
 	}
@@ -1595,22 +1622,18 @@ func hedgeTargets(h *retryHedge) []check {
 			half.met = half.met && x <= 0.5 && o.roundExtra <= 0.05
 			hs = append(hs, fmt.Sprintf("%s: %s (%s against %s), %s extra (%s)", hedgeRule(h.plan, o), times(x), nsText(o.p99), nsText(none.p99), pct(o.roundExtra), round))
 		}
-		has := false
-		for _, t := range h.sides {
-			has = has || (!t.ours && t.rule == o.rule)
-		}
-		if !has {
+		p99, from, ok := hedgeAt(o, h.sides, h.plan)
+		switch {
+		case from == "":
+			continue // failsafe-go has no run of the rule
+		case !ok:
+			theirs.known, theirs.met = true, false
+			ts = append(ts, fmt.Sprintf("%s: %s at %s extra (%s), more than half a point above every failsafe-go run of the rule", hedgeRule(h.plan, o), nsText(o.p99), pct(o.roundExtra), round))
 			continue
 		}
 		theirs.known = true
-		t, ok := hedgePeer(o, h.sides)
-		if !ok {
-			theirs.met = false
-			ts = append(ts, fmt.Sprintf("%s: %s at %s extra (%s), more than every failsafe-go run of the rule", hedgeRule(h.plan, o), nsText(o.p99), pct(o.roundExtra), round))
-			continue
-		}
-		theirs.met = theirs.met && o.p99 <= t.p99
-		ts = append(ts, fmt.Sprintf("%s: %s against %s (failsafe-go %s), extra %s against %s (%s)", hedgeRule(h.plan, o), nsText(o.p99), nsText(t.p99), hedgeRule(h.plan, t), pct(o.roundExtra), pct(t.roundExtra), round))
+		theirs.met = theirs.met && o.p99 <= p99
+		ts = append(ts, fmt.Sprintf("%s: %s against %s (failsafe-go at %s extra, %s), %s", hedgeRule(h.plan, o), nsText(o.p99), nsText(p99), pct(o.roundExtra), from, round))
 	}
 	half.measured, theirs.measured = strings.Join(hs, "; "), strings.Join(ts, "; ")
 	return []check{half, theirs}

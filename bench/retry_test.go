@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -184,10 +185,10 @@ func TestHedgeTailIsPastP99(t *testing.T) {
 	}
 }
 
-// TestHedgeTargetSameLoad: ours is held against the failsafe-go run whose
-// extra requests are nearest its own, among those it sends at most half
-// a point more than. A run that hedged less than ours is not a peer, and
-// neither is one chosen only for its p99.
+// TestHedgeTargetSameLoad: failsafe-go's p99 is read at ours' extra
+// requests, on the line between its two runs of the rule that sent just
+// less and just more. Past its runs it is the nearest run's, and ours may
+// send at most half a point more than any of them.
 func TestHedgeTargetSameLoad(t *testing.T) {
 	plan := hedgePlan{rate: 800, span: 4 * time.Second, rounds: 5, delay: 5 * time.Millisecond, quantile: 0.97}
 	none := hedgeStat{side: sideNoHedge, rule: ruleNone, p99: 36e6}
@@ -197,29 +198,38 @@ func TestHedgeTargetSameLoad(t *testing.T) {
 	theirs := func(q, extra, p99 float64) hedgeStat {
 		return hedgeStat{side: "failsafe-go", rule: ruleQuant, q: q, roundExtra: extra, p99: p99}
 	}
+	ladder := func(o hedgeStat) []hedgeStat {
+		return []hedgeStat{none, theirs(0.95, 0.04, 6e6), theirs(0.96, 0.03, 7e6), theirs(0.97, 0.02, 8e6), o}
+	}
 	tests := []struct {
 		name  string
 		sides []hedgeStat
+		p99   float64 // failsafe-go's, read at ours' extra
+		from  string
 		met   bool
-		peer  string // the rule of the run held against, in the measured text
 	}{
-		{"step 0: the same quantile sends as much, ours is faster",
-			[]hedgeStat{none, theirs(0.96, 0.040, 5.9e6), theirs(0.97, 0.030, 6.4e6), ours(0.031, 6.2e6)}, true, "past p97"},
-		{"step 1: the same quantile sends less; the next sends as much as ours",
-			[]hedgeStat{none, theirs(0.96, 0.037, 6.1e6), theirs(0.97, 0.025, 6.4e6), ours(0.0375, 6.2e6)}, false, "past p96"},
-		{"step 2: within half a point of a run that sends less",
-			[]hedgeStat{none, theirs(0.96, 0.045, 5.5e6), theirs(0.97, 0.027, 6.4e6), ours(0.031, 6.2e6)}, true, "past p97"},
-		{"step 3: a run that sends more and is faster, but further from ours",
-			[]hedgeStat{none, theirs(0.95, 0.050, 5.0e6), theirs(0.97, 0.032, 6.4e6), ours(0.031, 6.2e6)}, true, "past p97"},
-		{"step 4: ours sends more than every run",
-			[]hedgeStat{none, theirs(0.96, 0.030, 9e6), theirs(0.97, 0.020, 9e6), ours(0.040, 6.2e6)}, false, "more than every failsafe-go run"},
-		{"step 5: the nearest run is faster",
-			[]hedgeStat{none, theirs(0.96, 0.031, 6.0e6), theirs(0.97, 0.025, 6.4e6), ours(0.031, 6.2e6)}, false, "past p96"},
+		{"step 0: halfway between two runs", ladder(ours(0.025, 7.4e6)), 7.5e6, "between its past p97 and past p96", true},
+		{"step 1: halfway between two runs, ours slower", ladder(ours(0.025, 7.6e6)), 7.5e6, "between its past p97 and past p96", false},
+		{"step 2: on a run", ladder(ours(0.03, 7e6)), 7e6, "its past p96", true},
+		{"step 3: below every run", ladder(ours(0.01, 8e6)), 8e6, "its past p97", true},
+		{"step 4: within half a point above every run", ladder(ours(0.044, 6e6)), 6e6, "its past p95", true},
+		{"step 5: past half a point above every run", ladder(ours(0.046, 5e6)), 0, "", false},
+		{"step 6: two runs at the same extra: the lower p99", []hedgeStat{none, theirs(0.96, 0.03, 6.5e6), theirs(0.97, 0.03, 7e6), ours(0.03, 6.8e6)}, 6.5e6, "its past p96", false},
 	}
 	for _, tc := range tests {
+		var o hedgeStat
+		for _, s := range tc.sides {
+			if s.ours {
+				o = s
+			}
+		}
+		p99, from, ok := hedgeAt(o, tc.sides, plan)
+		if ok != (tc.from != "") || (ok && (math.Abs(p99-tc.p99) > 1 || from != tc.from)) {
+			t.Errorf("%s: hedgeAt = %v, %q, %v; want %v, %q", tc.name, p99, from, ok, tc.p99, tc.from)
+		}
 		got := hedgeTargets(&retryHedge{plan: plan, sides: tc.sides})[1]
-		if !got.known || got.met != tc.met || !strings.Contains(got.measured, tc.peer) {
-			t.Errorf("%s: met %v (known %v), %q; want met %v against %s", tc.name, got.met, got.known, got.measured, tc.met, tc.peer)
+		if !got.known || got.met != tc.met {
+			t.Errorf("%s: met %v (known %v), want %v: %s", tc.name, got.met, got.known, tc.met, got.measured)
 		}
 		if !strings.Contains(got.measured, "median round of 640") {
 			t.Errorf("%s: %q does not give the round's size", tc.name, got.measured)
