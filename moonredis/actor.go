@@ -328,7 +328,8 @@ type owner struct {
 	timer       engine.Timer // the late timer, while l.armed says it is set and has not fired
 	late        bool         // landing the late calls: pump waits until all have
 	stopped     bool
-	spare       []*line // lines keys have left, for keys to take again
+	spare       []*line   // lines keys have left, for keys to take again
+	flights     []*flight // flights whose calls have ended, for calls to take again
 }
 
 type line struct {
@@ -347,6 +348,32 @@ func (o *owner) drop(key string, ln *line) {
 
 // maxSpare is the most lines kept for keys to take again.
 const maxSpare = 1024
+
+// flight is a flight for the next call: one a call has left, if any. A
+// flight is large (its first key's batch, run and arguments are inside
+// it), so taking one again saves the largest allocation of a call.
+func (o *owner) flight() *flight {
+	n := len(o.flights)
+	if n == 0 {
+		return &flight{}
+	}
+	f := o.flights[n-1]
+	o.flights[n-1] = nil
+	o.flights = o.flights[:n-1]
+	return f
+}
+
+// reuse keeps f for a later call. Only a flight that has landed and
+// whose call has sent it back may be kept: nothing else touches it then.
+func (o *owner) reuse(f *flight) {
+	if len(o.flights) < maxFlights {
+		*f = flight{}
+		o.flights = append(o.flights, f)
+	}
+}
+
+// maxFlights is the most flights kept for calls to take again.
+const maxFlights = 16
 
 // line is a line for a key that has none: one a key left, if any.
 func (o *owner) line() *line {
@@ -396,7 +423,7 @@ func (o *owner) Handle(msg any) {
 		}
 		if o.flying == 0 {
 			// Nothing else in hand: the usual case, sent at once.
-			f := &flight{}
+			f := o.flight()
 			p := &f.one[0]
 			p.key, p.one[0] = m.key, m
 			p.batch = p.one[:]
@@ -416,6 +443,7 @@ func (o *owner) Handle(msg any) {
 		if !m.landed {
 			o.land(m, nil)
 		}
+		o.reuse(m) // its call has ended, and it has landed
 	case late:
 		now := o.l.eng.Now()
 		o.late = true // every late call lands before any waiting batch goes
@@ -541,7 +569,7 @@ func (o *owner) pump() {
 			return
 		}
 		n := min(len(o.ready), o.l.cfg.MaxKeys)
-		f := &flight{}
+		f := o.flight()
 		f.parts = f.one[:]
 		if n > 1 {
 			f.parts = make([]part, n)
@@ -842,11 +870,12 @@ const noDeadline = 100 * 365 * 24 * 3600 * 1e6
 
 // call makes f's script runs (off the actor), one alone or several in
 // one pipeline, and sends the outcome back to the actor in f. It touches
-// only f's runs and its parts' out and err.
+// only f's runs and its parts' out and err, and nothing of f once it has
+// sent it back: the actor may take f for another call then.
 func (l *limiter) call(f *flight) {
 	defer l.calls.Done()
-	defer f.cancel()
-	ctx := f.ctx
+	ctx, cancel := f.ctx, f.cancel
+	defer cancel()
 	if len(f.runs) == 1 {
 		r := &f.runs[0]
 		v, err := l.scriptOf(r).Run(ctx, l.cfg.Client, r.keys, r.args...).Result()
