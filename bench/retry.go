@@ -1633,7 +1633,7 @@ func hedgeTargets(h *retryHedge) []check {
 		}
 		theirs.known = true
 		theirs.met = theirs.met && o.p99 <= p99
-		ts = append(ts, fmt.Sprintf("%s: %s against %s (failsafe-go at %s extra, %s), %s", hedgeRule(h.plan, o), nsText(o.p99), nsText(p99), pct(o.roundExtra), from, round))
+		ts = append(ts, fmt.Sprintf("%s: %s against %s, failsafe-go's read at ours' %s extra (%s), %s", hedgeRule(h.plan, o), nsText(o.p99), nsText(p99), pct(o.roundExtra), from, round))
 	}
 	half.measured, theirs.measured = strings.Join(hs, "; "), strings.Join(ts, "; ")
 	return []check{half, theirs}
