@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -145,18 +146,60 @@ func TestFleetBackendOutage(t *testing.T) {
 	srv := redistest.New(t)
 	be := newBackend(t)
 	name := fmt.Sprint("outage-", time.Now().UnixNano())
-	start := time.Now().Add(400 * time.Millisecond) // time for the processes to start
 	outs := make([]bytes.Buffer, fleetProcs)
 	errs := make([]error, fleetProcs)
 	ctx, cancel := context.WithTimeout(context.Background(), fleetEnd+30*time.Second)
 	defer cancel()
+	// Each process says when it is ready on a pipe of its own, and hears
+	// the run's start on its stdin: a process slow to start on a busy
+	// machine holds the start back rather than missing part of the run.
 	var wg sync.WaitGroup
+	ready := make(chan error, fleetProcs)
+	gos := make([]io.WriteCloser, fleetProcs)
 	for i := range fleetProcs {
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), childEnv+"=fleet", "MOONREDIS_ADDR="+srv.Addr(), "MOONREDIS_BACKEND="+be.ln.Addr().String(),
-			"MOONREDIS_PREFIX="+name, fmt.Sprint("MOONREDIS_START=", start.UnixNano()), fmt.Sprint("MOONREDIS_SEED=", i))
+			"MOONREDIS_PREFIX="+name, fmt.Sprint("MOONREDIS_SEED=", i))
 		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
-		wg.Go(func() { errs[i] = cmd.Run() })
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.ExtraFiles = []*os.File{w}
+		if gos[i], err = cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		go func() {
+			defer r.Close()
+			line, err := bufio.NewReader(r).ReadString('\n')
+			if err == nil && line != "ready\n" {
+				err = fmt.Errorf("said %q", line)
+			}
+			ready <- err
+		}()
+		wg.Go(func() { errs[i] = cmd.Wait() })
+	}
+	for range fleetProcs {
+		select {
+		case err := <-ready:
+			if err != nil {
+				cancel()
+				wg.Wait()
+				t.Fatalf("a process did not get ready: %v\n%s", err, &outs[0])
+			}
+		case <-ctx.Done():
+			wg.Wait()
+			t.Fatal("the processes did not get ready in time")
+		}
+	}
+	start := time.Now().Add(50 * time.Millisecond)
+	for _, g := range gos {
+		fmt.Fprintln(g, start.UnixNano())
+		g.Close()
 	}
 	time.Sleep(time.Until(start.Add(fleetKill)))
 	be.kill()
@@ -291,9 +334,7 @@ func (r *fleetRun) read(out *bytes.Buffer) error {
 // that worked and Discard it if not, from the run's start to its end.
 func fleetChild() int {
 	addr, backendAddr, name := os.Getenv("MOONREDIS_ADDR"), os.Getenv("MOONREDIS_BACKEND"), os.Getenv("MOONREDIS_PREFIX")
-	ns, _ := strconv.ParseInt(os.Getenv("MOONREDIS_START"), 10, 64)
 	seed, _ := strconv.Atoi(os.Getenv("MOONREDIS_SEED"))
-	start := time.Unix(0, ns)
 	redis.SetLogger(quiet{})
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
@@ -333,6 +374,16 @@ func fleetChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// Ready: the parent answers with the run's start.
+	readyPipe := os.NewFile(3, "ready")
+	fmt.Fprintln(readyPipe, "ready")
+	readyPipe.Close()
+	var ns int64
+	if _, err := fmt.Fscan(os.Stdin, &ns); err != nil {
+		fmt.Fprintln(os.Stderr, "no start:", err)
+		return 1
+	}
+	start := time.Unix(0, ns)
 	time.Sleep(time.Until(start))
 	var mu sync.Mutex
 	var oks []int64 // when each use that worked ended, from shortly before the kill on (Unix ns)
