@@ -240,9 +240,9 @@ func (b *Budget) Observe(d time.Duration) {
 // It reads the latencies of the last tenth of the window when they hold
 // ten at or above the quantile (200 for p 0.95), else those of the whole
 // window. So when latency shifts, the delay follows within about a tenth
-// of the window. A stall does not keep it long for a whole window after, and a
-// slowdown does not get most requests hedged. A client too quiet to fill
-// a tenth is answered from the whole window.
+// of the window. A stall lengthens it for that long, not for a whole
+// window. A slowdown gets more requests hedged for that long too. A
+// client too quiet to fill a tenth is answered from the whole window.
 //
 // The first ask for a p goes to the budget's actor. It then publishes the
 // answer and works it out again every twentieth of the window, while
