@@ -465,16 +465,29 @@ func (b *lender[S, R]) lend() {
 }
 
 // Room is room in a gate that its actor has lent its callers ahead of
-// time, so Enter and Leave each cost one atomic operation. One word holds
-// how much was lent and how much of it is free; Enter takes from the free,
-// Leave gives back while some of the lent is taken, and everything else
-// (a dry lease, a Leave of someone who entered through the actor) is asked
-// of the actor, which takes the lease back first. The actor counts all
-// lent room as held, so the gate's limit holds exactly, and since it takes
-// the lease back before every answer it gives, a refusal or a Left is
-// exact too.
+// time, so Enter and Leave each cost one atomic operation. The lease is
+// split across a few stripes, each on its own cache line, as a Credit's
+// is: a caller enters and leaves through the stripe its goroutine's stack
+// falls on, so callers on two processors seldom write the same line. One
+// word per stripe holds how much was lent to it and how much of that is
+// free. Enter takes from the free, Leave gives back while some of the lent
+// is taken, and a caller whose stripe cannot serve it tries the others.
+// Everything else (a dry lease, a Leave of someone who entered through
+// the actor) is asked of the actor, which takes the lease back first. The
+// actor counts all lent room as held, so the gate's limit holds exactly,
+// and since it takes the lease back before every answer it gives, a
+// refusal or a Left is exact too. Room taken in one stripe may be given
+// back in another: the actor only counts how much is taken in all.
+//
+// A nil *Room holds nothing.
 type Room struct {
-	w atomic.Uint64 // lent<<32 | free
+	stripes [roomStripes]roomStripe
+}
+
+// roomStripe is one part of a gate's lease: lent<<32 | free.
+type roomStripe struct {
+	w atomic.Uint64
+	_ [56]byte // a cache line of its own
 }
 
 // Enter takes a unit of room if some is free. It never blocks.
@@ -482,9 +495,13 @@ func (r *Room) Enter() bool {
 	if r == nil {
 		return false
 	}
-	for w := r.w.Load(); w&roomMask != 0; w = r.w.Load() {
-		if r.w.CompareAndSwap(w, w-1) {
-			return true
+	home := stackSpot()
+	for k := range roomStripes {
+		st := &r.stripes[(home+k)&(roomStripes-1)]
+		for w := st.w.Load(); w&roomMask != 0; w = st.w.Load() {
+			if st.w.CompareAndSwap(w, w-1) {
+				return true
+			}
 		}
 	}
 	return false
@@ -496,15 +513,24 @@ func (r *Room) Leave() bool {
 	if r == nil {
 		return false
 	}
-	for w := r.w.Load(); w&roomMask < w>>32; w = r.w.Load() {
-		if r.w.CompareAndSwap(w, w+1) {
-			return true
+	home := stackSpot()
+	for k := range roomStripes {
+		st := &r.stripes[(home+k)&(roomStripes-1)]
+		for w := st.w.Load(); w&roomMask < w>>32; w = st.w.Load() {
+			if st.w.CompareAndSwap(w, w+1) {
+				return true
+			}
 		}
 	}
 	return false
 }
 
 const roomMask = 1<<32 - 1
+
+// roomStripes is how many stripes a gate's lease is split into: more than
+// a Credit's, since each Enter and each Leave writes one, and a gate's
+// lease is small enough to split finely.
+const roomStripes = 8
 
 // SpawnGateCredit is SpawnGate with lent room: it also returns the Room
 // callers Enter and Leave through before they ask the actor. Enter
@@ -562,19 +588,29 @@ func (r *roomLender) reclaim() {
 	if r.lent == 0 {
 		return
 	}
-	free := int(r.room.w.Swap(0) & roomMask)
+	free := 0
+	for i := range r.room.stripes {
+		free += int(r.room.stripes[i].w.Swap(0) & roomMask)
+	}
 	r.lent = 0
 	for range free {
 		r.gate.Leave()
 	}
 }
 
-// lend lends up to a lease of the room the gate has.
+// lend lends up to a lease of the room the gate has, split evenly across
+// the stripes.
 func (r *roomLender) lend() {
 	n := 0
 	for n < r.lease && r.gate.Enter() {
 		n++
 	}
 	r.lent = n
-	r.room.w.Store(uint64(n)<<32 | uint64(n))
+	for i := range r.room.stripes {
+		part := uint64(n / roomStripes)
+		if i < n%roomStripes {
+			part++
+		}
+		r.room.stripes[i].w.Store(part<<32 | part)
+	}
 }

@@ -64,6 +64,10 @@ type racked[T comparable] struct {
 	dies  int64 // when its Life ends (math.MaxInt64: never); set before it is first laid out
 	state atomic.Uint32
 	at    atomic.Int64 // when it was last laid on the rack; its idle time counts from here
+	// A cache line of its own, for a small T: a Get and a Put each write
+	// state, and two records on one line would make callers using two
+	// different resources on two processors wait for each other.
+	_ [40]byte
 }
 
 // rackSlot is one place on the rack, on a cache line of its own, with the
@@ -98,13 +102,13 @@ const (
 )
 
 // home is where the calling goroutine's part of the rack starts: picked
-// by where its stack is (stackSpot), as Credit.home picks a stripe, so goroutines on
-// two processors seldom share a cache line. A Put lays its resource in
-// the first free slot from home up, and a Get looks from home down
-// (home-1, home-2, ... round the rack), so it finds first what the same
-// goroutine laid there last: a goroutine on its own takes the resources
-// most recently put back first, as the books do, and what it no longer
-// needs sits until Keep retires it.
+// by where its stack is (stackSpot), as Credit.home picks a stripe, so
+// goroutines on two processors seldom share a cache line. A Put lays its
+// resource in the first free slot from home up, and a Get looks from home
+// down, round the rack. So a goroutine that uses one resource at a time
+// takes back the one it put back last, from its home slot, without
+// touching a line another processor writes. What it no longer needs sits
+// in the slots above, until Keep retires it.
 func home() int { return stackSpot() & (rackSlots - 1) }
 
 // Take takes a resource off the rack, and reports false if it found none
@@ -116,7 +120,7 @@ func (r *Rack[T]) Take() (item T, ok bool) {
 	if r == nil || r.shut.Load() != 0 {
 		return item, false
 	}
-	h := home() - 1
+	h := home()
 	for i := range rackSlots {
 		s := &r.slots[(h-i)&(rackSlots-1)]
 		if s.r.Load() == nil {
