@@ -1567,14 +1567,14 @@ func hedgeAt(o hedgeStat, sides []hedgeStat, p hedgePlan) (p99 float64, from str
 	if len(runs) == 0 {
 		return 0, "", false
 	}
-	// By extra, and at the same extra the lower p99 first: it is the
-	// one read.
+	// By extra. Of runs at the same extra only the lower p99 is kept.
 	slices.SortFunc(runs, func(a, b hedgeStat) int {
 		if c := cmp.Compare(a.roundExtra, b.roundExtra); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.p99, b.p99)
 	})
+	runs = slices.CompactFunc(runs, func(a, b hedgeStat) bool { return a.roundExtra == b.roundExtra })
 	x := o.roundExtra
 	first, last := runs[0], runs[len(runs)-1]
 	switch {

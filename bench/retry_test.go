@@ -215,6 +215,7 @@ func TestHedgeTargetSameLoad(t *testing.T) {
 		{"step 4: within half a point above every run", ladder(ours(0.044, 6e6)), 6e6, "its past p95", true},
 		{"step 5: past half a point above every run", ladder(ours(0.046, 5e6)), 0, "", false},
 		{"step 6: two runs at the same extra: the lower p99", []hedgeStat{none, theirs(0.96, 0.03, 6.5e6), theirs(0.97, 0.03, 7e6), ours(0.03, 6.8e6)}, 6.5e6, "its past p96", false},
+		{"step 7: between a run and two at the same extra: the lower p99", []hedgeStat{none, theirs(0.96, 0.04, 6e6), theirs(0.97, 0.02, 8e6), theirs(0.98, 0.02, 9e6), ours(0.03, 6.8e6)}, 7e6, "between its past p97 and past p96", true},
 	}
 	for _, tc := range tests {
 		var o hedgeStat
