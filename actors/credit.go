@@ -139,18 +139,22 @@ func (c *Credit) DrawAt(now, n int64) bool {
 	}
 }
 
-// Settled waits, yielding the processor, a short bounded while for the
-// actor to finish the message it is answering, if it is answering one,
-// and reports whether it did: the lease it took back to answer is lent
-// again then, if anything is, and a caller that found the credit dry
-// meanwhile can draw again rather than queue on the actor behind it. It
-// reports false at once when the actor is idle.
+// Settled waits a short bounded while for the actor to finish the
+// message it is answering, if it is answering one, and reports whether it
+// did: the lease it took back to answer is lent again then, if anything
+// is, and a caller that found the credit dry meanwhile can draw again
+// rather than queue on the actor behind it. It reports false at once when
+// the actor is idle.
+//
+// It spins and never yields the processor: a yield beside goroutines that
+// never block (a busy neighbour) gives the processor away for a whole time
+// slice, far longer than an answer takes. So an actor whose goroutine was
+// descheduled is not waited for: the caller asks it, and parks.
 func (c *Credit) Settled() bool {
 	if c == nil || !c.busy.Load() {
 		return false
 	}
 	for range settleTries {
-		runtime.Gosched()
 		if !c.busy.Load() {
 			return true
 		}
@@ -158,9 +162,9 @@ func (c *Credit) Settled() bool {
 	return false
 }
 
-// settleTries is how many times Settled yields before it gives up: a few
-// microseconds, longer than an actor's answer and short of parking.
-const settleTries = 16
+// settleTries is how many times Settled looks before it gives up: a
+// microsecond or two, longer than an actor's answer and short of parking.
+const settleTries = 4096
 
 // Drawn is how many Draws have succeeded, ever. It never blocks; it may
 // spin for the moment the actor takes the credit back.

@@ -261,9 +261,9 @@ func NewWindow(eng *Engine, allow int, window time.Duration) (*Window, error) {
 // time. It can let fewer through: an event counted late leaves the window
 // up to a 256th of the window late (see actors.SpawnWindowCredit).
 // A smaller allowance is counted exactly. A caller that finds the lease
-// taken back while the actor answers someone else yields for a moment
-// (see actors.Credit.Settled) and draws from the next lease, rather than
-// queue on the actor behind them.
+// taken back while the actor answers someone else spins a moment, without
+// yielding (see actors.Credit.Settled), and draws from the next lease
+// rather than queue on the actor behind them.
 func (w *Window) Allow() bool {
 	now := w.l.eng.Now() // one reading, for the draw and, if it misses, the actor
 	if w.credit != nil && !w.l.closed.Load() {
