@@ -189,10 +189,11 @@ func (t *Tally) wake() {
 // It answers Spend (OK and Left), Latency (OK and After), Left (Left),
 // Fold and Tick. Each folds in the Tally first, so an answer counts every
 // first attempt made before its request. While callers count, the actor
-// folds every twentieth of the window (at least every millisecond), so
-// counts are dated within that much. After each, it lends on the Tally
-// what the budget allows until its next slot (see Tally.Lease), while
-// first attempts are counted.
+// folds as each slot of the budget begins, a twentieth of the window (and
+// at most every millisecond), so counts are dated within that much. After
+// each, it lends on the Tally what the budget allows until its next slot
+// (see Tally.Lease), while first attempts are counted. So the loan is
+// renewed as it runs out.
 func SpawnBudget(e *engine.Engine, name string, ratio, minPerSecond float64, window time.Duration) (*engine.Ref, *Tally, error) {
 	if e == nil {
 		return nil, nil, errNoEngine
@@ -305,7 +306,7 @@ func (a *budgetActor) handle(msg any) {
 			// or by a request: callers are still counting.
 			a.counted = false
 			a.publish()
-			a.alarm.set(a.at, later(a.at, a.every), true)
+			a.alarm.set(a.at, a.nextFold(), true)
 		} else {
 			a.sleep()
 		}
@@ -410,7 +411,17 @@ func (a *budgetActor) wake() {
 	}
 	a.awake = true
 	a.tally.asleep.Store(false)
-	a.alarm.set(a.at, later(a.at, a.every), true)
+	a.alarm.set(a.at, a.nextFold(), true)
+}
+
+// nextFold is when the timer folds next: as the budget's next slot
+// begins, when what it lent runs out, and no later than every from now.
+// Folded then, the loan is renewed at once, and callers seldom find it
+// spent and ask the actor. A fold is at least a millisecond after the
+// last.
+func (a *budgetActor) nextFold() int64 {
+	_, until := a.budget.Lease(a.at)
+	return max(min(until, later(a.at, a.every)), later(a.at, time.Millisecond))
 }
 
 // sleep stops folding on a timer, unless the Tally counted something

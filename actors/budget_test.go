@@ -230,6 +230,40 @@ func TestBudgetQuoteFollows(t *testing.T) {
 	}
 }
 
+// TestBudgetFoldsAsSlotBegins: while callers count, the actor folds as
+// each slot of the budget begins, when what it lent runs out, whatever
+// instant it woke at. Folding a slot's width after it woke instead, the
+// loan would lie spent for most of a slot, and every retry and hedge in
+// that time would ask the actor.
+func TestBudgetFoldsAsSlotBegins(t *testing.T) {
+	h := newHarness(t)
+	ref, tally := spawnBudget(t, h, 0.1, 0, time.Second) // slots of 50ms
+	const width = int64(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Woken 20ms into a slot of the engine's clock.
+	h.clock.AdvanceTo((h.t0/width+1)*width + int64(20*time.Millisecond))
+	for range 100 {
+		tally.First()
+	}
+	if p := spend(ref, h.clock.Now()); !p.OK {
+		t.Fatalf("Spend = %+v, want allowed", p)
+	}
+	until := tally.until.Load()
+	for step := range 3 {
+		if err := h.clock.WaitPending(ctx, 1); err != nil {
+			t.Fatalf("step %d: no fold pending: %v", step, err)
+		}
+		d, ok := h.clock.Next()
+		if got := h.clock.Now() + int64(d); !ok || got != until {
+			t.Fatalf("step %d: the next fold is at +%v of the slot, want its end, when the loan runs out", step, time.Duration(got-until+width))
+		}
+		tally.First() // callers still count: the actor stays awake
+		h.clock.AdvanceTo(until)
+		until += width
+	}
+}
+
 // TestBudgetStopped: a stopped budget refuses, and a count that wakes it
 // afterwards goes nowhere.
 func TestBudgetStopped(t *testing.T) {

@@ -72,7 +72,8 @@ type BudgetConfig struct {
 // count never stays in the window too long. Retry and Hedge take what
 // the actor lent, one compare-and-swap, and ask it only when that is spent:
 // the actor lends what the budget allows until the window's next
-// twentieth begins, and counts what was taken at its next fold. The
+// twentieth begins, and counts what was taken at its next fold. It folds
+// as that twentieth begins, so the loan is renewed as it runs out. The
 // window is counted in twentieths, and their width only ever refuses
 // more (see policy.Budget).
 //
