@@ -368,3 +368,73 @@ func TestKeysWaitForTheCallOut(t *testing.T) {
 		t.Errorf("Stats = %+v, %d let through: want 2 calls letting all 4 through", st, allowed.Load())
 	}
 }
+
+// holdEach is a hook that holds every EVALSHA until a value comes on
+// release (or the call is cut short, or quit is closed), once entered
+// has been told of it. An EVAL that follows when Redis lacks the script
+// goes at once.
+func holdEach(entered chan<- struct{}, release, quit <-chan struct{}) redis.Hook {
+	return hook{process: func(next redis.ProcessHook) redis.ProcessHook {
+		return func(ctx context.Context, cmd redis.Cmder) error {
+			if cmd.Name() == "evalsha" {
+				select {
+				case entered <- struct{}{}:
+				case <-quit:
+				}
+				select {
+				case <-release:
+				case <-quit:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return next(ctx, cmd)
+		}
+	}}
+}
+
+// TestSlowCallLetsTheNextGo: a key that waits for the call out waits a
+// typical round trip at most. Calls that each took 10 ms make 10 ms
+// typical. Then, with a call held, the next key waits while the held call
+// is younger than that, and goes in a call of its own once it is older.
+func TestSlowCallLetsTheNextGo(t *testing.T) {
+	f := newFake(t)
+	entered, release, quit := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	f.rdb.AddHook(holdEach(entered, release, quit))
+	b, err := NewBucket(f.eng, f.cfg(), 1, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const took = 10 * time.Millisecond
+	for i := range 4 {
+		done := make(chan bool, 1)
+		go func() { done <- b.Allow(fmt.Sprint("warm", i)) }()
+		recv(t, entered, "a warming call")
+		f.advance(took)
+		release <- struct{}{}
+		if !recv(t, done, "a warming Allow") {
+			t.Fatalf("warming Allow %d refused", i)
+		}
+	}
+	var wg sync.WaitGroup
+	defer waitGroup(t, &wg, "the held callers")
+	defer close(quit) // lets every call go, first
+	wg.Go(func() { b.Allow("k0") })
+	recv(t, entered, "the held call")
+	wg.Go(func() { b.Allow("k1") })
+	// k1 waits for the held call, with the slow timer set for when the
+	// held call has been out 10 ms.
+	waitFor(t, "k1 waiting behind the held call", func() bool { return b.l.slowed.Load() && b.l.asked.Load() == 6 })
+	f.advance(took - time.Microsecond)
+	if got := b.l.flying.Load(); got != 1 {
+		t.Fatalf("%d calls out while the held one is younger than a typical round trip, want 1", got)
+	}
+	f.advance(2 * time.Microsecond)
+	waitFor(t, "k1's call, once the held call is older than a typical round trip", func() bool { return b.l.flying.Load() == 2 })
+	recv(t, entered, "k1's call")
+	release <- struct{}{}
+	release <- struct{}{}
+	if st := b.Stats(); st.Calls != 6 {
+		t.Errorf("Stats = %+v: want 6 calls, k0 and k1 each in its own", st)
+	}
+}
