@@ -63,8 +63,11 @@ type stripe struct {
 
 // creditStripes is how many stripes a lease is split into: enough that two
 // processors' callers seldom meet, few enough that a small lease still
-// gives each stripe some.
-const creditStripes = 4
+// gives each stripe some. A window's lease has a stripe per span, so a
+// caller asks its actor once every sixteen spans: the actor's answer then
+// takes a small share of its time, and a goroutine descheduled while it
+// runs the actor seldom leaves the others with a lease run out.
+const creditStripes = 16
 
 // The fields of a stripe's word; a lease is at most maxLease tokens, so
 // tokens and draws each fit in 16 bits.
@@ -285,7 +288,7 @@ func SpawnBucketCredit(e *engine.Engine, name string, rate, burst float64) (*eng
 
 // SpawnWindowCredit is SpawnWindow with credit, as SpawnBucketCredit is
 // SpawnBucket with it, for a window of at least 1,024 events. It lends
-// four spans of a 256th of the window at a time, one after another, and
+// sixteen spans of a 256th of the window at a time, one after another, and
 // for each span a sixteenth of the allowance (at most 1,024). Allow draws
 // from the span its clock reading falls in with DrawAt, one atomic
 // operation. A smaller window lends nothing and returns a nil Credit: its

@@ -76,11 +76,12 @@ func TestWindowCreditLentAfterAnswer(t *testing.T) {
 	}
 }
 
-// TestWindowCreditSpans: a window lends four spans ahead, so draws in each
-// of them need no actor; a draw past the last one goes to the actor. What
-// was drawn in a span is counted at that span's end: once the window has
-// moved past the first span's end, its draws have left, and the later
-// spans' draws are still counted.
+// TestWindowCreditSpans: a window lends sixteen spans ahead, so draws in
+// each of them need no actor, and a caller asks it once every sixteen
+// spans; a draw past the last one goes to the actor. What was drawn in a
+// span is counted at that span's end: once the window has moved past the
+// first span's end, its draws have left, and the later spans' draws are
+// still counted.
 func TestWindowCreditSpans(t *testing.T) {
 	h := newHarness(t)
 	const allow = 1 << 20
@@ -91,19 +92,20 @@ func TestWindowCreditSpans(t *testing.T) {
 	span := int64(time.Second / windowSpans)
 	from := h.clock.Now()
 	left(ref, "", from) // the actor has lent by now, from this instant
-	for k := range int64(creditStripes) {
+	const ahead = 16
+	for k := range int64(ahead) {
 		at := from + k*span + span/2
 		for i := range 10 {
 			if !credit.DrawAt(at, 1) {
-				t.Fatalf("span %d, draw %d: refused, with the lease lent for %d spans", k, i, creditStripes)
+				t.Fatalf("span %d, draw %d: refused, with the lease lent for %d spans", k, i, ahead)
 			}
 		}
 	}
-	if credit.DrawAt(from+creditStripes*span, 1) {
+	if credit.DrawAt(from+ahead*span, 1) {
 		t.Fatal("drew past the lease's last span")
 	}
 	h.clock.AdvanceTo(from + int64(time.Second) + span + span/2)
-	want := float64(allow - 10*(creditStripes-1))
+	want := float64(allow - 10*(ahead-1))
 	if got := left(ref, "", h.clock.Now()); got != want {
 		t.Fatalf("Left %v a window after the first span, want %v: only the first span's 10 draws have left", got, want)
 	}

@@ -253,7 +253,7 @@ func NewWindow(eng *Engine, allow int, window time.Duration) (*Window, error) {
 // never blocks, and says no while callers wait in line, or after Close.
 //
 // For an allowance of 1,024 or more, most Allows cost a clock reading and
-// one atomic operation. The window's actor lends four spans ahead, each a
+// one atomic operation. The window's actor lends sixteen spans ahead, each a
 // 256th of the window with a sixteenth of the allowance (at most 1,024).
 // Allow draws from the span it is in. The actor counts a lent event at the
 // end of its span at the latest, never before it happened. So the window
