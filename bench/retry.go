@@ -92,7 +92,7 @@ type hedgePlan struct {
 	// window, 500 ms by default, so hedging by quantile starts then.
 	warm     time.Duration
 	span     time.Duration // measured, per side
-	rounds   int           // the span cut in slices, the sides taking turns
+	rounds   int           // the span cut in slices, the sides taking turns in each
 	base     time.Duration // a fast request's latency, ±20 %
 	delay    time.Duration // the fixed hedge delay
 	quantile float64       // the other rule: hedge past this quantile
@@ -1354,8 +1354,8 @@ func (b *hedgeBackend) close() {
 
 // hedgeRow runs every hedging side, each on a backend of its own: a
 // warm-up each, then p.rounds rounds in which every side runs a slice in
-// turn, in an order that rotates, so a moment the machine is busy slows
-// every side alike.
+// turn. Each round draws its order afresh, so neither a moment the
+// machine is busy nor the side that ran just before favours one side.
 func hedgeRow(eng *engine.Engine, name string, p hedgePlan, say progress) error {
 	sides := hedgeSides(p)
 	rigs := make([]*hedgeRig, 0, len(sides))
@@ -1377,9 +1377,9 @@ func hedgeRow(eng *engine.Engine, name string, p hedgePlan, say progress) error 
 		say(fmt.Sprintf("Retry hedging heavy-tail %s warm-up", dashed(s.name)))
 		r.send(warm, p.rate)
 	}
-	for round := range max(p.rounds, 1) {
-		for j := range rigs {
-			r := rigs[(j+round)%len(rigs)]
+	for round, order := range hedgeOrders(len(rigs), max(p.rounds, 1)) {
+		for _, k := range order {
+			r := rigs[k]
 			say(fmt.Sprintf("Retry hedging heavy-tail %s round %d/%d", dashed(r.side.name), round+1, p.rounds))
 			r.rounds = append(r.rounds, r.next)
 			r.send(per, p.rate)
@@ -1391,6 +1391,17 @@ func hedgeRow(eng *engine.Engine, name string, p hedgePlan, say progress) error 
 	}
 	retryHedges.keep(name, h)
 	return nil
+}
+
+// hedgeOrders are the orders n sides take their turns in, one a round:
+// each drawn afresh, from a fixed seed so every run has the same.
+func hedgeOrders(n, rounds int) [][]int {
+	r := rand.New(rand.NewPCG(uint64(n), uint64(rounds)))
+	orders := make([][]int, rounds)
+	for i := range orders {
+		orders[i] = r.Perm(n)
+	}
+	return orders
 }
 
 // hedgeRig is one hedging side with its backend and its requests so far.

@@ -238,6 +238,45 @@ func TestHedgeTargetSameLoad(t *testing.T) {
 	}
 }
 
+// TestHedgeOrders: in the default run every round is an order of all
+// the sides, and every side follows at least three different sides over
+// the rounds. In one fixed order each side would always follow the same
+// one, and whatever that side leaves behind (a collection of its
+// garbage, say) would fall on the same neighbour every round.
+func TestHedgeOrders(t *testing.T) {
+	p := retryConfigs["default"].hedge
+	n := len(hedgeSides(p))
+	orders := hedgeOrders(n, p.rounds)
+	if len(orders) != p.rounds {
+		t.Fatalf("%d orders for %d rounds", len(orders), p.rounds)
+	}
+	after := make([]map[int]bool, n) // the sides each side followed
+	for i := range after {
+		after[i] = map[int]bool{}
+	}
+	last := -1
+	for round, o := range orders {
+		seen := slices.Clone(o)
+		slices.Sort(seen)
+		for i, k := range seen {
+			if k != i {
+				t.Fatalf("round %d: %v is not an order of the %d sides", round, o, n)
+			}
+		}
+		for _, k := range o {
+			if last >= 0 {
+				after[k][last] = true
+			}
+			last = k
+		}
+	}
+	for k, a := range after {
+		if len(a) < 3 {
+			t.Errorf("side %d follows only %d sides over %d rounds", k, len(a), p.rounds)
+		}
+	}
+}
+
 // TestRetrySuite runs the suite in its smallest configuration and checks
 // what it reports: every table and side, every target measured, and the
 // plots with one legend entry and one colour per side.
