@@ -111,24 +111,24 @@ if out then res = table.concat(out, ';') end
 // its state and kept batches stop mattering, G the largest of its
 // writers'.
 const bucketBody = `
-local got = redis.call('HMGET', KEYS[1], 't', ARGV[1], 'e')
+local got = call('HMGET', KEYS[1], 't', ARGV[1], 'e')
 local at, was, again = now, got[1], false
 local kept = got[2]
 if kept and ARGV[1] ~= '' then
   local m = #ARGV[2]
-  if string.byte(kept, m + 1) == 124 and string.find(kept, ARGV[2], 1, true) == 1 then
-    local s, u, w = string.match(kept, '^(%d+)|(%d+)|(%d*)$', m + 2)
+  if sbyte(kept, m + 1) == 124 and sfind(kept, ARGV[2], 1, true) == 1 then
+    local s, u, w = smatch(kept, '^(%d+)|(%d+)|(%d*)$', m + 2)
     if s then
-      again, at = true, tonumber(s) * 1000000 + tonumber(u)
+      again, at = true, num(s) * 1000000 + num(u)
       if w == '' then was = nil else was = w end
     end
   end
 end
-local tat = tonumber(was or '0')
+local tat = num(was or '0')
 if tat < at then tat = at end
 local moved = false
 for i = 6, #ARGV, 3 do
-  local n, most = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+  local n, most = num(ARGV[i]), num(ARGV[i + 1])
   local wait = tat + n * T - tau - at
   if wait < 0 then wait = 0 end
   local ok = 0
@@ -139,38 +139,42 @@ for i = 6, #ARGV, 3 do
   end
   local left = (at + tau - tat) / T
   if left < 0 then left = 0 end
-  res[r + 1], res[r + 2], res[r + 3], r = ok, math.ceil(wait), math.floor(left * 1000), r + 3
+  res[r + 1], res[r + 2], res[r + 3], r = ok, ceil(wait), floor(left * 1000), r + 3
 end
 if moved and not again then
-  tat = math.ceil(tat)
-  local need = math.max(tat, now + keep) + 1000
-  if tonumber(got[3] or '0') * 1000 >= need then
-    redis.call('HSET', KEYS[1], 't', string.format('%d', tat), ARGV[1], stamp .. (got[1] or ''))
+  tat = ceil(tat)
+  local need = mmax(tat, now + keep) + 1000
+  if num(got[3] or '0') * 1000 >= need then
+    call('HSET', KEYS[1], 't', fmt('%d', tat), ARGV[1], stamp .. (got[1] or ''))
   else
     local to, set = 0, true
     if got[1] then
-      to = now + redis.call('PTTL', KEYS[1]) * 1000
+      to = now + call('PTTL', KEYS[1]) * 1000
       set = to < need
     end
     if set then
-      local G = math.max(keep, 1000000)
-      to = (math.floor(need / G) + 2) * G
+      local G = mmax(keep, 1000000)
+      to = (floor(need / G) + 2) * G
     end
-    redis.call('HSET', KEYS[1], 't', string.format('%d', tat), ARGV[1], stamp .. (got[1] or ''), 'e', string.format('%d', to / 1000))
+    call('HSET', KEYS[1], 't', fmt('%d', tat), ARGV[1], stamp .. (got[1] or ''), 'e', fmt('%d', to / 1000))
     if set then
-      redis.call('PEXPIREAT', KEYS[1], string.format('%d', to / 1000))
+      call('PEXPIREAT', KEYS[1], fmt('%d', to / 1000))
     end
   end
 end
 `
 
 // bucketHead is what a bucket's run reads once, whatever its keys: the
+// functions the body calls, as locals (a global costs a table lookup
+// each time, and a run of 64 keys looks up over a thousand), the
 // limit's numbers, and the stamp each key it writes keeps (the batch's
 // name and the TIME it ran at), to which the key adds its tat before.
 const bucketHead = `
-local T = tonumber(ARGV[3])
-local tau = T * tonumber(ARGV[4])
-local keep = tonumber(ARGV[5]) * 1000
+local num, call, fmt, ceil, floor, mmax = tonumber, redis.call, string.format, math.ceil, math.floor, math.max
+local sbyte, sfind, smatch = string.byte, string.find, string.match
+local T = num(ARGV[3])
+local tau = T * num(ARGV[4])
+local keep = num(ARGV[5]) * 1000
 local stamp = ARGV[2] .. '|' .. t[1] .. '|' .. t[2] .. '|'
 `
 
@@ -331,7 +335,7 @@ const severalNumbers = `
 end
 local pos = 6
 for k = 1, #KEYS do
-  local c = tonumber(ARGV[pos])
+  local c = num(ARGV[pos])
   run(KEYS[k], pos + 1, pos + 3 * c)
   pos = pos + 1 + 3 * c
 end
