@@ -1,8 +1,6 @@
 package main
 
 import (
-	"sync/atomic"
-
 	"github.com/failsafe-go/failsafe-go/bulkhead"
 	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/engine"
@@ -39,7 +37,7 @@ func oursGate(eng *engine.Engine) (contender, error) {
 	if err != nil {
 		return contender{}, err
 	}
-	var in atomic.Int64
+	var in tally
 	return contender{
 		run: func(n int) {
 			a := 0
@@ -60,7 +58,7 @@ func oursGate(eng *engine.Engine) (contender, error) {
 // like the Gate it answers at once and never queues.
 func theirGate() contender {
 	s := semaphore.NewWeighted(gateLimit)
-	var in atomic.Int64
+	var in tally
 	return contender{
 		run: func(n int) {
 			a := 0
@@ -82,7 +80,7 @@ func theirGate() contender {
 // and never queues.
 func failsafeGate() contender {
 	b := bulkhead.New[any](gateLimit)
-	var in atomic.Int64
+	var in tally
 	return contender{
 		run: func(n int) {
 			a := 0

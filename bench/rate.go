@@ -1,7 +1,6 @@
 package main
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/failsafe-go/failsafe-go/ratelimiter"
@@ -77,7 +76,7 @@ func oursRate(eng *engine.Engine) (contender, error) {
 
 // allowing is a contender calling allow, counting what it lets through.
 func allowing(allow func() bool, close func()) contender {
-	var allowed atomic.Int64
+	var allowed tally
 	return contender{
 		run: func(n int) {
 			a := 0
