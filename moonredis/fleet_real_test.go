@@ -35,7 +35,7 @@ const (
 // The run's schedule, from its start: the backend dies at fleetKill and
 // answers again at fleetBack; the processes stop at fleetEnd.
 const (
-	fleetKill = 1200 * time.Millisecond // a healthy stretch of about five heartbeats, so a stalled process still sends one
+	fleetKill = 1200 * time.Millisecond // a healthy stretch of about five heartbeats, four of them counted, so a stalled process still sends one
 	fleetBack = fleetKill + 1500*time.Millisecond
 	fleetEnd  = fleetBack + 600*time.Millisecond
 )
@@ -389,9 +389,12 @@ func fleetChild() int {
 	var oks []int64 // when each use that worked ended, from shortly before the kill on (Unix ns)
 	var healthy map[string]int
 	var wg sync.WaitGroup
-	wg.Go(func() { // the calls to Redis while the backend is healthy, from the start
+	// The calls to Redis while the backend is healthy: from the start to
+	// a moment before the kill, so a read that wakes late does not count
+	// what the kill sets off.
+	wg.Go(func() {
 		before := steps.read()
-		time.Sleep(time.Until(start.Add(fleetKill)))
+		time.Sleep(time.Until(start.Add(fleetKill - fleetSettle)))
 		healthy = steps.read()
 		for k, v := range before {
 			healthy[k] -= v
