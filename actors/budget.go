@@ -200,11 +200,13 @@ func SpawnBudget(e *engine.Engine, name string, ratio, minPerSecond float64, win
 	}
 	a := &budgetActor{
 		budget: *policy.NewBudget(ratio, minPerSecond, window),
-		lat:    *policy.NewQuantile(window),
-		recent: *policy.NewQuantile(window / recentShare),
 		tally:  &Tally{},
 		at:     e.Now(),
 	}
+	// The latencies' windows follow the budget's, which NewBudget has
+	// brought within its bounds.
+	a.lat = *policy.NewQuantile(a.budget.Window())
+	a.recent = *policy.NewQuantile(max(a.budget.Window()/recentShare, 1))
 	a.asked = a.at
 	a.tally.watching.Store(true)
 	a.window = int64(a.budget.Window())

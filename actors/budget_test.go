@@ -200,33 +200,44 @@ func TestBudgetPublishes(t *testing.T) {
 // TestBudgetQuoteFollows: the quantile follows a change of latency
 // within a tenth of the window, both ways, once that tenth holds ten
 // samples at or above it. A client too quiet for that is answered from
-// the whole window. The window is 2s, so its tenth is 200ms.
+// the whole window. A window of 0 is the default one, and its tenth
+// follows it.
 func TestBudgetQuoteFollows(t *testing.T) {
-	h := newHarness(t)
-	ref, tally := spawnBudget(t, h, 0.1, 1, 2*time.Second)
-	ms := time.Millisecond
-	steps := []struct {
-		name  string
-		after time.Duration // the clock moves on by this first
-		n     int           // then this many latencies of d are seen
-		d     time.Duration
-		p     float64
-		want  time.Duration
+	for _, c := range []struct {
+		window, is time.Duration // as given, and as the budget takes it
 	}{
-		{"step 0: steady at 10ms", 0, 4000, 10 * ms, 0.97, 10 * ms},
-		{"step 1: slower, the last 200ms hold 20 at or above p90", 300 * ms, 200, 50 * ms, 0.9, 50 * ms},
-		{"step 2: fast again, the last 200ms hold 12 at or above p97", 300 * ms, 400, 10 * ms, 0.97, 10 * ms},
-		{"step 3: quiet, the last 200ms hold 4 at or above p90", 300 * ms, 40, 50 * ms, 0.9, 10 * ms},
-	}
-	for _, s := range steps {
-		h.clock.Advance(s.after)
-		for range s.n {
-			tally.Observe(s.d)
-		}
-		p := latency(ref, h.clock.Now(), s.p)
-		if !p.OK || math.Abs(float64(p.After-s.want)) > float64(s.want)/32 {
-			t.Fatalf("%s: Latency(%v) = %+v, want %v", s.name, s.p, p, s.want)
-		}
+		{2 * time.Second, 2 * time.Second},
+		{0, policy.DefaultBudgetWindow},
+	} {
+		t.Run(c.window.String(), func(t *testing.T) {
+			h := newHarness(t)
+			ref, tally := spawnBudget(t, h, 0.1, 1, c.window)
+			ms := time.Millisecond
+			step := c.is * 3 / 20 // past the last tenth, within the window
+			steps := []struct {
+				name  string
+				after time.Duration // the clock moves on by this first
+				n     int           // then this many latencies of d are seen
+				d     time.Duration
+				p     float64
+				want  time.Duration
+			}{
+				{"step 0: steady at 10ms", 0, 4000, 10 * ms, 0.97, 10 * ms},
+				{"step 1: slower, the last tenth holds 20 at or above p90", step, 200, 50 * ms, 0.9, 50 * ms},
+				{"step 2: fast again, the last tenth holds 12 at or above p97", step, 400, 10 * ms, 0.97, 10 * ms},
+				{"step 3: quiet, the last tenth holds 4 at or above p90", step, 40, 50 * ms, 0.9, 10 * ms},
+			}
+			for _, s := range steps {
+				h.clock.Advance(s.after)
+				for range s.n {
+					tally.Observe(s.d)
+				}
+				p := latency(ref, h.clock.Now(), s.p)
+				if !p.OK || math.Abs(float64(p.After-s.want)) > float64(s.want)/32 {
+					t.Fatalf("%s: Latency(%v) = %+v, want %v", s.name, s.p, p, s.want)
+				}
+			}
+		})
 	}
 }
 

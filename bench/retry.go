@@ -1587,6 +1587,9 @@ func hedgeAt(o hedgeStat, sides []hedgeStat, p hedgePlan) (p99 float64, from str
 	})
 	runs = slices.CompactFunc(runs, func(a, b hedgeStat) bool { return a.roundExtra == b.roundExtra })
 	x := o.roundExtra
+	if math.IsNaN(x) {
+		return 0, "", false
+	}
 	first, last := runs[0], runs[len(runs)-1]
 	switch {
 	case x <= first.roundExtra:

@@ -236,6 +236,12 @@ func TestHedgeTargetSameLoad(t *testing.T) {
 			t.Errorf("%s: %q does not give the round's size", tc.name, got.measured)
 		}
 	}
+	// Ours measured no extra (no request came back), and failsafe-go ran
+	// the rule once: nothing is read, and nothing panics.
+	o := ours(math.NaN(), 7e6)
+	if p99, from, ok := hedgeAt(o, []hedgeStat{none, theirs(0.97, 0.02, 8e6), o}, plan); ok || from != "" {
+		t.Errorf("with no extra of ours: hedgeAt = %v, %q, %v; want nothing read", p99, from, ok)
+	}
 }
 
 // TestHedgeOrders: in the default run every round is an order of all
