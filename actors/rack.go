@@ -104,11 +104,12 @@ const (
 // home is where the calling goroutine's part of the rack starts: picked
 // by where its stack is (stackSpot), as Credit.home picks a stripe, so
 // goroutines on two processors seldom share a cache line. A Put lays its
-// resource in the first free slot from home up, and a Get looks from home
-// down, round the rack. So a goroutine that uses one resource at a time
-// takes back the one it put back last, from its home slot, without
-// touching a line another processor writes. What it no longer needs sits
-// in the slots above, until Keep retires it.
+// resource in the first free slot from home up. A Get takes from the top
+// of the run of full slots from home up, the newest first, and only then
+// looks round the rest of the rack. So a goroutine takes back what it put
+// back last, as the books lend the newest first, without touching the
+// slots of goroutines whose homes are below its own. What it no longer
+// needs sits lower in its run, until Keep retires it.
 func home() int { return stackSpot() & (rackSlots - 1) }
 
 // Take takes a resource off the rack, and reports false if it found none
@@ -120,9 +121,20 @@ func (r *Rack[T]) Take() (item T, ok bool) {
 	if r == nil || r.shut.Load() != 0 {
 		return item, false
 	}
+	// The run of full slots from home up is what this goroutine laid
+	// there, the newest at its top: take from the top down, then look
+	// round the rest of the rack from home down.
 	h := home()
+	run := 0
+	for run < rackSlots && r.slots[(h+run)&(rackSlots-1)].r.Load() != nil {
+		run++
+	}
 	for i := range rackSlots {
-		s := &r.slots[(h-i)&(rackSlots-1)]
+		k := h + run - 1 - i
+		if i >= run {
+			k = h - 1 - (i - run)
+		}
+		s := &r.slots[k&(rackSlots-1)]
 		if s.r.Load() == nil {
 			continue
 		}

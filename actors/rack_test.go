@@ -19,18 +19,22 @@ func rackOf(items ...int) *Rack[int] {
 	return r
 }
 
-// TestRackTakesHomeSlotFirst: a goroutine that puts two resources back
-// lays the first in its home slot, and its next Get takes that one, from
-// the slot no goroutine with another home writes, before anything in the
-// slots round it.
-func TestRackTakesHomeSlotFirst(t *testing.T) {
-	r := rackOf(1, 2)
-	var took [3]int
-	var oks [3]bool
+// TestRackTakesOwnSlotsFirst: a goroutine that puts two resources back
+// lays them in its home slot and the one above, and its Gets take them
+// back newest first, before a resource another goroutine laid just below
+// its home: it reads and writes its own slots, not its neighbour's.
+func TestRackTakesOwnSlotsFirst(t *testing.T) {
+	r := rackOf(1, 2, 9)
+	var took [4]int
+	var oks [4]bool
 	var gave bool
 	done := make(chan struct{})
 	go func() { // a goroutine of its own: a small stack that does not move
 		defer close(done)
+		below := &r.slots[(home()-1)&(rackSlots-1)]
+		neighbour := (*r.index.Load())[9]
+		neighbour.state.Store(rackIn)
+		below.r.Store(neighbour) // laid by a goroutine whose home is below
 		gave = r.Give(1) && r.Give(2)
 		for i := range took {
 			took[i], oks[i] = r.Take()
@@ -40,13 +44,12 @@ func TestRackTakesHomeSlotFirst(t *testing.T) {
 	if !gave {
 		t.Fatal("a resource taken from the rack was not laid back on it")
 	}
-	if !oks[0] || took[0] != 1 {
-		t.Fatalf("Take = %d, %v; want 1, the resource in the home slot", took[0], oks[0])
+	for i, want := range []int{2, 1, 9} {
+		if !oks[i] || took[i] != want {
+			t.Fatalf("Take %d = %d, %v; want %d", i, took[i], oks[i], want)
+		}
 	}
-	if !oks[1] || took[1] != 2 {
-		t.Fatalf("second Take = %d, %v; want 2", took[1], oks[1])
-	}
-	if oks[2] {
+	if oks[3] {
 		t.Fatal("took from a bare rack")
 	}
 }
