@@ -86,11 +86,6 @@ type flight struct {
 // past its deadline.
 type late struct{}
 
-// slow is the message the slow timer sends: the newest call out may have
-// taken longer than a typical round trip, so the batches waiting for it
-// may go.
-type slow struct{}
-
 // cut is the message Close sends: cut every call out short.
 type cut struct{}
 
@@ -164,11 +159,9 @@ type limiter struct {
 	once   bool         // name batches so one sent twice counts once; off only in a test
 	self   bool         // the client ends a call at its ctx's deadline: callers may make their own (see launch)
 	late   func()       // the late timer's: sends late to the actor
-	slow   func()       // the slow timer's: sends slow to the actor
 	asked  atomic.Int64 // asks the actor has taken in: a test hook
 	flying atomic.Int64 // calls in flight, as the actor counts them: a test hook
 	armed  atomic.Bool  // the late timer is set and has not fired; written by the actor alone, read by tests
-	slowed atomic.Bool  // the slow timer is set and has not fired or been stopped; likewise
 	trips  atomic.Int64 // times the breaker tripped: a test hook
 	closes atomic.Int64 // times it closed again: a test hook; it is tripped while trips > closes
 	asks   sync.Pool    // of *ask, for l.now: each limiter's own, so a channel stays in the synctest bubble it was made in
@@ -239,7 +232,6 @@ func (l *limiter) start(eng *engine.Engine) error {
 	}
 	l.ref = ref
 	l.late = func() { ref.Send(late{}) }
-	l.slow = func() { ref.Send(slow{}) }
 	return nil
 }
 
@@ -306,8 +298,7 @@ func (l *limiter) await(ctx context.Context, key string, n float64, deadline int
 // next call. A key whose next batch waits for a call is in ready, and the
 // next call takes the batches of up to Config.MaxKeys of them, in the
 // order they became ready, in one round trip. It goes when no call is in
-// flight, once MaxKeys keys are ready, or once the newest call out is
-// older than a typical round trip, up to Config.MaxCalls calls.
+// flight, or once MaxKeys keys are ready, up to Config.MaxCalls calls.
 //
 // over remembers the keys Redis has refused an Allow or Try of one:
 // until when, on the engine's clock, one more would be refused again. The
@@ -325,11 +316,6 @@ func (l *limiter) await(ctx context.Context, key string, n float64, deadline int
 // the first one's: when it fires, every flight past its deadline is landed
 // as failed and the timer is set for the next. A flight that lands leaves
 // the list and the timer alone, so a call costs no timer of its own.
-//
-// Batches that wait for the newest call out wait at most a typical round
-// trip (rtt) from when it went: a call held up longer, by a busy Redis or
-// a goroutine not scheduled, lets them go in a call of their own (see
-// pump). The slow timer wakes the actor then.
 type owner struct {
 	l           *limiter
 	lines       map[string]*line
@@ -341,9 +327,6 @@ type owner struct {
 	first, last *flight      // the flights out, first sent first
 	timer       engine.Timer // the late timer, while l.armed says it is set and has not fired
 	late        bool         // landing the late calls: pump waits until all have
-	rtt         int64        // a typical round trip on the engine's clock: a moving average of the calls that worked
-	slowTimer   engine.Timer // the slow timer, while l.slowed says it is set
-	slowAt      int64        // when the slow timer fires, while it is set
 	stopped     bool
 	spare       []*line   // lines keys have left, for keys to take again
 	flights     []*flight // flights whose calls have ended, for calls to take again
@@ -475,13 +458,6 @@ func (o *owner) Handle(msg any) {
 		o.l.armed.Store(false)
 		o.pump() // once the breaker has counted every late call
 		o.arm()
-	case slow:
-		if o.l.slowed.Load() {
-			o.l.slowed.Store(false)
-			if !o.stopped {
-				o.pump()
-			}
-		}
 	case cut:
 		o.cutAll()
 	}
@@ -586,24 +562,11 @@ func (o *owner) remember(a *ask, v verdict, sent int64) {
 // full call goes at once, up to MaxCalls in flight. A call costs Redis
 // and this process about what several more keys in one call cost, so a
 // few keys share the next call rather than each paying for one; and at
-// the load that fills calls, more go together. They wait a typical round
-// trip at most: once the newest call out has been out longer, they go
-// too. A call held up (a goroutine not scheduled, a reply lost and sent
-// again) then holds up only its own keys, not every key behind it.
+// the load that fills calls, more go together.
 func (o *owner) pump() {
 	for len(o.ready) > 0 {
-		if o.flying >= o.l.cfg.MaxCalls {
-			o.calm() // a landing sends them
+		if o.flying >= o.l.cfg.MaxCalls || (o.flying > 0 && len(o.ready) < o.l.cfg.MaxKeys) {
 			return
-		}
-		if o.flying > 0 && len(o.ready) < o.l.cfg.MaxKeys {
-			due := o.last.now + o.rtt
-			if o.l.eng.Now() <= due {
-				o.wake(due)
-				return
-			}
-			// The newest call out is slower than a typical round trip:
-			// the batches waiting go without it.
 		}
 		n := min(len(o.ready), o.l.cfg.MaxKeys)
 		f := o.flight()
@@ -627,40 +590,6 @@ func (o *owner) pump() {
 		o.ready = append(o.ready[:0], o.ready[n:]...)
 		o.launch(f)
 	}
-	o.calm()
-}
-
-// wake sets the slow timer for at, when the batches waiting for the
-// newest call out may go without it, unless it is set for then already.
-func (o *owner) wake(at int64) {
-	if o.l.slowed.Load() {
-		if o.slowAt == at {
-			return
-		}
-		o.slowTimer.Stop()
-	}
-	o.slowAt = at
-	o.l.slowed.Store(true)
-	o.slowTimer = o.l.eng.Clock().AfterFunc(time.Duration(at-o.l.eng.Now()+1), o.l.slow)
-}
-
-// calm stops the slow timer: no batch waits for it.
-func (o *owner) calm() {
-	if o.l.slowed.Load() {
-		o.l.slowed.Store(false)
-		o.slowTimer.Stop()
-	}
-}
-
-// timed notes a call's round trip, sent at sent and landed at now, in the
-// typical round trip: a moving average that weighs the newest an eighth.
-func (o *owner) timed(sent, now int64) {
-	d := max(now-sent, 0)
-	if o.rtt == 0 {
-		o.rtt = d
-		return
-	}
-	o.rtt += (d - o.rtt) / 8
 }
 
 // launch sends f to Redis off the actor, unless the breaker is tripped and
@@ -831,7 +760,6 @@ func (o *owner) land(f *flight, failed error) {
 			o.tripped()
 		}
 	default:
-		o.timed(f.now, now)
 		if o.breaker.success() {
 			o.l.closes.Add(1)
 			o.hold(now)
@@ -923,7 +851,6 @@ func (o *owner) stop() {
 	if o.l.armed.Load() {
 		o.timer.Stop()
 	}
-	o.calm()
 	o.cutAll()
 	for _, ln := range o.lines {
 		for _, a := range ln.flying {

@@ -101,9 +101,7 @@ type Config struct {
 	// or the client's PoolSize if that is less, so no call waits for a
 	// connection. A call goes at once when none is in flight. While one
 	// is, requests for other keys wait for it to land, and go together
-	// in the next call. They wait a typical round trip at most: a call
-	// out longer than the average of recent calls lets them go without
-	// it. A call carries up to MaxKeys keys in one round trip: one script
+	// in the next call, up to MaxKeys keys in one round trip: one script
 	// run for them all through a *redis.Client, one per hash slot
 	// through a *redis.ClusterClient, one per key through other clients.
 	// Once MaxKeys keys wait, they go at once, while fewer than MaxCalls
@@ -113,10 +111,9 @@ type Config struct {
 	// keys each let more through than many calls of a few.
 	MaxCalls int
 	// MaxKeys is the most keys in one call; <= 0 is 64. While a call is
-	// in flight, another goes only once this many keys wait, or once the
-	// newest call out is older than a typical round trip (see MaxCalls).
-	// A MaxKeys of 1 sends each key's call at once, up to MaxCalls in
-	// flight.
+	// in flight, another goes only once this many keys wait (see
+	// MaxCalls). A MaxKeys of 1 sends each key's call at once, up to
+	// MaxCalls in flight.
 	MaxKeys int
 	// Lease is how long a Bucket's lease of a hot key's tokens lasts; 0
 	// (or less) is off, and every request goes to Redis. 50 ms suits

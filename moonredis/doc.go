@@ -12,10 +12,8 @@
 // order they came; so a hot key costs one round trip per batch, not per
 // request, and Stats says how many calls each admitted request cost. While
 // a call is in flight, the batches of other keys wait for it to land, and
-// go together in the next call, in one round trip. They wait a typical
-// round trip at most, the moving average of recent calls: a call out
-// longer lets them go without it. Once Config.MaxKeys keys wait, they go
-// at once. Either way, at most Config.MaxCalls calls are in flight. Through a
+// go together in the next call, in one round trip. Once Config.MaxKeys
+// keys wait, they go at once, up to Config.MaxCalls calls in flight. Through a
 // *redis.Client that call is one script run for all their keys; through a
 // *redis.ClusterClient, one run per hash slot; through other clients, one
 // run per key. A run of many keys costs Redis about half as much a key as

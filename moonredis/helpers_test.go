@@ -92,15 +92,12 @@ func asleep(t *testing.T, f *fake, l *limiter, n int) {
 	})
 }
 
-// lateTimers is how many of ls have their late or slow timer set: timers
-// pending on the clock that are not waiters'.
+// lateTimers is how many of ls have their late timer set: timers pending
+// on the clock that are not waiters'.
 func lateTimers(ls ...*limiter) int {
 	n := 0
 	for _, l := range ls {
 		if l.armed.Load() {
-			n++
-		}
-		if l.slowed.Load() {
 			n++
 		}
 	}
