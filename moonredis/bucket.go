@@ -91,7 +91,8 @@ func NewBucket(eng *client.Engine, cfg Config, rate, burst float64) (*Bucket, er
 // until the wait Redis gave has passed (see the package documentation).
 // A leased key answers from its lease without a call while the lease
 // holds tokens. When the lease is dry, Allow waits for the lease call in
-// flight, or sends one, at most Config.Timeout from its start.
+// flight, or sends one, each at most Config.Timeout, and for at most
+// three in a row before it goes to Redis alone.
 func (b *Bucket) Allow(key string) bool { return b.TryN(key, 1).OK }
 
 // AllowN is Allow for n tokens. An n <= 0 asks for nothing and gets it
