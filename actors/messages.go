@@ -326,8 +326,11 @@ type (
 		Slot  *engine.Reply[Permit] // if not nil, the answer goes here rather than to Reply
 	}
 	// Latency asks a budget for the P-quantile of the latencies counted
-	// over its window (see policy.Quantile.At). Answered with OK and the
-	// quantile in After; OK false while it holds too few samples.
+	// over the last tenth of its window, or over the whole window while
+	// that tenth holds fewer than ten at or above it (see SpawnBudget and
+	// policy.Quantile.At).
+	// Answered with OK and the quantile in After; OK false while it
+	// holds too few samples.
 	Latency struct {
 		Now   int64
 		P     float64
