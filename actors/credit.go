@@ -61,13 +61,26 @@ type stripe struct {
 	_ [56]byte // a cache line of its own
 }
 
-// creditStripes is how many stripes a lease is split into: enough that two
-// processors' callers seldom meet, few enough that a small lease still
-// gives each stripe some. A window's lease has a stripe per span, so a
-// caller asks its actor once every sixteen spans: the actor's answer then
-// takes a small share of its time, and a goroutine descheduled while it
-// runs the actor seldom leaves the others with a lease run out.
+// creditStripes is how many stripes a lease bounded in time is split
+// into, a stripe per span, so a caller asks its actor once every sixteen
+// spans: the actor's answer then takes a small share of its time, and a
+// goroutine descheduled while it runs the actor seldom leaves the others
+// with a lease run out.
 const creditStripes = 16
+
+// drawStripes is how many stripes any other lease is split into: enough
+// that two processors' callers seldom meet, few enough that a small lease
+// still gives each stripe some, and a Draw of a few tokens finds them in
+// one stripe.
+const drawStripes = 4
+
+// parts is how many of the stripes a lease is split into.
+func (c *Credit) parts() int {
+	if c.span > 0 {
+		return creditStripes
+	}
+	return drawStripes
+}
 
 // The fields of a stripe's word; a lease is at most maxLease tokens, so
 // tokens and draws each fit in 16 bits.
@@ -76,11 +89,6 @@ const (
 	drawOne    = 1 << 16
 	leaseOne   = 1 << 32
 )
-
-// home is the stripe the calling goroutine draws from first: picked by
-// where its stack is, which differs between goroutines and stays put for
-// one (unless its stack moves).
-func (c *Credit) home() int { return stackSpot() & (creditStripes - 1) }
 
 // stackSpot is a number picked by where the calling goroutine's stack is:
 // it differs between goroutines and stays put for one (unless its stack
@@ -96,9 +104,10 @@ func (c *Credit) Draw(n int64) bool {
 	if c == nil || n < 1 {
 		return false
 	}
-	home := c.home()
-	for k := range creditStripes {
-		st := &c.stripes[(home+k)&(creditStripes-1)]
+	parts := c.parts()
+	home := stackSpot() & (parts - 1)
+	for k := range parts {
+		st := &c.stripes[(home+k)&(parts-1)]
 		for w := st.w.Load(); int64(w&creditMask) >= n; w = st.w.Load() {
 			if st.w.CompareAndSwap(w, w-uint64(n)+drawOne) {
 				return true
@@ -215,13 +224,18 @@ func (c *Credit) takeBackEach(drawn *[creditStripes]int64) int64 {
 }
 
 // lendAt lends n tokens from the instant from, split evenly across the
-// stripes: the spans one after another, for a lease bounded in time.
+// lease's parts: the spans one after another, for a lease bounded in
+// time. The other stripes get none, and count the lease all the same.
 func (c *Credit) lendAt(from, n int64) {
 	c.from.Store(from)
+	parts := c.parts()
 	for i := range c.stripes {
-		part := n / creditStripes
-		if int64(i) < n%creditStripes {
-			part++
+		var part int64
+		if i < parts {
+			part = n / int64(parts)
+			if int64(i) < n%int64(parts) {
+				part++
+			}
 		}
 		st := &c.stripes[i]
 		st.w.Store(st.w.Load()&^(leaseOne-1) + leaseOne + uint64(part))
@@ -400,7 +414,8 @@ func lending(c actor.Context, inner actor.Actor, l interface {
 //
 // A window's events are counted no earlier either: at the end of the span
 // they were drawn in, or at now if that is sooner. An event counted later
-// than it happened leaves the window later, which only ever refuses more. Its room is reserved as the bucket's tokens are: nothing else takes
+// than it happened leaves the window later, which only ever refuses more.
+// Its room is reserved as the bucket's tokens are: nothing else takes
 // from the window while a lease is out, and room only grows with time.
 func (b *lender[S, R]) reclaim() {
 	b.watch() // lent tokens are still inside: the most it held
@@ -535,8 +550,7 @@ func (r *Room) Leave() bool {
 const roomMask = 1<<32 - 1
 
 // roomStripes is how many stripes a gate's lease is split into: more than
-// a Credit's, since each Enter and each Leave writes one, and a gate's
-// lease is small enough to split finely.
+// a bucket's Credit, since each Enter and each Leave writes one.
 const roomStripes = 8
 
 // SpawnGateCredit is SpawnGate with lent room: it also returns the Room

