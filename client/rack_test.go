@@ -261,8 +261,6 @@ func FuzzPoolRack(f *testing.F) {
 		var getting atomic.Int64
 		idle := limits(0xc7).Idle
 		defer func() {
-			mu.TryLock() // a Fatalf may have left it held
-			mu.Unlock()
 			for _, cancel := range waiters {
 				cancel()
 			}
@@ -277,9 +275,10 @@ func FuzzPoolRack(f *testing.F) {
 			r.balance()
 		}()
 		pick := func(n int, arg byte) (int, bool) { return int(arg) % max(n, 1), n > 0 }
-		for i := 0; i+1 < len(ops); i += 2 {
-			op, arg := ops[i]%rackOps, ops[i+1]
+		// step runs one op under mu, which a Fatalf's Goexit unlocks too.
+		step := func(i int, op, arg byte) {
 			mu.Lock()
+			defer mu.Unlock()
 			switch op {
 			case rackTryGet:
 				if c, err := r.pool.TryGet(r.ctx); err == nil {
@@ -357,7 +356,9 @@ func FuzzPoolRack(f *testing.F) {
 			if idle > 0 && s.Idle > idle {
 				t.Fatalf("step %d: %d idle, more than Idle %d", i/2, s.Idle, idle)
 			}
-			mu.Unlock()
+		}
+		for i := 0; i+1 < len(ops); i += 2 {
+			step(i, ops[i]%rackOps, ops[i+1])
 		}
 	})
 }
