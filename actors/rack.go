@@ -64,9 +64,9 @@ type racked[T comparable] struct {
 	dies  int64 // when its Life ends (math.MaxInt64: never); set before it is first laid out
 	state atomic.Uint32
 	at    atomic.Int64 // when it was last laid on the rack; its idle time counts from here
-	// A cache line of its own, for a small T: a Get and a Put each write
-	// state, and two records on one line would make callers using two
-	// different resources on two processors wait for each other.
+	// At least a cache line long, for a small T: a Get and a Put each
+	// write state, and two records' states on one line would make callers
+	// using two different resources on two processors wait for each other.
 	_ [40]byte
 }
 
@@ -102,14 +102,15 @@ const (
 )
 
 // home is where the calling goroutine's part of the rack starts: picked
-// by where its stack is (stackSpot), as Credit.home picks a stripe, so
-// goroutines on two processors seldom share a cache line. A Put lays its
-// resource in the first free slot from home up. A Get takes from the top
-// of the run of full slots from home up, the newest first, and only then
-// looks round the rest of the rack. So a goroutine takes back what it put
-// back last, as the books lend the newest first, without touching the
-// slots of goroutines whose homes are below its own. What it no longer
-// needs sits lower in its run, until Keep retires it.
+// by where its stack is (stackSpot), as a Credit's Draw picks its first
+// stripe, so goroutines on two processors seldom share a cache line. A Put
+// lays its resource in the first free slot from home up. A Get takes from
+// the top of the run of full slots from home up, the newest first, and
+// only then looks round the rest of the rack. So a goroutine mostly takes
+// back what it put back last, as the books lend the newest first; its run
+// may reach slots another goroutine filled, which costs only a shared
+// line. What it no longer needs sits lower in its run, until Keep retires
+// it.
 func home() int { return stackSpot() & (rackSlots - 1) }
 
 // Take takes a resource off the rack, and reports false if it found none

@@ -55,8 +55,8 @@ func TestRackTakesOwnSlotsFirst(t *testing.T) {
 }
 
 // TestRackRecordOwnLine: a resource's record, written by every Get and Put
-// of it, fills a cache line, so two resources in use on two processors
-// never share one.
+// of it, is at least a cache line long, so the words two records' callers
+// write never lie on one line; so is a gate's stripe.
 func TestRackRecordOwnLine(t *testing.T) {
 	if n := unsafe.Sizeof(racked[*int]{}); n < 64 {
 		t.Fatalf("a record of a pointer resource is %d bytes, under a cache line", n)
