@@ -454,7 +454,8 @@ func TestAdaptiveGateAllocatesNothing(t *testing.T) {
 }
 
 // TestPriorityNames: String and ParsePriority are inverses over the four
-// names; out-of-range priorities clamp; anything else is an error.
+// names, read in any case with spaces around them; out-of-range
+// priorities clamp; anything else is an error.
 func TestPriorityNames(t *testing.T) {
 	for _, p := range []client.Priority{client.PriorityLow, client.PriorityNormal, client.PriorityHigh, client.PriorityCritical} {
 		got, err := client.ParsePriority(p.String())
@@ -465,8 +466,13 @@ func TestPriorityNames(t *testing.T) {
 	if s := client.Priority(-100).String(); s != "low" {
 		t.Errorf("Priority(-100) reads %q, want low", s)
 	}
-	if _, err := client.ParsePriority("urgent"); err == nil {
-		t.Error("ParsePriority(urgent) is no error")
+	for _, s := range []string{"urgent", "", "2", "hi gh"} {
+		if p, err := client.ParsePriority(s); err == nil || p != client.PriorityNormal {
+			t.Errorf("ParsePriority(%q) = %v, %v; want PriorityNormal and an error", s, p, err)
+		}
+	}
+	if p, err := client.ParsePriority("\t Critical "); err != nil || p != client.PriorityCritical {
+		t.Errorf("ParsePriority of Critical with spaces = %v, %v; want PriorityCritical", p, err)
 	}
 	ctx := context.Background()
 	if p := client.PriorityFrom(ctx); p != client.PriorityNormal {

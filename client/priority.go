@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"strings"
 )
 
 // Priority is a request's criticality. Higher is more important. Under
@@ -58,17 +59,14 @@ func (p Priority) String() string {
 }
 
 // ParsePriority reads a name String gives, as an HTTP header or gRPC
-// metadata carries it. Any other text is an error, and PriorityNormal.
+// metadata carries it: in any case, with spaces around it or not. Any
+// other text, the empty text among it, is an error, and PriorityNormal.
 func ParsePriority(s string) (Priority, error) {
-	switch s {
-	case "low":
-		return PriorityLow, nil
-	case "normal":
-		return PriorityNormal, nil
-	case "high":
-		return PriorityHigh, nil
-	case "critical":
-		return PriorityCritical, nil
+	v := strings.TrimSpace(s)
+	for _, p := range [...]Priority{PriorityLow, PriorityNormal, PriorityHigh, PriorityCritical} {
+		if strings.EqualFold(v, p.String()) {
+			return p, nil
+		}
 	}
 	return PriorityNormal, fmt.Errorf("moonpool: unknown priority %q", s)
 }

@@ -2,7 +2,6 @@ package moongrpc
 
 import (
 	"context"
-	"strings"
 
 	"github.com/moonpool-go/moonpool/client"
 	"google.golang.org/grpc"
@@ -33,20 +32,9 @@ func MetadataPriority(name string) func(ctx context.Context, fullMethod string) 
 		if len(vs) == 0 {
 			return client.PriorityNormal
 		}
-		return parsePriority(vs[0])
+		p, _ := client.ParsePriority(vs[0])
+		return p
 	}
-}
-
-// parsePriority reads a priority's name in any case, with spaces around
-// it or not; anything else is client.PriorityNormal.
-func parsePriority(v string) client.Priority {
-	v = strings.TrimSpace(v)
-	for _, p := range [...]client.Priority{client.PriorityLow, client.PriorityHigh, client.PriorityCritical} {
-		if strings.EqualFold(v, p.String()) {
-			return p
-		}
-	}
-	return client.PriorityNormal
 }
 
 // UnaryClientPriority is a unary client interceptor that sends the

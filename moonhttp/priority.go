@@ -2,7 +2,6 @@ package moonhttp
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/moonpool-go/moonpool/client"
 )
@@ -19,7 +18,7 @@ type PriorityFunc func(r *http.Request) client.Priority
 
 // HeaderPriority returns a PriorityFunc that reads the priority from the
 // first value of the header name (PriorityHeader when name is empty),
-// with ParsePriority. A request without the header, or with a value it
+// with client.ParsePriority. A request without the header, or with a value it
 // does not know, is client.PriorityNormal.
 //
 // A client can send any header. Read this one only from callers you
@@ -32,21 +31,9 @@ func HeaderPriority(name string) PriorityFunc {
 	}
 	name = http.CanonicalHeaderKey(name)
 	return func(r *http.Request) client.Priority {
-		return ParsePriority(r.Header.Get(name))
+		p, _ := client.ParsePriority(r.Header.Get(name))
+		return p
 	}
-}
-
-// ParsePriority reads a priority header's value: a client.Priority name,
-// in any case, with spaces around it or not. Anything else, the empty
-// value among them, is client.PriorityNormal. It never fails.
-func ParsePriority(v string) client.Priority {
-	v = strings.TrimSpace(v)
-	for _, p := range [...]client.Priority{client.PriorityLow, client.PriorityHigh, client.PriorityCritical} {
-		if strings.EqualFold(v, p.String()) {
-			return p
-		}
-	}
-	return client.PriorityNormal
 }
 
 // withPriorityHeader is req with the priority of its ctx in

@@ -17,9 +17,17 @@ var names = map[string]client.Priority{
 	"critical": client.PriorityCritical,
 }
 
-// TestParsePriority: the names in any case and with spaces around them,
-// and PriorityNormal for anything else.
-func TestParsePriority(t *testing.T) {
+// headerValue is the priority HeaderPriority reads from a request whose
+// priority header is v.
+func headerValue(v string) client.Priority {
+	r, _ := http.NewRequest("GET", "/", nil)
+	r.Header.Set(moonhttp.PriorityHeader, v)
+	return moonhttp.HeaderPriority("")(r)
+}
+
+// TestHeaderPriorityValues: the names in any case and with spaces around
+// them, and PriorityNormal for anything else.
+func TestHeaderPriorityValues(t *testing.T) {
 	tests := []struct {
 		in   string
 		want client.Priority
@@ -37,35 +45,35 @@ func TestParsePriority(t *testing.T) {
 		{"hi gh", client.PriorityNormal},
 	}
 	for _, tc := range tests {
-		if got := moonhttp.ParsePriority(tc.in); got != tc.want {
-			t.Errorf("ParsePriority(%q) = %v, want %v", tc.in, got, tc.want)
+		if got := headerValue(tc.in); got != tc.want {
+			t.Errorf("header %q reads as %v, want %v", tc.in, got, tc.want)
 		}
 	}
 }
 
-// FuzzParsePriority: any header value reads as one of the four
+// FuzzHeaderPriority: any header value reads as one of the four
 // priorities, never another number; a value other than PriorityNormal
 // comes only from that priority's name, in some case, with spaces around
-// it; and HeaderPriority reads the first value of its header the same way.
-func FuzzParsePriority(f *testing.F) {
+// it; and HeaderPriority reads the first value of its header.
+func FuzzHeaderPriority(f *testing.F) {
 	for _, s := range []string{"", "low", "normal", "high", "critical", " High\t", "CRITICAL", "lo", "critical!", "\x00", "ｈigh", "hıgh", "K", "cRiTiCaL "} {
 		f.Add(s, "")
 		f.Add(s, "low")
 	}
 	read := moonhttp.HeaderPriority("")
 	f.Fuzz(func(t *testing.T, v, second string) {
-		p := moonhttp.ParsePriority(v)
+		p := headerValue(v)
 		if p < client.PriorityLow || p > client.PriorityCritical {
-			t.Fatalf("ParsePriority(%q) = %d, outside the priorities", v, p)
+			t.Fatalf("header %q reads as %d, outside the priorities", v, p)
 		}
 		trimmed := strings.TrimSpace(v)
 		if p != client.PriorityNormal && !strings.EqualFold(trimmed, p.String()) {
-			t.Fatalf("ParsePriority(%q) = %v, from a value that is not its name", v, p)
+			t.Fatalf("header %q reads as %v, from a value that is not its name", v, p)
 		}
 		if want, ok := names[strings.ToLower(trimmed)]; ok && strings.EqualFold(trimmed, want.String()) && p != want {
-			t.Fatalf("ParsePriority(%q) = %v, want %v", v, p, want)
+			t.Fatalf("header %q reads as %v, want %v", v, p, want)
 		}
-		if q := moonhttp.ParsePriority(p.String()); q != p {
+		if q := headerValue(p.String()); q != p {
 			t.Fatalf("%v reads back as %v", p, q)
 		}
 		r, _ := http.NewRequest("GET", "/", nil)
