@@ -317,19 +317,19 @@ func (l *limiter) await(ctx context.Context, key string, n float64, deadline int
 // as failed and the timer is set for the next. A flight that lands leaves
 // the list and the timer alone, so a call costs no timer of its own.
 type owner struct {
-	l           *limiter
-	lines       map[string]*line
-	over        map[string]int64
-	sweep       int // refusals to remember before over may be swept again
-	ready       []string
-	breaker     breaker
-	flying      int          // calls in flight
-	first, last *flight      // the flights out, first sent first
-	timer       engine.Timer // the late timer, while l.armed says it is set and has not fired
-	late        bool         // landing the late calls: pump waits until all have
-	stopped     bool
-	spare       []*line   // lines keys have left, for keys to take again
-	flights     []*flight // flights whose calls have ended, for calls to take again
+	l            *limiter
+	lines        map[string]*line
+	over         map[string]int64
+	sweep        int // refusals to remember before over may be swept again
+	ready        []string
+	breaker      breaker
+	flying       int          // calls in flight
+	first, last  *flight      // the flights out, first sent first
+	timer        engine.Timer // the late timer, while l.armed says it is set and has not fired
+	late         bool         // landing the late calls: pump waits until all have
+	stopped      bool
+	lineSpares   spares[line]   // lines keys have left, for keys to take again
+	flightSpares spares[flight] // flights whose calls have ended, for calls to take again
 }
 
 type line struct {
@@ -340,51 +340,44 @@ type line struct {
 // drop takes key's line, ln, away: key has no request in hand.
 func (o *owner) drop(key string, ln *line) {
 	delete(o.lines, key)
-	if len(o.spare) < maxSpare {
-		*ln = line{}
-		o.spare = append(o.spare, ln)
-	}
+	o.lineSpares.keep(ln, maxSpare)
 }
 
 // maxSpare is the most lines kept for keys to take again.
 const maxSpare = 1024
 
-// flight is a flight for the next call: one a call has left, if any. A
-// flight is large (its first key's batch, run and arguments are inside
-// it), so taking one again saves the largest allocation of a call.
-func (o *owner) flight() *flight {
-	n := len(o.flights)
-	if n == 0 {
-		return &flight{}
-	}
-	f := o.flights[n-1]
-	o.flights[n-1] = nil
-	o.flights = o.flights[:n-1]
-	return f
-}
-
-// reuse keeps f for a later call. Only a flight that has landed and
-// whose call has sent it back may be kept: nothing else touches it then.
-func (o *owner) reuse(f *flight) {
-	if len(o.flights) < maxFlights {
-		*f = flight{}
-		o.flights = append(o.flights, f)
-	}
-}
+// reuse keeps f for a later call. A flight is large (its first key's
+// batch, run and arguments are inside it), so taking one again saves the
+// largest allocation of a call. Only a flight that has landed and whose
+// call has sent it back may be kept: nothing else touches it then.
+func (o *owner) reuse(f *flight) { o.flightSpares.keep(f, maxFlights) }
 
 // maxFlights is the most flights kept for calls to take again.
 const maxFlights = 16
 
-// line is a line for a key that has none: one a key left, if any.
-func (o *owner) line() *line {
-	n := len(o.spare)
+// spares are values kept, zeroed, for the actor to take again rather
+// than allocate.
+type spares[T any] struct{ kept []*T }
+
+// take is a kept value, or a new one when none is kept.
+func (s *spares[T]) take() *T {
+	n := len(s.kept)
 	if n == 0 {
-		return &line{}
+		return new(T)
 	}
-	ln := o.spare[n-1]
-	o.spare[n-1] = nil
-	o.spare = o.spare[:n-1]
-	return ln
+	x := s.kept[n-1]
+	s.kept[n-1] = nil
+	s.kept = s.kept[:n-1]
+	return x
+}
+
+// keep zeroes x and keeps it, while fewer than most are kept.
+func (s *spares[T]) keep(x *T, most int) {
+	if len(s.kept) < most {
+		var zero T
+		*x = zero
+		s.kept = append(s.kept, x)
+	}
 }
 
 func (o *owner) Receive(c actor.Context) {
@@ -423,18 +416,18 @@ func (o *owner) Handle(msg any) {
 		}
 		if o.flying == 0 {
 			// Nothing else in hand: the usual case, sent at once.
-			f := o.flight()
+			f := o.flightSpares.take()
 			p := &f.one[0]
 			p.key, p.one[0] = m.key, m
 			p.batch = p.one[:]
 			f.parts = f.one[:]
-			ln := o.line()
+			ln := o.lineSpares.take()
 			ln.flying = p.batch
 			o.lines[m.key] = ln
 			o.launch(f)
 			return
 		}
-		ln := o.line()
+		ln := o.lineSpares.take()
 		ln.next = append(ln.next, m)
 		o.lines[m.key] = ln
 		o.ready = append(o.ready, m.key)
@@ -569,7 +562,7 @@ func (o *owner) pump() {
 			return
 		}
 		n := min(len(o.ready), o.l.cfg.MaxKeys)
-		f := o.flight()
+		f := o.flightSpares.take()
 		f.parts = f.one[:]
 		if n > 1 {
 			f.parts = make([]part, n)
