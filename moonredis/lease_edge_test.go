@@ -194,17 +194,7 @@ func TestLeaseInBubble(t *testing.T) {
 // alone.
 func TestLeaseLateCall(t *testing.T) {
 	f := newFake(t)
-	release, entered := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	f.rdb.AddHook(hook{process: func(next redis.ProcessHook) redis.ProcessHook {
-		return func(ctx context.Context, cmd redis.Cmder) error {
-			if isLease(cmd) {
-				once.Do(func() { close(entered) })
-				<-release // deaf to ctx
-			}
-			return next(ctx, cmd)
-		}
-	}})
+	release, entered := holdLeaseCalls(f)
 	cfg := f.cfg()
 	cfg.Timeout = 100 * time.Millisecond
 	b := leased(t, f, cfg, 1000, 1000)
@@ -432,17 +422,7 @@ func TestLeaseNoDrawOnceClosing(t *testing.T) {
 // and goes back to Redis once it has landed.
 func TestLeaseGrantAfterClose(t *testing.T) {
 	f := newFake(t)
-	release, entered := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	f.rdb.AddHook(hook{process: func(next redis.ProcessHook) redis.ProcessHook {
-		return func(ctx context.Context, cmd redis.Cmder) error {
-			if isLease(cmd) {
-				once.Do(func() { close(entered) })
-				<-release // deaf to ctx
-			}
-			return next(ctx, cmd)
-		}
-	}})
+	release, entered := holdLeaseCalls(f)
 	const rate, burst = 1e-6, 100
 	b := leased(t, f, f.cfg(), rate, burst)
 	let := 0
@@ -474,4 +454,22 @@ func TestLeaseGrantAfterClose(t *testing.T) {
 	if got := redisTokens(t, f, "moonredis:bucket:", "k", rate, burst); got != float64(burst-let) {
 		t.Errorf("Redis holds %v, want the burst less the %d let through", got, let)
 	}
+}
+
+// holdLeaseCalls makes f's client hold every lease call until release is
+// closed, deaf to the call's ctx, as a client that does not end calls at
+// their deadline would; entered is closed as the first one comes.
+func holdLeaseCalls(f *fake) (release, entered chan struct{}) {
+	release, entered = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.rdb.AddHook(hook{process: func(next redis.ProcessHook) redis.ProcessHook {
+		return func(ctx context.Context, cmd redis.Cmder) error {
+			if isLease(cmd) {
+				once.Do(func() { close(entered) })
+				<-release
+			}
+			return next(ctx, cmd)
+		}
+	}})
+	return release, entered
 }
