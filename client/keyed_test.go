@@ -68,6 +68,10 @@ func TestKeyedBucketIndependent(t *testing.T) {
 	if err := r.result(a, "cancelled Wait(a)"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Wait(a) = %v", err)
 	}
+	// The actor has taken a's waiter out, and set its timer for b's,
+	// before the clock moves: a timer set after the move would wait for
+	// the next one.
+	r.awaitParked(&k.l, "a", 0)
 	r.to(2 * time.Second)
 	if err := r.result(b, "Wait(b)"); err != nil {
 		t.Fatalf("Wait(b) = %v", err)

@@ -2,7 +2,7 @@ package client
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"strings"
 )
 
@@ -68,8 +68,12 @@ func ParsePriority(s string) (Priority, error) {
 			return p, nil
 		}
 	}
-	return PriorityNormal, fmt.Errorf("moonpool: unknown priority %q", s)
+	return PriorityNormal, errUnknownPriority
 }
+
+// errUnknownPriority is ParsePriority's error. It names no text, so a
+// server that reads every request's header allocates nothing for it.
+var errUnknownPriority = errors.New("moonpool: unknown priority")
 
 // clamp is p held within PriorityLow and PriorityCritical.
 func (p Priority) clamp() Priority { return min(max(p, PriorityLow), PriorityCritical) }
