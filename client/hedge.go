@@ -18,7 +18,11 @@ import "time"
 type Hedge struct {
 	// Delay is how long an attempt goes unanswered before a hedge is
 	// sent. Zero or less reads it from the Budget instead (see
-	// Quantile). With neither, no hedge is sent.
+	// Quantile). With neither, no hedge is sent. Timers ring late, by up
+	// to a millisecond on an idle Go runtime, so each client learns how
+	// late its hedge timers ring and sets them early by as much: hedges
+	// go out Delay after their attempts on average, never before half
+	// of it.
 	Delay time.Duration
 	// Quantile picks the delay from the latencies of the first attempts
 	// the Budget has seen: at 0.95, about one request in twenty is

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/internal/hedge"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -115,12 +116,13 @@ func interceptor(cfg ClientConfig) grpc.UnaryClientInterceptor {
 		sleep = client.SleepOn(cfg.Engine.Clock())
 	}
 	spend := client.WithBudget(cfg.Budget)
+	lead := new(hedge.Lead) // shared by the calls' races
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if cfg.Engine == nil {
 			return errNoEngine
 		}
 		ctx = outgoingPriority(ctx)
-		c := call{cfg: &cfg, method: method, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts}
+		c := call{cfg: &cfg, lead: lead, method: method, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts}
 		if cfg.Hedge != nil && cfg.Hedgeable != nil && cfg.Hedgeable(method) {
 			if _, ok := reply.(proto.Message); ok {
 				c.hedge = cfg.Hedge
@@ -154,6 +156,7 @@ type call struct {
 	last    error         // the latest failure, as the server sent it
 	hedge   *client.Hedge // cfg.Hedge if the call may be hedged, else nil
 	hedges  int           // hedges sent so far
+	lead    *hedge.Lead   // how early the alarms for hedges are set
 }
 
 // attempt makes the call once, and says by its error whether Retry should

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/internal/hedge"
 )
 
 // Transport is an http.RoundTripper that sends a request again, under
@@ -86,6 +87,8 @@ type Transport struct {
 	// connection, or a 429, 502, 503 or 504, does not win while another
 	// attempt is still out. A losing response is drained and closed.
 	Hedge *client.Hedge
+
+	lead hedge.Lead // how early the alarms for hedges are set
 }
 
 // maxRetryBody is the most of a retryable response's body read into

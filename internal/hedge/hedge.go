@@ -55,6 +55,9 @@ type Race[T any] struct {
 	// Release lets go of what a losing attempt brought. Nil releases
 	// nothing.
 	Release func(T)
+	// Lead, if set, learns how late the alarms for hedges ring and sets
+	// them early by as much. Nil sets each for Delay.
+	Lead *Lead
 	// Sent is how many hedges Run sent.
 	Sent int
 
@@ -75,7 +78,7 @@ func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[
 	r.out = make(chan Entrant[T], 1+r.Left)
 	start := r.Clock.Now()
 	r.run(ctx, send, nil, cancel, false)
-	timer := newAlarm(r.Clock, r.Delay)
+	timer := r.alarm(start)
 	defer func() { timer.stop() }()
 	out := 1            // entrants still running
 	firstOut := true    // entrant 0 is among them
@@ -83,6 +86,7 @@ func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[
 	for {
 		select {
 		case <-timer.due:
+			r.Lead.rang(time.Duration(r.Clock.Now()-timer.at), r.Delay)
 			hctx, hcancel := context.WithCancel(ctx)
 			send, drop, ok := r.Ready(hctx)
 			if !ok {
@@ -100,7 +104,7 @@ func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[
 			r.run(hctx, send, drop, hcancel, true)
 			out++
 			if r.Sent < r.Left {
-				timer = newAlarm(r.Clock, r.Delay)
+				timer = r.alarm(r.Clock.Now())
 			}
 		case e := <-r.out:
 			out--
@@ -143,24 +147,28 @@ func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[
 type alarm struct {
 	due  <-chan time.Time
 	stop func() bool
+	at   int64 // when the hedge is due, on the race's clock
 }
 
-// newAlarm is an alarm d from now on c. On the real clock it is a
-// channel timer, which wakes the race straight from the runtime's timer.
-// Another clock's AfterFunc runs a func, which rings the alarm.
-func newAlarm(c engine.Clock, d time.Duration) alarm {
-	if c == vclock.Real() {
+// alarm is the alarm for a hedge due Delay after from, which is now or
+// just before: set early by the Lead. On the real clock it is a channel
+// timer, which wakes the race straight from the runtime's timer. Another
+// clock's AfterFunc runs a func, which rings the alarm.
+func (r *Race[T]) alarm(from int64) alarm {
+	at := from + int64(r.Delay)
+	d := r.Delay - r.Lead.early(r.Delay)
+	if r.Clock == vclock.Real() {
 		t := time.NewTimer(d)
-		return alarm{due: t.C, stop: t.Stop}
+		return alarm{due: t.C, stop: t.Stop, at: at}
 	}
 	due := make(chan time.Time, 1)
-	t := c.AfterFunc(d, func() {
+	t := r.Clock.AfterFunc(d, func() {
 		select {
 		case due <- time.Time{}:
 		default:
 		}
 	})
-	return alarm{due: due, stop: t.Stop}
+	return alarm{due: due, stop: t.Stop, at: at}
 }
 
 // run makes one entrant on a goroutine of its own, after Wait if it is

@@ -1,0 +1,58 @@
+package hedge
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Lead sets a race's alarms early by how late they have rung, so that a
+// hedge goes out Delay after its attempt on average, not Delay plus the
+// timer's lateness. Go's timers ring late: the runtime sleeps in whole
+// milliseconds when it is idle, so a 5.3 ms timer rings near 6 ms. A
+// hedge sent late is a p99 made longer by as much.
+//
+// The zero Lead sets alarms on time and learns from the first ring. A
+// clock whose timers ring on time, such as a virtual one, teaches it
+// nothing and it stays zero. It is safe for concurrent use.
+type Lead struct {
+	ns atomic.Int64
+}
+
+// leadGain is the share of each ring's error a Lead takes in: an average
+// over the last eight rings or so, quick to learn and slow to be swayed
+// by one stall.
+const leadGain = 8
+
+// early is how long before d from now to set an alarm due d from now:
+// the lead, but never more than half of d. A nil Lead is no lead.
+func (l *Lead) early(d time.Duration) time.Duration {
+	if l == nil || d <= 0 {
+		return 0
+	}
+	return min(time.Duration(l.ns.Load()), d/2)
+}
+
+// rang takes in one alarm's error: how long after its due time it rang,
+// negative if it rang early, for an alarm due d after it was set. The
+// lead moves by a share of the error. It stays between zero and d, so a
+// machine that stalls for a while leaves no lead it takes long to unlearn.
+func (l *Lead) rang(late, d time.Duration) {
+	if l == nil {
+		return
+	}
+	for {
+		old := l.ns.Load()
+		lead := min(max(old+int64(late)/leadGain, 0), int64(max(d, 0)))
+		if l.ns.CompareAndSwap(old, lead) {
+			return
+		}
+	}
+}
+
+// Now is the lead alarms are set early by.
+func (l *Lead) Now() time.Duration {
+	if l == nil {
+		return 0
+	}
+	return time.Duration(l.ns.Load())
+}
