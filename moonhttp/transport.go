@@ -51,7 +51,8 @@ import (
 // Set Engine before use; the other fields have defaults. Without a
 // Budget nothing bounds retries across requests, and without a Hedge
 // nothing is hedged. A Transport is safe for concurrent use once its
-// fields are set; do not change them afterwards.
+// fields are set; do not change them afterwards. A Transport must not be
+// copied after first use: it learns how late its hedge timers ring.
 type Transport struct {
 	// Base sends each attempt; nil is http.DefaultTransport.
 	Base http.RoundTripper

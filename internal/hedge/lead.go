@@ -20,7 +20,8 @@ type Lead struct {
 
 // leadGain is the share of each ring's error a Lead takes in: an average
 // over the last eight rings or so, quick to learn and slow to be swayed
-// by one stall.
+// by one stall. A ring's error counts as at most half the delay either
+// way, so one stall moves the lead by a sixteenth of the delay at most.
 const leadGain = 8
 
 // early is how long before d from now to set an alarm due d from now:
@@ -34,23 +35,27 @@ func (l *Lead) early(d time.Duration) time.Duration {
 
 // rang takes in one alarm's error: how long after its due time it rang,
 // negative if it rang early, for an alarm due d after it was set. The
-// lead moves by a share of the error. It stays between zero and d, so a
-// machine that stalls for a while leaves no lead it takes long to unlearn.
+// lead moves by a share of the error, counted as at most d/2 either way.
+// It stays between zero and d/2, the most early ever uses, so a machine
+// that stalls for a while leaves no lead it takes long to unlearn.
 func (l *Lead) rang(late, d time.Duration) {
-	if l == nil {
+	if l == nil || d <= 0 {
 		return
 	}
+	half := int64(d / 2)
+	err := min(max(int64(late), -half), half)
 	for {
 		old := l.ns.Load()
-		lead := min(max(old+int64(late)/leadGain, 0), int64(max(d, 0)))
+		lead := min(max(old+err/leadGain, 0), half)
 		if l.ns.CompareAndSwap(old, lead) {
 			return
 		}
 	}
 }
 
-// Now is the lead alarms are set early by.
-func (l *Lead) Now() time.Duration {
+// Ahead is how long before their due time alarms are set: the lead, of
+// which an alarm uses at most half its delay. A nil Lead is never ahead.
+func (l *Lead) Ahead() time.Duration {
 	if l == nil {
 		return 0
 	}

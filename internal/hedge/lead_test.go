@@ -43,7 +43,7 @@ func TestLeadSendsHedgesOnTime(t *testing.T) {
 					}
 				}
 				if mean := sum / (races / 2); mean < tc.lo || mean > tc.hi {
-					t.Fatalf("hedges went out %v after the delay on average, want %v to %v (lead %v)", mean, tc.lo, tc.hi, lead.Now())
+					t.Fatalf("hedges went out %v after the delay on average, want %v to %v (lead %v)", mean, tc.lo, tc.hi, lead.Ahead())
 				}
 			})
 		})
@@ -63,10 +63,45 @@ func TestLeadAtMostHalfTheDelay(t *testing.T) {
 		}
 		// Set for delay/2, the alarm rings 10ms later.
 		if want := 10*time.Millisecond - delay/2; off != want {
-			t.Fatalf("the last hedge went out %v after the delay, want %v (lead %v)", off, want, lead.Now())
+			t.Fatalf("the last hedge went out %v after the delay, want %v (lead %v)", off, want, lead.Ahead())
 		}
-		if lead.Now() != delay {
-			t.Fatalf("lead %v, want it held at the delay, %v", lead.Now(), delay)
+		if lead.Ahead() != delay/2 {
+			t.Fatalf("lead %v, want it held at half the delay, %v", lead.Ahead(), delay/2)
+		}
+	})
+}
+
+// A Lead takes in an eighth of each ring's error, once a ring: with
+// timers 700µs late, the lead after each race is a fixed sum.
+func TestLeadLearnsAnEighthARing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := vclock.NewVirtual(vclock.WithLateness(700 * time.Microsecond))
+		lead := new(hedge.Lead)
+		// 700µs/8; then an eighth of the 612.5µs still late; and so on.
+		for i, want := range []time.Duration{87500, 164062, 231054} {
+			hedgeOffsets(t, clock, lead, 5*time.Millisecond, 1)
+			if got := lead.Ahead(); got != want {
+				t.Fatalf("lead after ring %d = %v, want %v", i+1, got, want)
+			}
+		}
+	})
+}
+
+// A race that sends several hedges sets each alarm Delay after the hedge
+// before it went out, early by the lead.
+func TestLeadEveryHedgeOnTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const delay = 5 * time.Millisecond
+		clock := vclock.NewVirtual(vclock.WithLateness(700 * time.Microsecond))
+		lead := new(hedge.Lead)
+		var offs []time.Duration
+		for range 30 {
+			offs = hedgeOffsets(t, clock, lead, delay, 3)
+		}
+		for i, off := range offs {
+			if off < -20*time.Microsecond || off > 20*time.Microsecond {
+				t.Fatalf("hedge %d went out %v after its delay, want within 20µs (all: %v)", i+1, off, offs)
+			}
 		}
 	})
 }
@@ -76,15 +111,31 @@ func TestLeadAtMostHalfTheDelay(t *testing.T) {
 // went out.
 func hedgeOffset(t *testing.T, clock *vclock.Virtual, lead *hedge.Lead, delay time.Duration) time.Duration {
 	t.Helper()
-	sent := make(chan int64, 1)
+	return hedgeOffsets(t, clock, lead, delay, 1)[0]
+}
+
+// hedgeOffsets runs one race on clock that sends left hedges: the
+// attempt and every hedge but the last never answer, and the last
+// answers at once. It says how long after its due time each hedge went
+// out: delay after the attempt, or after the hedge before it.
+func hedgeOffsets(t *testing.T, clock *vclock.Virtual, lead *hedge.Lead, delay time.Duration, left int) []time.Duration {
+	t.Helper()
+	sent := make(chan int64, left)
+	n := 0
 	r := &hedge.Race[string]{
 		Clock: clock,
 		Delay: delay,
-		Left:  1,
+		Left:  left,
 		Lead:  lead,
-		Ready: func(context.Context) (hedge.Send[string], func(), bool) {
+		Ready: func(ctx context.Context) (hedge.Send[string], func(), bool) {
+			n++
+			last := n == left
 			return func() hedge.Result[string] {
 				sent <- clock.Now()
+				if !last {
+					<-ctx.Done()
+					return hedge.Result[string]{Err: ctx.Err()}
+				}
 				return hedge.Result[string]{Val: "hedge", Answer: true}
 			}, nil, true
 		},
@@ -99,13 +150,21 @@ func hedgeOffset(t *testing.T, clock *vclock.Virtual, lead *hedge.Lead, delay ti
 		})
 		done <- err
 	}()
-	synctest.Wait()
-	if _, ok := clock.AdvanceNext(); !ok {
-		t.Fatal("the race set no alarm")
+	offs := make([]time.Duration, 0, left)
+	prev := start
+	for range left {
+		synctest.Wait()
+		if _, ok := clock.AdvanceNext(); !ok {
+			t.Fatal("the race set no alarm")
+		}
+		synctest.Wait()
+		at := <-sent
+		offs = append(offs, time.Duration(at-prev)-delay)
+		prev = at
 	}
-	if err := <-done; err != nil || r.Sent != 1 {
-		t.Fatalf("Run = %v with %d sent, want the hedge's answer", err, r.Sent)
+	if err := <-done; err != nil || r.Sent != left {
+		t.Fatalf("Run = %v with %d sent, want the last hedge's answer after %d", err, r.Sent, left)
 	}
 	synctest.Wait()
-	return time.Duration(<-sent-start) - delay
+	return offs
 }
