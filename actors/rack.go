@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/moonpool-go/moonpool/policy"
 )
@@ -18,14 +19,19 @@ import (
 // bare, a Put of a resource the actor lent itself, and every Put and Get
 // while a caller waits in the actor's line.
 //
+// Each goroutine has a home slot on the rack (see Home). Its Put lays the
+// resource there and its next Get takes it back from there. So callers on
+// two processors touch two slots, not a shared one, and each takes back
+// its own resource, warm in its processor's cache.
+//
 // The actor still owns every resource. Its books count a resource on the
 // rack, or taken from it, as lent (to the rack); a resource becomes the
 // rack's when the actor lends it to a caller while nobody waits, up to
 // Limits.Idle less MinIdle (which the books keep) and never more than
-// rackSlots. Before it parks a
-// caller it shuts the rack to Puts (they come to it instead) and takes
-// back what lies there, so a resource never sits on the rack while a
-// caller waits for one, and a caller never overtakes one that waits.
+// rackMost. Before it parks a caller it shuts the rack to Puts (they come
+// to it instead) and takes back what lies there. So a resource never sits
+// on the rack while a caller waits for one, and a caller never overtakes
+// one that waits.
 // Reset, SetLimits, Close and stopping revoke the rack: what lies there
 // goes home, and every resource taken from it comes home through the
 // actor when it is put back, where the books judge it as they judge any
@@ -78,14 +84,23 @@ type rackSlot[T comparable] struct {
 	_     [48]byte
 }
 
-// rackSlots is how many resources a rack holds at most: callers on two
+// rackSlots is how many slots a rack has: four for each resource it may
+// lend. Each goroutine's home is one of them, so with the rack at most a
+// quarter full a Put mostly finds its home free, and two callers seldom
+// share a home.
+const (
+	rackBits  = 6
+	rackSlots = 1 << rackBits
+)
+
+// rackMost is how many resources the rack lends at most: callers on two
 // processors find one without meeting, and a pool grown for a burst keeps
 // the rest in its books, where MRU order lets Keep retire them.
-const rackSlots = 16
+const rackMost = rackSlots / 4
 
 // rackKept is how many records the rack keeps before it forgets those of
 // resources at home, so the map a Put looks in stays small.
-const rackKept = 4 * rackSlots
+const rackKept = 4 * rackMost
 
 // The bits of Rack.shut.
 const (
@@ -101,41 +116,41 @@ const (
 	rackGone               // revoked: the actor no longer counts it the rack's
 )
 
-// home is where the calling goroutine's part of the rack starts: picked
-// by where its stack is (stackSpot), as a Credit's Draw picks its first
-// stripe, so goroutines on two processors seldom share a cache line. A Put
-// lays its resource in the first free slot from home up. A Get takes from
-// the top of the run of full slots from home up, the newest first, and
-// only then looks round the rest of the rack. So a goroutine mostly takes
-// back what it put back last, as the books lend the newest first; its run
-// may reach slots another goroutine filled, which costs only a shared
-// line. What it no longer needs sits lower in its run, until Keep retires
-// it.
-func home() int { return stackSpot() & (rackSlots - 1) }
+// Home is the calling goroutine's slot on a rack, for Take and Give. It
+// is picked by where the caller's stack is, so it stays put for one
+// goroutine and differs between most. It never blocks. A Put lays its
+// resource at home and a Get takes it back from there, so a goroutine
+// that keeps to itself touches one slot and one record. Home reads the
+// frame it is inlined in: a Get and a Put that call it from small frames
+// of one layout find one slot when one function calls both, however deep
+// that function runs.
+func Home() int {
+	var mark byte
+	return homeOf(uintptr(unsafe.Pointer(&mark)))
+}
+
+// homeOf is the slot of a stack address. Stacks start at 2 KiB and keep
+// their alignment as they grow, so the bits above 11 tell goroutines
+// apart. The multiply (by 2⁶⁴ over the golden ratio) spreads stacks that
+// lie side by side round the rack: sixteen of them in a row, each of up
+// to 16 KiB, land on sixteen slots.
+func homeOf(sp uintptr) int {
+	return int(uint64(sp>>11) * 0x9E3779B97F4A7C15 >> (64 - rackBits))
+}
 
 // Take takes a resource off the rack, and reports false if it found none
-// or the rack is shut: the caller then asks the actor. It waits for
-// nothing, except that a revoked resource it comes across is handed home
-// first (back: a round trip to the actor, and the pool's Close if the
-// books will not keep it).
-func (r *Rack[T]) Take() (item T, ok bool) {
+// or the rack is shut: the caller then asks the actor. It looks in slot
+// home first (see Home; any int names a slot), then up round the rest of
+// the rack. It waits for nothing, except that a revoked resource it comes
+// across is handed home first (back: a round trip to the actor, and the
+// pool's Close if the books will not keep it).
+func (r *Rack[T]) Take(home int) (item T, ok bool) {
 	if r == nil || r.shut.Load() != 0 {
 		return item, false
 	}
-	// The run of full slots from home up is what this goroutine laid
-	// there, the newest at its top: take from the top down, then look
-	// round the rest of the rack from home down.
-	h := home()
-	run := 0
-	for run < rackSlots && r.slots[(h+run)&(rackSlots-1)].r.Load() != nil {
-		run++
-	}
+	h := home & (rackSlots - 1)
 	for i := range rackSlots {
-		k := h + run - 1 - i
-		if i >= run {
-			k = h - 1 - (i - run)
-		}
-		s := &r.slots[k&(rackSlots-1)]
+		s := &r.slots[(h+i)&(rackSlots-1)]
 		if s.r.Load() == nil {
 			continue
 		}
@@ -158,11 +173,13 @@ func (r *Rack[T]) Take() (item T, ok bool) {
 	return item, false
 }
 
-// Give lays item back on the rack, if the caller took it from there, and
-// reports whether it did; false sends the caller to the actor, which
-// takes it back (or refuses a resource not lent). It waits for nothing,
-// except to hand home a resource it finds revoked, as Take does.
-func (r *Rack[T]) Give(item T) bool {
+// Give lays item back on the rack, in slot home (see Home), if the caller
+// took it from there, and reports whether it did; false sends the caller
+// to the actor, which takes it back (or refuses a resource not lent). An
+// older resource it finds at home moves up to the next free slot, so the
+// newest is taken first. Give waits for nothing, except to hand home a
+// resource it finds revoked, as Take does.
+func (r *Rack[T]) Give(item T, home int) bool {
 	if r == nil || r.shut.Load() != 0 {
 		return false
 	}
@@ -185,31 +202,41 @@ func (r *Rack[T]) Give(item T) bool {
 		}
 		x.at.Store(now)
 	}
-	h := home()
-	for i := range rackSlots {
-		s := &r.slots[(h+i)&(rackSlots-1)]
-		if s.r.Load() != nil || !s.r.CompareAndSwap(nil, x) {
-			continue
-		}
-		// The actor shuts the rack and then takes back what lies there;
-		// this lays it there and then looks at the rack. Whichever came
-		// second sees the other: a Put the actor missed takes back from
-		// its slot what it finds there and hands it to the actor.
-		// A revoke marks every record gone and then sweeps: one that
-		// marked x before this laid it and swept before that finds
-		// nothing, so the Put, seeing x gone, hands it home itself.
-		if r.shut.Load() != 0 || x.state.Load() == rackGone {
-			if y := s.r.Swap(nil); y != nil {
-				r.back(y.item)
-			}
-		}
+	h := home & (rackSlots - 1)
+	s := &r.slots[h]
+	if s.r.CompareAndSwap(nil, x) {
+		r.settle(s, x)
 		return true
 	}
-	if x.state.CompareAndSwap(rackIn, rackOut) {
-		return false // no room: the actor takes it, from the caller
+	y := s.r.Swap(x)
+	r.settle(s, x)
+	if y == nil {
+		return true
 	}
-	r.back(item) // revoked meanwhile
+	for i := 1; i < rackSlots; i++ {
+		u := &r.slots[(h+i)&(rackSlots-1)]
+		if u.r.Load() == nil && u.r.CompareAndSwap(nil, y) {
+			r.settle(u, y)
+			return true
+		}
+	}
+	r.back(y.item) // no room, as a rack lends at most rackMost: home through the actor
 	return true
+}
+
+// settle checks s, just given x, against the actor. The actor shuts the
+// rack and then takes back what lies there; a Put lays a resource there
+// and then looks at the rack. Whichever came second sees the other: a Put
+// the actor missed takes back what it finds in s and hands it home. A
+// revoke marks every record gone and then sweeps: one that marked x
+// before it lay here and swept before that finds nothing, so the Put,
+// seeing x gone, hands it home itself.
+func (r *Rack[T]) settle(s *rackSlot[T], x *racked[T]) {
+	if r.shut.Load() != 0 || x.state.Load() == rackGone {
+		if y := s.r.Swap(nil); y != nil {
+			r.back(y.item)
+		}
+	}
 }
 
 // takes is how many Gets the rack has served.
@@ -235,7 +262,7 @@ func rackAllowed(check bool, ward policy.Ward) bool {
 // themselves.
 func (b *books[T]) rackCap() int {
 	l := b.pool.Limits()
-	n := rackSlots
+	n := rackMost
 	if l.Idle > 0 {
 		n = min(n, l.Idle-l.MinIdle)
 	}
@@ -300,7 +327,11 @@ func (b *books[T]) sweep(now int64) {
 	var all [rackSlots]*racked[T]
 	n := 0
 	for i := range b.rack.slots {
-		if x := b.rack.slots[i].r.Swap(nil); x != nil {
+		s := &b.rack.slots[i]
+		if s.r.Load() == nil {
+			continue // a bare slot is read, not written: its line stays shared
+		}
+		if x := s.r.Swap(nil); x != nil {
 			all[n] = x
 			n++
 		}

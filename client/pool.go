@@ -373,7 +373,7 @@ func (p *Pool[T]) checkOut(ctx context.Context, item T, wait bool) (T, error) {
 		return zero, ctxError(ctx, "get")
 	}
 	_ = p.discard(item, actors.CheckFailed)
-	return p.get(ctx, wait)
+	return p.get(ctx, wait, actors.Home())
 }
 
 // putUnchecked hands back a resource whose check its Get cut short: as it
@@ -467,7 +467,7 @@ func (p *Pool[T]) fillOne(gen uint32) {
 // each goroutine finds first what it put back last. Unless PoolConfig.Check
 // is set or the ward has a shedder: then every Get asks the actor.
 func (p *Pool[T]) Get(ctx context.Context) (T, error) {
-	return p.get(ctx, true)
+	return p.get(ctx, true, actors.Home()) // Home reads this frame, laid out as Put's
 }
 
 // TryGet lends a resource if one can be had now: an idle one, or a new one
@@ -479,7 +479,7 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 // seconds each, and one that fails is closed and the next tried, so it may
 // check several). Its other errors are Get's.
 func (p *Pool[T]) TryGet(ctx context.Context) (T, error) {
-	return p.get(ctx, false)
+	return p.get(ctx, false, actors.Home())
 }
 
 // lend is what a Get returns for item, its loan watched when LeakAfter is
@@ -580,8 +580,9 @@ func (p *Pool[T]) forgetLoans() {
 	}
 }
 
-// get is Get, or with !wait TryGet.
-func (p *Pool[T]) get(ctx context.Context, wait bool) (T, error) {
+// get is Get, or with !wait TryGet, which looks first in slot home of
+// the rack (see actors.Home).
+func (p *Pool[T]) get(ctx context.Context, wait bool, home int) (T, error) {
 	var zero T
 	if ctx == nil {
 		return zero, errNilContext
@@ -592,7 +593,7 @@ func (p *Pool[T]) get(ctx context.Context, wait bool) (T, error) {
 	if ctx.Err() != nil {
 		return zero, ctxError(ctx, "get")
 	}
-	if item, ok := p.rack.Take(); ok {
+	if item, ok := p.rack.Take(home); ok {
 		return p.lend(item)
 	}
 	t := p.tickets.Get().(*ticket[T])
@@ -625,7 +626,7 @@ func (p *Pool[T]) get(ctx context.Context, wait bool) (T, error) {
 	case a.Verdict == policy.Make:
 		item, err := p.make(ctx, a.Gen)
 		if err == errOutdated { // opened for a generation a Reset ended: closed, take again
-			return p.get(ctx, wait)
+			return p.get(ctx, wait, home)
 		}
 		if err != nil {
 			return zero, err
@@ -881,13 +882,19 @@ func (c openContext) Value(key any) any { return c.values.Value(key) }
 // back there with one atomic operation while nobody waits in line (see
 // Get), and to the actor otherwise.
 func (p *Pool[T]) Put(item T) error {
+	return p.put(item, actors.Home()) // Home reads this frame, laid out as Get's
+}
+
+// put is Put, which lays item in slot home of the rack (see actors.Home)
+// if it came from there.
+func (p *Pool[T]) put(item T, home int) error {
 	if p.leakAfter > 0 {
 		p.forgetLoan(item)
 	}
 	if p.reuse != nil && !p.reusable(item) {
 		return p.discard(item, actors.Unwanted)
 	}
-	if p.rack.Give(item) {
+	if p.rack.Give(item, home) {
 		return nil
 	}
 	return p.give(item)

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -458,4 +459,80 @@ func TestRackDoublePutAndDiscard(t *testing.T) {
 		r.put(d)
 	}
 	r.balance()
+}
+
+// TestRackGetsOwnBackAtAnyDepth: a goroutine that puts a conn back and
+// then gets one gets that conn again, from its own slot of the rack,
+// however deep in its stack it calls Put and Get; eight other conns lie
+// on the rack, put back by goroutines of their own.
+func TestRackGetsOwnBackAtAnyDepth(t *testing.T) {
+	r := newRig(t, PoolConfig[*conn]{Limits: policy.Limits{Size: 16, Idle: 16}})
+	var held []*conn
+	for range 9 {
+		held = append(held, r.get())
+	}
+	var wg sync.WaitGroup
+	for _, c := range held[1:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.pool.Put(c); err != nil {
+				t.Errorf("put %d: %v", c.id, err)
+			}
+		}()
+	}
+	wg.Wait()
+	r.put(held[0])
+	done := make(chan []string, 1)
+	go func() {
+		var wrong []string
+		for depth := range 400 {
+			deepen(depth, func() {
+				c, err := r.pool.Get(r.ctx)
+				if err != nil {
+					t.Errorf("depth %d: get: %v", depth, err)
+					return
+				}
+				if err := r.pool.Put(c); err != nil {
+					t.Errorf("depth %d: put %d: %v", depth, c.id, err)
+					return
+				}
+				d, err := r.pool.Get(r.ctx)
+				if err != nil {
+					t.Errorf("depth %d: get: %v", depth, err)
+					return
+				}
+				if d != c {
+					wrong = append(wrong, fmt.Sprintf("depth %d: put conn %d back, then got conn %d", depth, c.id, d.id))
+				}
+				if err := r.pool.Put(d); err != nil {
+					t.Errorf("depth %d: put %d: %v", depth, d.id, err)
+				}
+			})
+		}
+		done <- wrong
+	}()
+	select {
+	case wrong := <-done:
+		if len(wrong) > 0 {
+			t.Errorf("%d of 400 depths got another conn back, as %s", len(wrong), wrong[0])
+		}
+	case <-r.ctx.Done():
+		t.Fatal("the Gets and Puts at 400 depths did not finish")
+	}
+	if s := r.pool.Stats(); s.Live != 9 || s.Idle != 9 {
+		t.Errorf("live %d, idle %d; want 9 and 9", s.Live, s.Idle)
+	}
+	r.balance()
+}
+
+// deepen calls f from n frames further down the stack.
+//
+//go:noinline
+func deepen(n int, f func()) {
+	if n > 0 {
+		deepen(n-1, f)
+		return
+	}
+	f()
 }
