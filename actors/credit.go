@@ -15,58 +15,87 @@ import (
 // Credit is tokens a bucket actor has lent its callers ahead of time, so
 // that an Allow costs one atomic operation instead of a round trip: the
 // credit-based flow control of TCP's window and Reactive Streams'
-// request(n). A caller draws from it with Draw; when it is dry the caller
+// request(n). A caller draws from it with Draw. When it is dry the caller
 // asks the actor, which takes back what is left, answers exactly, and
 // lends a fresh batch if nobody is waiting.
 //
+// The actor renews the lease before it runs dry. A Draw that leaves its
+// stripe with under a quarter of what the actor last put there asks for a
+// renewal. The actor then counts what was drawn and tops the stripes up,
+// and takes nothing back. The caller does not wait for it: it sends the
+// actor a message, and runs it at once only when the actor is idle. So
+// callers go on drawing while the lease is renewed, and a caller meets a
+// dry lease only when the bucket itself runs low.
+//
 // The actor never takes lent tokens out of its bucket: they stay inside,
-// reserved, until it takes the credit back and learns how many were drawn.
-// So the tokens in the bucket, less those reserved, plus the credit never
-// come to more than the burst, whatever the timing, and the callers
-// together never get more than the exact bucket would let through over any
-// stretch of time. The price is under-admission: tokens drawn but not yet
-// accounted for still take room in the bucket, so a bucket that fills up
-// during a quiet spell holds up to one lease fewer than the exact one
-// would (see SpawnBucketCredit for the figure measured).
+// reserved, until it learns how many were drawn. So the tokens in the
+// bucket, less those reserved, plus the credit never come to more than the
+// burst, whatever the timing. The callers together never get more than the
+// exact bucket would let through over any stretch of time. The price is
+// under-admission: tokens drawn but not yet counted still take room in the
+// bucket, so a bucket that fills up during a quiet spell holds up to one
+// lease fewer than the exact one would (see SpawnBucketCredit for the
+// figure measured).
 //
 // A window's credit is also bounded in time (see SpawnWindowCredit). It
-// is drawn with DrawAt, and each stripe holds the part of the lease for
-// one short span: the first stripe for the span after the lease was lent,
-// the next for the span after that. So the actor knows when every draw
-// happened to within a span, and a caller asks it for a fresh lease once
-// every few spans, not every one.
+// is drawn with DrawAt. Time is cut into spans of equal length, numbered
+// from the actor's start, and each stripe holds the lease of one span,
+// tagged with its number. So the actor knows when every draw happened to
+// within a span. The first draw in a span asks for a renewal when fewer
+// than half the stripes are lent for the spans ahead. The actor then
+// counts the spans that are over and lends their stripes for the next
+// ones, and leaves the current span alone. So a span boundary never finds
+// the lease taken back.
 //
 // A nil *Credit draws nothing. The zero Credit is dry.
 //
-// A lease is split across a few stripes, each on its own cache line, and
-// a caller draws from the stripe its goroutine's stack falls on, so callers
-// on different processors rarely touch the same line; a caller whose
-// stripe is dry tries the others before it asks the actor. The word a draw
-// changes also counts the draws, so Drawn costs a caller nothing: no
-// second atomic operation on the fast path.
+// A bucket's lease is split across a few stripes, each on its own cache
+// line, and a caller draws from the stripe its goroutine's stack falls
+// on, so callers on different processors rarely touch the same line. A
+// caller whose stripe is dry tries the others before it asks the actor.
+// The word a draw changes also counts the draws, so Drawn costs a caller
+// nothing: no second atomic operation on the fast path.
 type Credit struct {
-	stripes [creditStripes]stripe
-	from    atomic.Int64  // the instant the lease was lent; DrawAt's draws are at or after it
-	span    int64         // how long each stripe may be drawn with DrawAt; set once, before the first lease
-	drawn   atomic.Int64  // draws the actor has taken back
-	seq     atomic.Uint64 // odd while the actor takes the credit back
-	busy    atomic.Bool   // the actor is answering a message, the lease taken back until it is done
+	// Set once, before anyone draws.
+	span   int64       // how long each stripe may be drawn with DrawAt; 0 for a bucket
+	origin int64       // where span 0 begins
+	ref    *engine.Ref // the lender, asked to renew; nil for a key's credit, which is never renewed
+	_      [40]byte    // off the stripes' lines
+
+	// A bucket's lease is in the first drawStripes. A window's spans
+	// are in the first creditStripes, and its spare in the last.
+	stripes [creditStripes + 1]stripe
+
+	ahead    atomic.Int64  // the last span lent (a window's)
+	renewing atomic.Bool   // a renewal is asked of the actor and not yet run
+	drawn    atomic.Int64  // draws the actor has counted
+	seq      atomic.Uint64 // odd while the actor moves draws from the stripes to drawn
+	busy     atomic.Bool   // the actor is answering a message, the lease taken back until it is done
 }
 
-// stripe is one part of a lease: the lease's number << 32 | draws since it
-// was lent << 16 | tokens lent and not drawn. The number changes with every
-// lease, so a draw that read one lease's from cannot land in the next.
+// stripe is one part of a lease: a tag << 32 | draws since the actor last
+// wrote it << 16 | tokens lent and not drawn. A window's tag is the
+// number of the span the stripe is lent for. A bucket's is not read.
 type stripe struct {
 	w atomic.Uint64
 	_ [56]byte // a cache line of its own
 }
 
-// creditStripes is how many stripes a lease bounded in time is split
-// into, a stripe per span, so a caller asks its actor once every sixteen
-// spans: the actor's answer then takes a small share of its time, and a
-// goroutine descheduled while it runs the actor seldom leaves the others
-// with a lease run out.
+// creditStripes is how many stripes a lease bounded in time has, a
+// stripe per span: a window lends up to sixteen spans ahead.
 const creditStripes = 16
+
+// spareStripe is the stripe of a window's spare lease: tokens a caller may draw
+// at any time, when its span is not lent or is spent. The actor counts
+// them when it next renews, as a bucket's. It carries the callers through
+// a renewal that comes late, and a spell when nobody drew, without
+// asking the actor to answer exactly.
+const spareStripe = creditStripes
+
+// spareSpans is how many spans' leases a window's spare holds, at most
+// maxLease. It is lent only from room beyond a whole lease of spans, so a
+// window near its quota lends spans alone.
+const spareSpans = 64
 
 // drawStripes is how many stripes any other lease is split into: enough
 // that two processors' callers seldom meet, few enough that a small lease
@@ -74,13 +103,15 @@ const creditStripes = 16
 // one stripe.
 const drawStripes = 4
 
-// parts is how many of the stripes a lease is split into.
-func (c *Credit) parts() int {
-	if c.span > 0 {
-		return creditStripes
-	}
-	return drawStripes
-}
+// renewLead is how many spans ahead of a draw a window's lease must reach
+// for the draw not to ask for a renewal: half its stripes. The rest of
+// the lease covers the time the actor takes to renew.
+const renewLead = creditStripes / 2
+
+// renewDraws is the fewest draws from a bucket's stripe that may ask for
+// a renewal: a small lease is not worth renewing ahead, and its callers
+// ask the actor once it is dry, as they would without credit.
+const renewDraws = 16
 
 // The fields of a stripe's word; a lease is at most maxLease tokens, so
 // tokens and draws each fit in 16 bits.
@@ -99,17 +130,23 @@ func stackSpot() int {
 	return int(h ^ h>>3)
 }
 
-// Draw takes n whole tokens if the credit holds them. It never blocks.
+// Draw takes n whole tokens if the credit holds them. It does not wait
+// for the actor. A draw that leaves its stripe low asks the actor to
+// renew the lease: it sends a message, and runs the renewal itself if the
+// actor is idle, which takes a microsecond or less. Like any send it
+// blocks only while the actor's mailbox is full.
 func (c *Credit) Draw(n int64) bool {
 	if c == nil || n < 1 {
 		return false
 	}
-	parts := c.parts()
-	home := stackSpot() & (parts - 1)
-	for k := range parts {
-		st := &c.stripes[(home+k)&(parts-1)]
+	home := stackSpot() & (drawStripes - 1)
+	for k := range drawStripes {
+		st := &c.stripes[(home+k)&(drawStripes-1)]
 		for w := st.w.Load(); int64(w&creditMask) >= n; w = st.w.Load() {
 			if st.w.CompareAndSwap(w, w-uint64(n)+drawOne) {
+				if low(w - uint64(n) + drawOne) {
+					c.renew()
+				}
 				return true
 			}
 		}
@@ -117,39 +154,66 @@ func (c *Credit) Draw(n int64) bool {
 	return false
 }
 
+// low says whether a bucket's stripe whose word is w holds under a
+// quarter of what the actor last put there (each draw a token or more).
+func low(w uint64) bool {
+	draws, tokens := w>>16&creditMask, w&creditMask
+	return draws >= renewDraws && 3*tokens < draws
+}
+
 // DrawAt is Draw for a caller whose clock reads now: it draws from the
-// stripe whose span holds now, and says no, so that the caller asks the
-// actor, when that stripe is dry or no span of the lease holds now. It
-// never blocks.
+// stripe lent for the span that holds now, or else from the spare. It
+// says no, so that the caller asks the actor, when both are dry. The
+// first draw in a span asks the actor to renew the lease if fewer than
+// renewLead spans are lent ahead, and so does a draw from the spare when
+// its span is not lent or the spare runs low. It waits no more than Draw.
 func (c *Credit) DrawAt(now, n int64) bool {
-	if c == nil || n < 1 || c.span < 1 {
+	if c == nil || n < 1 || c.span < 1 || now < c.origin {
 		return false
 	}
+	k := (now - c.origin) / c.span
+	st := &c.stripes[k&(creditStripes-1)]
+	// The tag proves the stripe is lent for span k: the actor writes a
+	// stripe's tag and its tokens with one store.
+	var lent bool
 	for {
-		from := c.from.Load()
-		if now < from {
-			return false
-		}
-		k := (now - from) / c.span
-		if k >= creditStripes {
-			return false
-		}
-		st := &c.stripes[k]
 		w := st.w.Load()
-		if int64(w&creditMask) < n {
-			return false
-		}
-		// from is stored before a lease's words and the lease is taken
-		// back before the next from: a from unchanged across the load of
-		// w, and a CAS on that w, prove w is of the lease lent at from.
-		if c.from.Load() != from {
-			continue
+		if lent = uint32(w>>32) == uint32(k); !lent || int64(w&creditMask) < n {
+			break
 		}
 		if st.w.CompareAndSwap(w, w-uint64(n)+drawOne) {
+			if w&(creditMask<<16) == 0 && k+renewLead > c.ahead.Load() {
+				c.renew()
+			}
 			return true
 		}
 	}
+	sp := &c.stripes[spareStripe]
+	for w := sp.w.Load(); int64(w&creditMask) >= n; w = sp.w.Load() {
+		if sp.w.CompareAndSwap(w, w-uint64(n)+drawOne) {
+			if !lent || low(w-uint64(n)+drawOne) {
+				c.renew()
+			}
+			return true
+		}
+	}
+	return false
 }
+
+// renew asks the actor to renew the lease, unless a renewal is asked
+// already. The caller runs the actor's renewal itself if the actor is
+// idle; otherwise it leaves the message and goes on.
+func (c *Credit) renew() {
+	if c.ref != nil && !c.renewing.Load() && c.renewing.CompareAndSwap(false, true) {
+		c.ref.Send(renewal)
+	}
+}
+
+// renewMsg asks a lender to renew its lease. It wants no answer.
+type renewMsg struct{}
+
+// renewal is the one renewMsg every lender is sent.
+var renewal = &renewMsg{}
 
 // Settled waits a short bounded while for the actor to finish the
 // message it is answering, if it is answering one, and reports whether it
@@ -179,7 +243,7 @@ func (c *Credit) Settled() bool {
 const settleTries = 4096
 
 // Drawn is how many Draws have succeeded, ever. It never blocks; it may
-// spin for the moment the actor takes the credit back.
+// spin for the moment the actor counts the draws.
 func (c *Credit) Drawn() int64 {
 	if c == nil {
 		return 0
@@ -200,16 +264,16 @@ func (c *Credit) Drawn() int64 {
 }
 
 // takeBack empties the credit and returns the tokens that were still in
-// it, counting the draws made since the last lend. The leases' numbers
-// stay, for the next lease to count on from.
+// it, counting the draws made since the actor last wrote the stripes.
+// The stripes' tags stay: a bucket's next lease counts on from them.
 func (c *Credit) takeBack() int64 {
-	var each [creditStripes]int64
+	var each [creditStripes + 1]int64
 	return c.takeBackEach(&each)
 }
 
 // takeBackEach is takeBack that also says how many were drawn from each
 // stripe, for a lease bounded in time, whose stripes are its spans.
-func (c *Credit) takeBackEach(drawn *[creditStripes]int64) int64 {
+func (c *Credit) takeBackEach(drawn *[creditStripes + 1]int64) int64 {
 	c.seq.Add(1)
 	var left, all int64
 	for i := range c.stripes {
@@ -223,47 +287,39 @@ func (c *Credit) takeBackEach(drawn *[creditStripes]int64) int64 {
 	return left
 }
 
-// lendAt lends n tokens from the instant from, split evenly across the
-// lease's parts: the spans one after another, for a lease bounded in
-// time. The other stripes get none, and count the lease all the same.
-func (c *Credit) lendAt(from, n int64) {
-	c.from.Store(from)
-	parts := c.parts()
-	for i := range c.stripes {
-		var part int64
-		if i < parts {
-			part = n / int64(parts)
-			if int64(i) < n%int64(parts) {
-				part++
-			}
+// lendAt lends n tokens, split evenly across a bucket's stripes, as a new
+// lease.
+func (c *Credit) lendAt(n int64) {
+	for i := range drawStripes {
+		part := n / drawStripes
+		if int64(i) < n%drawStripes {
+			part++
 		}
 		st := &c.stripes[i]
 		st.w.Store(st.w.Load()&^(leaseOne-1) + leaseOne + uint64(part))
 	}
 }
 
-// lendUpTo lends, from the instant from, a lease of at most lease tokens
-// and at most left, what the books hold, and returns how many it lent:
-// none when that is under one.
-func (c *Credit) lendUpTo(from, lease int64, left float64) int64 {
+// lendUpTo lends a lease of at most lease tokens and at most left, what
+// the books hold, and returns how many it lent: none when that is under
+// one.
+func (c *Credit) lendUpTo(lease int64, left float64) int64 {
 	// In floats first: a burst near MaxFloat64 holds more than an int64.
 	n := int64(min(float64(lease), left))
 	if n < 1 {
 		return 0
 	}
-	c.lendAt(from, n)
+	c.lendAt(n)
 	return n
 }
 
 // leaseOf is how many tokens a bucket of rate and burst lends at a time:
 // a sixteenth of the burst, so the under-admission stays a small share of
 // it, and at most 1,024 tokens or a millisecond of the rate, whichever is
-// more, so that share is small in tokens too, or in time: a bucket that
-// lets millions through a second would otherwise run a lease dry every
-// few hundred microseconds, and each time some callers find it dry and
-// queue on the actor (the tail of its Allow). A bucket whose lease would be
-// under one token lends nothing: every call is asked of the actor, exactly
-// as without credit. A window lends by its allowance alone (rate 0).
+// more, so that share is small in tokens too, or in time. A bucket whose
+// lease would be under one token lends nothing: every call is asked of the
+// actor, exactly as without credit. A window lends by its allowance alone
+// (rate 0).
 func leaseOf(rate, burst float64) int64 {
 	most := max(1024, min(math.Floor(rate/1000), maxLease))
 	return int64(min(math.Floor(burst/16), most))
@@ -278,10 +334,10 @@ const maxLease = creditMask
 // nil Credit, and the bucket lends nothing, when the burst is under
 // sixteen tokens).
 //
-// Allow without Wait drawn from credit is decided by one atomic operation;
-// everything the actor answers is exact, since it takes back every lent
-// token before it answers an Allow, a Left or a Tick, and it lends nothing
-// while anybody is parked, so Wait, Left and the FIFO are exactly as
+// Allow without Wait drawn from credit is decided by one atomic operation.
+// Everything the actor answers is exact: it takes back every lent token
+// before it answers an Allow, a Left or a Tick, and it lends nothing while
+// anybody is parked, so Wait, Left and the FIFO are exactly as
 // SpawnBucket's. The one difference is under-admission after quiet spells,
 // at most one lease (a sixteenth of the burst, and at most 1,024 tokens or
 // a millisecond of the rate, whichever is more; see leaseOf) per
@@ -301,12 +357,18 @@ func SpawnBucketCredit(e *engine.Engine, name string, rate, burst float64) (*eng
 }
 
 // SpawnWindowCredit is SpawnWindow with credit, as SpawnBucketCredit is
-// SpawnBucket with it, for a window of at least 1,024 events. It lends
-// sixteen spans of a 256th of the window at a time, one after another, and
-// for each span a sixteenth of the allowance (at most 1,024). Allow draws
-// from the span its clock reading falls in with DrawAt, one atomic
-// operation. A smaller window lends nothing and returns a nil Credit: its
-// quota is counted exactly.
+// SpawnBucket with it, for a window of at least 1,024 events. Time is cut
+// into spans of a 256th of the window, and the actor lends up to sixteen
+// of them ahead, each with a sixteenth of the allowance (at most 1,024).
+// Allow draws from the span its clock reading falls in with DrawAt, one
+// atomic operation. A smaller window lends nothing and returns a nil
+// Credit: its quota is counted exactly.
+//
+// The actor also lends a spare batch, up to 64 spans' worth and at most
+// 65,535 events, from room beyond a whole lease of spans. A caller whose
+// span is not lent, or is spent, draws from it. The actor counts those
+// events when it next renews the lease: later than they happened, never
+// earlier.
 //
 // The actor counts what was drawn in a span as happening at the end of
 // that span, or when it takes the lease back if that is sooner: never
@@ -338,18 +400,23 @@ const windowSpans = 256
 
 // spawnLender spawns l as a lender of leases of leaseFor(its rule), or as a
 // plain limiter with a nil Credit when the lease is under a token. A span
-// above zero bounds each lease in time (see SpawnWindowCredit).
+// above zero bounds each stripe's lease in time (see SpawnWindowCredit),
+// and leaseFor is then the lease of one span.
 func spawnLender[S any, R rule[S]](e *engine.Engine, name string, l *limiter[S, R], leaseFor func(R) int64, span int64) (*engine.Ref, *Credit, error) {
 	lease := leaseFor(l.rule)
 	if lease < 1 {
 		ref, err := e.Spawn(name, l, nil)
 		return ref, nil, err
 	}
-	b := &lender[S, R]{limiter: l, credit: &Credit{span: span}, lease: lease, leaseFor: leaseFor}
+	b := &lender[S, R]{limiter: l, credit: &Credit{span: span, origin: e.Now()}, lease: lease, leaseFor: leaseFor}
+	b.spans[spareStripe] = math.MaxInt64
 	ref, err := e.Spawn(name, b, nil)
 	if err != nil {
 		return nil, nil, err
 	}
+	// Set before anyone has the Credit to draw from; the actor never
+	// reads it.
+	b.credit.ref = ref
 	return ref, b.credit, nil
 }
 
@@ -358,10 +425,14 @@ type lender[S any, R rule[S]] struct {
 	*limiter[S, R]
 	credit   *Credit
 	leaseFor func(R) int64
-	lease    int64
-	lent     int64 // lent and not yet taken back: reserved in the books
-	from     int64 // when the lease was lent
-	stopped  bool
+	lease    int64 // a bucket's whole lease, or a window's for one span
+	// put is what the actor last left in each stripe, for each span of a
+	// window. What is lent, reserved in the books, is their sum.
+	put [creditStripes + 1]int64
+	// spans is the span each of a window's stripes is lent for. The
+	// spare's is never over: its draws are counted when they are taken.
+	spans   [creditStripes + 1]int64
+	stopped bool
 }
 
 // Receive takes back the credit, so the books are exact while the message
@@ -371,8 +442,17 @@ func (b *lender[S, R]) Receive(c actor.Context) { lending(c, b.limiter, b, &b.st
 // Handle is Receive for a user message, which the engine hands over
 // straight; it must not fall through to the limiter's own Handle, which
 // knows nothing of the credit. The request is in hand (see inFlight) from
-// before the credit is taken back.
+// before the credit is taken back. A renewal takes nothing back: it only
+// counts what was drawn and lends more.
 func (b *lender[S, R]) Handle(msg any) {
+	if msg == any(renewal) {
+		if !b.stopped {
+			b.watch()
+			b.lend()
+		}
+		b.credit.renewing.Store(false)
+		return
+	}
 	defer b.unanswered()
 	b.hold(msg)
 	b.credit.busy.Store(true)
@@ -407,6 +487,15 @@ func lending(c actor.Context, inner actor.Actor, l interface {
 	}
 }
 
+// lent is what is lent and not yet counted: reserved in the books.
+func (b *lender[S, R]) lent() int64 {
+	var n int64
+	for _, p := range b.put {
+		n += p
+	}
+	return n
+}
+
 // reclaim takes back what is left of the credit. What was drawn leaves
 // the bucket at the clock's time now, no earlier than any draw: taken at
 // an earlier instant, the tokens would free room in a full bucket that it
@@ -419,15 +508,16 @@ func lending(c actor.Context, inner actor.Actor, l interface {
 // from the window while a lease is out, and room only grows with time.
 func (b *lender[S, R]) reclaim() {
 	b.watch() // lent tokens are still inside: the most it held
-	if b.lent == 0 {
+	lent := b.lent()
+	if lent == 0 {
 		return
 	}
 	if b.credit.span > 0 {
 		b.reclaimSpans()
 		return
 	}
-	drawn := b.lent - b.credit.takeBack()
-	b.lent = 0
+	drawn := lent - b.credit.takeBack()
+	b.put = [creditStripes + 1]int64{}
 	if drawn <= 0 {
 		return
 	}
@@ -437,52 +527,175 @@ func (b *lender[S, R]) reclaim() {
 	b.rule.take(&b.state, b.now, float64(drawn))
 }
 
-// reclaimSpans is reclaim for a lease bounded in time: what was drawn in
-// each span is counted at the end of that span, or now if that is sooner.
-// Every draw of a span happened within it, so none is counted early.
+// reclaimSpans is reclaim for a lease bounded in time.
 func (b *lender[S, R]) reclaimSpans() {
-	var each [creditStripes]int64
+	var each [creditStripes + 1]int64
 	b.credit.takeBackEach(&each)
-	b.lent = 0
-	now := b.alarm.clock.Now()
-	for k, drawn := range each {
-		if drawn <= 0 {
-			continue
+	b.put = [creditStripes + 1]int64{}
+	b.count(&each, &b.spans, b.alarm.clock.Now())
+}
+
+// count counts each[i] events drawn in span spans[i], at the end of that
+// span or at now if that is sooner, the earliest spans first. Every draw
+// of a span happened within it, so none is counted early.
+func (b *lender[S, R]) count(each, spans *[creditStripes + 1]int64, now int64) {
+	for {
+		first := -1
+		for i, n := range each {
+			if n > 0 && (first < 0 || spans[i] < spans[first]) {
+				first = i
+			}
 		}
-		b.seen(min(now, b.from+int64(k+1)*b.credit.span))
+		if first < 0 {
+			return
+		}
+		b.seen(min(now, b.spanEnd(spans[first])))
 		// The reserve covers it, as for a bucket.
 		if w, ok := any(&b.state).(*policy.Window); ok {
-			w.TakeN(b.now, int(drawn)) // a window's take counts one event, whatever n
+			w.TakeN(b.now, int(each[first])) // a window's take counts one event, whatever n
 		} else {
-			b.rule.take(&b.state, b.now, float64(drawn))
+			b.rule.take(&b.state, b.now, float64(each[first]))
 		}
+		each[first] = 0
 	}
 }
 
-// lend lends up to a lease of what the books hold, unless somebody is
-// parked: they come first, and credit would let Allows overtake them.
-//
-// A lease bounded in time starts when it is lent, on the clock read now:
-// the latest instant the books have seen is a caller's reading, which may
-// be older by however long that caller waited for the actor, and a lease
-// dated then would be born with part of its span gone, or all of it, so
-// that the next callers come to the actor too, with readings older still.
-// The room is what the books hold at their instant, which a window only
-// gains on by the later one.
+// spanEnd is the instant span k ends, clamped at the largest int64.
+func (b *lender[S, R]) spanEnd(k int64) int64 {
+	c := b.credit
+	if k >= math.MaxInt64/c.span-1 {
+		return math.MaxInt64
+	}
+	end := (k + 1) * c.span
+	if c.origin > 0 && end > math.MaxInt64-c.origin {
+		return math.MaxInt64
+	}
+	return c.origin + end
+}
+
+// lend lends what the lease is short of, up to what the books hold,
+// unless somebody is parked: they come first, and credit would let Allows
+// overtake them. After a reclaim every stripe is empty and this lends a
+// whole lease; on a renewal it tops the lease up.
 func (b *lender[S, R]) lend() {
 	if b.q.parked > 0 {
 		return
 	}
-	from := b.now
 	if b.credit.span > 0 {
-		from = max(from, b.alarm.clock.Now())
+		b.lendSpans()
+		return
 	}
-	lease := b.lease
-	if b.credit.span > 0 {
-		lease *= creditStripes // a lease for each span
+	b.lendStripes()
+}
+
+// room is what the books hold beyond what is lent: what may be lent more.
+func (b *lender[S, R]) room() float64 {
+	return b.rule.left(&b.state, b.now) - float64(b.lent())
+}
+
+// lendStripes tops each of a bucket's stripes up to its share of the
+// lease. In the same atomic operation it counts the draws since it last
+// wrote the stripe, and what they drew then leaves the bucket at the
+// clock's time after, as reclaim's do.
+func (b *lender[S, R]) lendStripes() {
+	c := b.credit
+	room := b.room()
+	var drawn, draws int64
+	c.seq.Add(1)
+	for i := range drawStripes {
+		share := b.lease / drawStripes
+		if int64(i) < b.lease%drawStripes {
+			share++
+		}
+		st := &c.stripes[i]
+		for {
+			w := st.w.Load()
+			left := int64(w & creditMask)
+			give := max(int64(min(float64(share-left), room)), 0)
+			if st.w.CompareAndSwap(w, w&^(leaseOne-1)|uint64(left+give)) {
+				draws += int64(w >> 16 & creditMask)
+				drawn += b.put[i] - left
+				b.put[i] = left + give
+				room -= float64(give)
+				break
+			}
+		}
 	}
-	if n := b.credit.lendUpTo(from, lease, b.rule.left(&b.state, b.now)); n > 0 {
-		b.lent, b.from = n, from
+	c.drawn.Add(draws)
+	c.seq.Add(1)
+	if drawn > 0 {
+		b.seen(b.alarm.clock.Now())
+		// The reserve covers it, as in reclaim.
+		b.rule.take(&b.state, b.now, float64(drawn))
+	}
+}
+
+// lendSpans lends a window's stripes for the span that holds the clock's
+// now and the ones after it, up to creditStripes spans in all, and tops
+// up the spare. A stripe lent for a span not yet over is left alone, so
+// its callers never find it taken back. A stripe lent for a span that is
+// over is counted and lent for a span ahead in one atomic operation. Its
+// events are counted at the end of their span, the spare's at now, and
+// the room they did not use comes back to be lent again.
+func (b *lender[S, R]) lendSpans() {
+	c := b.credit
+	now := b.alarm.clock.Now()
+	if now < c.origin {
+		return
+	}
+	cur := (now - c.origin) / c.span
+	room := b.room()
+	var each, ended [creditStripes + 1]int64
+	var draws int64
+	c.seq.Add(1)
+	for j := range int64(creditStripes) {
+		k := cur + j
+		i := k & (creditStripes - 1)
+		if b.put[i] > 0 && b.spans[i] >= cur {
+			continue // lent for a span not yet over
+		}
+		n := b.relend(int(i), uint64(uint32(k))<<32, false, b.lease, &room)
+		draws += n
+		each[i], ended[i] = n, b.spans[i]
+		b.spans[i] = k
+	}
+	// The spare takes only room beyond a whole lease of spans.
+	most := min(spareSpans*b.lease, maxLease)
+	keep := float64(creditStripes * b.lease)
+	room -= keep
+	n := b.relend(spareStripe, 0, true, most, &room)
+	draws += n
+	each[spareStripe], ended[spareStripe] = n, b.spans[spareStripe]
+	c.drawn.Add(draws)
+	c.seq.Add(1)
+	c.ahead.Store(cur + creditStripes - 1)
+	if draws > 0 {
+		b.count(&each, &ended, now)
+	}
+}
+
+// relend writes a window's stripe i afresh with one atomic operation: its
+// tag, no draws, and up to most tokens. With keep, the tokens it holds
+// stay and are topped up; otherwise they come back. It returns the draws
+// it counted, each an event for the books. room is what the books may
+// still lend: it gains what the stripe held and loses what it holds now
+// and the events.
+func (b *lender[S, R]) relend(i int, tag uint64, keep bool, most int64, room *float64) (draws int64) {
+	st := &b.credit.stripes[i]
+	for {
+		w := st.w.Load()
+		draws = int64(w >> 16 & creditMask)
+		var left int64
+		if keep {
+			left = int64(w & creditMask)
+		}
+		free := *room + float64(b.put[i]-draws-left)
+		give := max(int64(min(float64(most-left), free)), 0)
+		if st.w.CompareAndSwap(w, tag|uint64(left+give)) {
+			*room = free - float64(give)
+			b.put[i] = left + give
+			return draws
+		}
 	}
 }
 

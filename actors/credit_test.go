@@ -48,10 +48,12 @@ func TestCreditSettled(t *testing.T) {
 
 // TestWindowCreditLentAfterAnswer: once the window's actor has answered a
 // caller that found the lease spent, it has lent afresh and says it is
-// done, so a caller that waited on Settled meanwhile can draw.
+// done, so a caller that waited on Settled meanwhile can draw. The window
+// is small enough that its spans take all its room and its spare holds
+// nothing.
 func TestWindowCreditLentAfterAnswer(t *testing.T) {
 	h := newHarness(t)
-	ref, credit, err := SpawnWindowCredit(h.e, "", 1<<20, time.Second)
+	ref, credit, err := SpawnWindowCredit(h.e, "", 16*1024, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +64,7 @@ func TestWindowCreditLentAfterAnswer(t *testing.T) {
 		n++
 	}
 	if n != 1024 {
-		t.Fatalf("drew %d from the first lease, want 1,024", n)
+		t.Fatalf("drew %d from the first span, want 1,024", n)
 	}
 	if p := ask(ref, "", now, 1); !p.OK {
 		t.Fatalf("Allow through the actor: %+v", p)
@@ -77,14 +79,14 @@ func TestWindowCreditLentAfterAnswer(t *testing.T) {
 }
 
 // TestWindowCreditSpans: a window lends sixteen spans ahead, so draws in
-// each of them need no actor, and a caller asks it once every sixteen
-// spans; a draw past the last one goes to the actor. What was drawn in a
-// span is counted at that span's end: once the window has moved past the
-// first span's end, its draws have left, and the later spans' draws are
-// still counted.
+// each of them need no actor; a draw past the last one, with the clock
+// still at the first, goes to the actor. What was drawn in a span is
+// counted at that span's end: once the window has moved past the first
+// span's end, its draws have left, and the later spans' draws are still
+// counted. The window's spans take all its room, so it lends no spare.
 func TestWindowCreditSpans(t *testing.T) {
 	h := newHarness(t)
-	const allow = 1 << 20
+	const allow = 16 * 1024
 	ref, credit, err := SpawnWindowCredit(h.e, "", allow, time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +110,98 @@ func TestWindowCreditSpans(t *testing.T) {
 	want := float64(allow - 10*(ahead-1))
 	if got := left(ref, "", h.clock.Now()); got != want {
 		t.Fatalf("Left %v a window after the first span, want %v: only the first span's 10 draws have left", got, want)
+	}
+}
+
+// TestWindowCreditRenewsAhead: as the clock moves through a hundred spans,
+// the first draw of a span asks the actor to lend the spans ahead, and
+// the actor never takes back the span being drawn. So every draw is
+// served by the stripe of its own span: none falls to the spare, none to
+// the actor. The actor counts them all, each at its span's end.
+func TestWindowCreditRenewsAhead(t *testing.T) {
+	h := newHarness(t)
+	const allow = 1 << 20
+	ref, credit, err := SpawnWindowCredit(h.e, "", allow, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	span := int64(time.Second / windowSpans)
+	from := h.clock.Now()
+	left(ref, "", from) // the actor has lent by now
+	const spans, each = 100, 10
+	for k := range int64(spans) {
+		h.clock.AdvanceTo(from + k*span + span/2)
+		for i := range each {
+			if !credit.DrawAt(h.clock.Now(), 1) {
+				t.Fatalf("span %d, draw %d: refused, with the window far from full", k, i)
+			}
+			if w := credit.stripes[spareStripe].w.Load(); w>>16&creditMask != 0 {
+				t.Fatalf("span %d, draw %d: drawn from the spare, not from the span's own stripe", k, i)
+			}
+		}
+	}
+	if got := credit.Drawn(); got != spans*each {
+		t.Fatalf("Drawn %d, want %d", got, spans*each)
+	}
+	if got := left(ref, "", h.clock.Now()); got != allow-spans*each {
+		t.Fatalf("Left %v, want %v: every draw counted once", got, allow-spans*each)
+	}
+}
+
+// TestWindowCreditSpareAfterQuiet: after a quiet spell longer than the
+// lease, no span is lent for the clock's reading. The first draw comes
+// from the spare, with no answer asked of the actor, and its renewal
+// lends the spans from there on, so the next span's draws are its own.
+func TestWindowCreditSpareAfterQuiet(t *testing.T) {
+	h := newHarness(t)
+	const allow = 1 << 20
+	ref, credit, err := SpawnWindowCredit(h.e, "", allow, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	span := int64(time.Second / windowSpans)
+	from := h.clock.Now()
+	left(ref, "", from) // the actor has lent by now
+	const k = 1000      // spans of quiet: far past the lease
+	h.clock.AdvanceTo(from + k*span + span/2)
+	if !credit.DrawAt(h.clock.Now(), 1) {
+		t.Fatal("the first draw after a quiet spell was refused: no spare")
+	}
+	if tag := credit.stripes[(k+1)&(creditStripes-1)].w.Load() >> 32; tag != k+1 {
+		t.Fatalf("the next span's stripe is lent for span %d, want %d: the draw asked no renewal", tag, k+1)
+	}
+	h.clock.AdvanceTo(from + (k+1)*span + span/2)
+	if !credit.DrawAt(h.clock.Now(), 1) {
+		t.Fatal("the next span's draw was refused")
+	}
+	if got := left(ref, "", h.clock.Now()); got != allow-2 {
+		t.Fatalf("Left %v, want %v", got, allow-2)
+	}
+}
+
+// TestBucketCreditRenewsAhead: a caller that draws a bucket's lease low
+// has the actor top it up, so a hundred leases' worth are drawn one token
+// at a time without a single refusal, and the bucket counts every one.
+func TestBucketCreditRenewsAhead(t *testing.T) {
+	h := newHarness(t)
+	const burst = 1e6
+	ref, credit, err := SpawnBucketCredit(h.e, "", 0, burst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left(ref, "", h.clock.Now()) // the actor has lent by now
+	lease := leaseOf(0, burst)
+	n := 100 * lease
+	for i := range n {
+		if !credit.Draw(1) {
+			t.Fatalf("draw %d of %d refused, from a lease of %d and a bucket of %v", i, n, lease, burst)
+		}
+	}
+	if got := credit.Drawn(); got != n {
+		t.Fatalf("Drawn %d, want %d", got, n)
+	}
+	if got := left(ref, "", h.clock.Now()); got != burst-float64(n) {
+		t.Fatalf("Left %v, want %v", got, burst-float64(n))
 	}
 }
 

@@ -237,7 +237,7 @@ func (k *keyed[S, R]) lendTo(i int32) {
 	if s.lent != 0 {
 		return
 	}
-	s.lent = s.credit.lendUpTo(k.now, k.lend.lease, k.rule.left(&e.state, k.now))
+	s.lent = s.credit.lendUpTo(k.lend.lease, k.rule.left(&e.state, k.now))
 }
 
 // reclaimAll takes back every hot key's credit; lendAll lends to each

@@ -127,16 +127,17 @@ func NewBucket(eng *Engine, rate, burst float64) (*Bucket, error) {
 // Callers parked in Wait come first: while any wait, Allow says no, so a
 // stream of Allows cannot starve a caller in line. After Close it says no.
 //
-// Most Allows cost one atomic operation: the bucket's actor lends a batch
+// Most Allows cost one atomic operation. The bucket's actor lends a batch
 // of tokens ahead of time (a sixteenth of the burst, for a burst of
 // sixteen or more, and at most 1,024 or a millisecond of the rate,
-// whichever is more) and Allow draws from it; only when the batch
-// is spent does Allow ask the actor, which takes back what is left and
-// answers exactly. This never lets more through than the exact bucket
-// would over any stretch of time; it can let fewer through, by at most one
-// batch after a quiet spell: measured, up to 3.9% fewer for a burst of 64
-// under a trickle, quiet, flood pattern, and under 0.4% for bursts of
-// 1,000 or more (see actors.SpawnBucketCredit).
+// whichever is more), and Allow draws from it. An Allow that leaves the
+// batch low has the actor top it up, without waiting for it. Only when
+// the batch is spent does Allow ask the actor, which takes back what is
+// left and answers exactly. This never lets more through than the exact
+// bucket would over any stretch of time. It can let fewer through, by at
+// most one batch after a quiet spell: measured, up to 3.9% fewer for a
+// burst of 64 under a trickle, quiet, flood pattern, and under 0.4% for
+// bursts of 1,000 or more (see actors.SpawnBucketCredit).
 func (b *Bucket) Allow() bool { return b.AllowN(1) }
 
 // AllowN is Allow for n tokens. An n <= 0 asks for nothing and gets it,
@@ -253,17 +254,21 @@ func NewWindow(eng *Engine, allow int, window time.Duration) (*Window, error) {
 // never blocks, and says no while callers wait in line, or after Close.
 //
 // For an allowance of 1,024 or more, most Allows cost a clock reading and
-// one atomic operation. The window's actor lends sixteen spans ahead, each a
-// 256th of the window with a sixteenth of the allowance (at most 1,024).
-// Allow draws from the span it is in. The actor counts a lent event at the
-// end of its span at the latest, never before it happened. So the window
-// never lets more through than the exact one would over any stretch of
-// time. It can let fewer through: an event counted late leaves the window
-// up to a 256th of the window late (see actors.SpawnWindowCredit).
-// A smaller allowance is counted exactly. A caller that finds the lease
-// taken back while the actor answers someone else spins a moment, without
-// yielding (see actors.Credit.Settled), and draws from the next lease
-// rather than queue on the actor behind them.
+// one atomic operation. The window's actor lends up to sixteen spans
+// ahead, each a 256th of the window with a sixteenth of the allowance (at
+// most 1,024). Allow draws from the span it is in. The first Allow of a
+// span has the actor lend the spans ahead once half the lease is behind,
+// without waiting for it. A spare batch carries callers through a span
+// the actor has not lent yet. The actor counts a lent event at the end of
+// its span at the latest, or a spare one when it next renews, never before
+// it happened. So the window never lets more through than the exact one
+// would over any stretch of time. It can let fewer through: an event
+// counted late leaves the window late, by up to a 256th of the window
+// while the actor keeps up (see actors.SpawnWindowCredit). A smaller
+// allowance is counted exactly. A caller that finds the lease taken back
+// while the actor answers someone else spins a moment, without yielding
+// (see actors.Credit.Settled), and draws from the next lease rather than
+// queue on the actor behind them.
 func (w *Window) Allow() bool {
 	now := w.l.eng.Now() // one reading, for the draw and, if it misses, the actor
 	if w.credit != nil && !w.l.closed.Load() {

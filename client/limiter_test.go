@@ -650,3 +650,55 @@ func TestBucketCreditStepsAside(t *testing.T) {
 		t.Fatalf("after the wait: Tokens %v, want 0", got)
 	}
 }
+
+// TestWindowAllowAcrossSpansAsksNoActor: a window that lends keeps its
+// lease ahead of the clock, so Allows spread over a hundred of its spans
+// are all drawn from credit. None is answered by the actor, and Stats
+// counts every one.
+func TestWindowAllowAcrossSpansAsksNoActor(t *testing.T) {
+	r := newLimitRig(t)
+	const window = time.Second
+	w, err := NewWindow(r.eng, 1<<20, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	span := window / 256 // the window's lease span (see actors.SpawnWindowCredit)
+	const spans, each = 100, 1000 // more than the spare holds: the spans must be renewed
+	for k := range time.Duration(spans) {
+		r.to(k*span + span/2)
+		for i := range each {
+			if !w.Allow() {
+				t.Fatalf("span %d, call %d: refused, with the window far from full", k, i)
+			}
+		}
+	}
+	if asked := w.l.counts.allowed.Load() + w.l.counts.refused.Load(); asked != 0 {
+		t.Fatalf("%d Allows were answered by the actor, want none: the lease lapsed at a span boundary", asked)
+	}
+	if got := w.Stats().Allowed; got != spans*each {
+		t.Fatalf("Stats().Allowed = %d, want %d", got, spans*each)
+	}
+}
+
+// TestBucketAllowRenewsAsksNoActor: a bucket's lease is topped up before
+// it runs dry, so a hundred leases' worth of Allows are all drawn from
+// credit, none answered by the actor.
+func TestBucketAllowRenewsAsksNoActor(t *testing.T) {
+	r := newLimitRig(t)
+	b, err := NewBucket(r.eng, 1, 1e6) // a lease of 1,024 tokens
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 100 * 1024
+	for i := range n {
+		if !b.Allow() {
+			t.Fatalf("call %d: refused, with the bucket far from empty", i)
+		}
+	}
+	if asked := b.l.counts.allowed.Load() + b.l.counts.refused.Load(); asked != 0 {
+		t.Fatalf("%d Allows were answered by the actor, want none: the lease ran dry", asked)
+	}
+	if got := b.Stats().Allowed; got != n {
+		t.Fatalf("Stats().Allowed = %d, want %d", got, n)
+	}
+}
