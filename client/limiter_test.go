@@ -662,7 +662,7 @@ func TestWindowAllowAcrossSpansAsksNoActor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	span := window / 256 // the window's lease span (see actors.SpawnWindowCredit)
+	span := window / 256          // the window's lease span (see actors.SpawnWindowCredit)
 	const spans, each = 100, 1000 // more than the spare holds: the spans must be renewed
 	for k := range time.Duration(spans) {
 		r.to(k*span + span/2)
