@@ -327,11 +327,7 @@ func (b *books[T]) sweep(now int64) {
 	var all [rackSlots]*racked[T]
 	n := 0
 	for i := range b.rack.slots {
-		s := &b.rack.slots[i]
-		if s.r.Load() == nil {
-			continue // a bare slot is read, not written: its line stays shared
-		}
-		if x := s.r.Swap(nil); x != nil {
+		if x := b.rack.slots[i].r.Swap(nil); x != nil {
 			all[n] = x
 			n++
 		}
