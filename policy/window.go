@@ -10,13 +10,15 @@ import "time"
 // allowance in the first minute.
 //
 // The stamps of the counted events are kept, so the count is exact rather
-// than the estimate a two-counter scheme gives. They sit in a ring that
-// grows by doubling up to allow as it fills, and is never copied otherwise:
-// Take is O(1) amortized, a quota of a million a day costs the same per
-// call as one of ten, and memory follows the events actually counted, not
-// allow. Left and Next change nothing, so they search for the stamps that
-// have fallen out since the last Take rather than dropping them: O(1) when
-// none have, O(log k) for k.
+// than the estimate a two-counter scheme gives. Events counted at one
+// instant share one stamp, with how many they are: TakeN of a thousand
+// costs what a Take does. The stamps sit in a ring that grows by doubling
+// up to allow as it fills, and is never copied otherwise: Take is O(1)
+// amortized, a quota of a million a day costs the same per call as one of
+// ten, and memory follows the instants counted, not allow. Left and Next
+// change nothing, so they search for the stamps that have fallen out
+// since the last Take rather than dropping them: O(1) when none have,
+// O(log k) for k.
 //
 // A clock that goes backwards is read as standing still at the latest time
 // an event was counted: an earlier now is taken as that time, and an event
@@ -29,10 +31,21 @@ import "time"
 type Window struct {
 	allow  int
 	window int64   // nanoseconds
-	ring   []int64 // stamps, oldest at head, in order
+	ring   []stamp // oldest at head, in order
 	head   int     // index of the oldest stamp
-	n      int     // stamps in the ring
+	stamps int     // stamps in the ring
+	n      int     // events the stamps hold
+	base   int64   // events counted before the oldest stamp, ever
 	last   int64   // newest stamp ever counted; meaningful once one was
+}
+
+// stamp is the events counted at one instant: at, and upto, how many
+// events were counted ever, these included. So the events of a stamp are
+// its upto less the one before it, and a search by upto finds the stamp
+// of the i-th event.
+type stamp struct {
+	at   int64
+	upto int64
 }
 
 // NewWindow is an empty window allowing allow events in any stretch window
@@ -54,33 +67,33 @@ func (w *Window) clock(now int64) int64 {
 }
 
 // gone is how many of the oldest stamps have left the window at t, which
-// is never before the newest stamp. It finds the boundary by galloping from
-// the oldest, so it costs O(log k) for k gone and O(1) for none, and it
-// changes nothing.
-func (w *Window) gone(t int64) int {
-	if w.n == 0 || !w.out(w.at(0), t) {
-		return 0
+// is never before the newest stamp, and how many events they hold. It
+// finds the boundary by galloping from the oldest, so it costs O(log k)
+// for k gone and O(1) for none, and it changes nothing.
+func (w *Window) gone(t int64) (stamps, events int) {
+	if w.stamps == 0 || !w.out(w.at(0).at, t) {
+		return 0, 0
 	}
-	// at(lo) is out; find the first index in [lo+1, n) that is still in.
+	// at(lo) is out; find the first index in [lo+1, stamps) that is still in.
 	lo, step := 0, 1
-	hi := w.n
-	for lo+step < w.n {
-		if !w.out(w.at(lo+step), t) {
+	hi := w.stamps
+	for lo+step < w.stamps {
+		if !w.out(w.at(lo+step).at, t) {
 			hi = lo + step
 			break
 		}
 		lo += step
 		step *= 2
 	}
-	for hi-lo > 1 { // at(lo) out, at(hi) in or hi == n
+	for hi-lo > 1 { // at(lo) out, at(hi) in or hi == stamps
 		mid := lo + (hi-lo)/2
-		if w.out(w.at(mid), t) {
+		if w.out(w.at(mid).at, t) {
 			lo = mid
 		} else {
 			hi = mid
 		}
 	}
-	return hi
+	return hi, int(w.at(hi-1).upto - w.base)
 }
 
 // out is whether an event stamped s has left the window at t >= s.
@@ -90,12 +103,12 @@ func (w *Window) out(s, t int64) bool {
 }
 
 // at is the i-th oldest stamp.
-func (w *Window) at(i int) int64 {
+func (w *Window) at(i int) *stamp {
 	j := w.head + i
 	if j >= len(w.ring) {
 		j -= len(w.ring)
 	}
-	return w.ring[j]
+	return &w.ring[j]
 }
 
 // Take is whether an event is within the quota at now, counting it if it
@@ -104,7 +117,8 @@ func (w *Window) Take(now int64) bool { return w.TakeN(now, 1) }
 
 // TakeN is whether n events at now all fit the quota, counting them all if
 // they do, as n Takes at now would one after another; a refused TakeN
-// changes nothing. An n <= 0 counts nothing and is true.
+// changes nothing. An n <= 0 counts nothing and is true. It costs what one
+// Take does, whatever n.
 func (w *Window) TakeN(now int64, n int) bool {
 	if n <= 0 {
 		return true
@@ -116,36 +130,41 @@ func (w *Window) TakeN(now int64, n int) bool {
 		return true
 	}
 	t := w.clock(now)
-	k := w.gone(t)
-	if n > w.allow-(w.n-k) {
+	k, e := w.gone(t)
+	if n > w.allow-(w.n-e) {
 		return false
 	}
-	w.head += k
-	if w.head >= len(w.ring) {
-		w.head -= len(w.ring)
-	}
-	w.n -= k
-	for w.n+n > len(w.ring) {
-		w.grow()
-	}
-	for range n {
-		j := w.head + w.n
-		if j >= len(w.ring) {
-			j -= len(w.ring)
+	if k > 0 {
+		w.base = w.at(k - 1).upto
+		w.head += k
+		if w.head >= len(w.ring) {
+			w.head -= len(w.ring)
 		}
-		w.ring[j] = t
-		w.n++
+		w.stamps -= k
+		w.n -= e
 	}
+	upto := w.base + int64(w.n) + int64(n)
+	if w.stamps > 0 && w.at(w.stamps-1).at == t {
+		w.at(w.stamps - 1).upto = upto // one more event of the newest stamp
+	} else {
+		if w.stamps == len(w.ring) {
+			w.grow()
+		}
+		*w.at(w.stamps) = stamp{at: t, upto: upto}
+		w.stamps++
+	}
+	w.n += n
 	w.last = t
 	return true
 }
 
-// grow doubles the ring, up to allow, keeping the stamps in order.
+// grow doubles the ring, up to allow, keeping the stamps in order. A stamp
+// holds at least one event, so allow stamps are the most it needs.
 func (w *Window) grow() {
 	size := min(max(2*len(w.ring), 8), w.allow)
-	ring := make([]int64, size)
-	for i := range w.n {
-		ring[i] = w.at(i)
+	ring := make([]stamp, size)
+	for i := range w.stamps {
+		ring[i] = *w.at(i)
 	}
 	w.ring, w.head = ring, 0
 }
@@ -159,7 +178,8 @@ func (w *Window) Left(now int64) int {
 	if w.window <= 0 {
 		return w.allow
 	}
-	return max(w.allow-(w.n-w.gone(w.clock(now))), 0)
+	_, e := w.gone(w.clock(now))
+	return max(w.allow-(w.n-e), 0)
 }
 
 // Next is how long from now until the window has room: 0 when it has room
@@ -173,13 +193,25 @@ func (w *Window) Next(now int64) time.Duration {
 	if w.window <= 0 {
 		return 0
 	}
-	k := w.gone(w.clock(now))
-	if w.n-k < w.allow {
+	k, e := w.gone(w.clock(now))
+	if w.n-e < w.allow {
 		return 0
 	}
 	// Room opens when all but allow-1 of the counted events have left: the
-	// oldest, unless SetAllow lowered allow below the count.
-	oldest := w.at(w.n - w.allow)
+	// oldest, unless SetAllow lowered allow below the count. It is the
+	// event counted ever as number base+n-allow+1; its stamp is the first
+	// whose upto reaches that, and it is still in.
+	g := w.base + int64(w.n-w.allow) + 1
+	lo, hi := k, w.stamps-1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if w.at(mid).upto >= g {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	oldest := w.at(lo).at
 	if oldest > int64(Never)-w.window {
 		return Never
 	}

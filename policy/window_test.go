@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -69,7 +70,8 @@ func readWindow[A comparable](t *testing.T, w *Window, where, call string, at in
 // sameWindow compares two windows field by field, the ring by identity.
 func sameWindow(a, b Window) bool {
 	return a.allow == b.allow && a.window == b.window && a.head == b.head && a.n == b.n &&
-		a.last == b.last && len(a.ring) == len(b.ring) && (len(a.ring) == 0 || &a.ring[0] == &b.ring[0])
+		a.stamps == b.stamps && a.base == b.base && a.last == b.last &&
+		len(a.ring) == len(b.ring) && (len(a.ring) == 0 || &a.ring[0] == &b.ring[0])
 }
 
 func TestWindow(t *testing.T) {
@@ -380,5 +382,60 @@ func TestWindowTakeNIsNTakes(t *testing.T) {
 				t.Fatalf("allow %d step %d: Next %v after TakeN, %v after Takes", allow, step, a, b)
 			}
 		}
+	}
+}
+
+// TestWindowTakeNOneStamp: events counted at one instant share one stamp,
+// so a TakeN of thousands, or many TakeNs at one instant, cost the ring a
+// single stamp. They leave the window together, and Next reads the stamp
+// of the event whose leaving opens room.
+func TestWindowTakeNOneStamp(t *testing.T) {
+	const allow = 1 << 20
+	w := NewWindow(allow, 100)
+	for range 3 {
+		if !w.TakeN(10, 1000) {
+			t.Fatal("TakeN(10, 1000) refused")
+		}
+	}
+	if !w.TakeN(20, allow-3000) {
+		t.Fatal("TakeN(20, the rest) refused")
+	}
+	if len(w.ring) > 8 {
+		t.Fatalf("two instants' events took %d stamps of ring, want at most 8", len(w.ring))
+	}
+	steps := []struct {
+		now  int64
+		left int
+		next time.Duration
+	}{
+		{20, 0, 90},      // full: room opens when the events of 10 leave, at 110
+		{109, 0, 1},      // a moment before
+		{110, 3000, 0},   // all 3,000 of instant 10 left together
+		{119, 3000, 0},   // those of 20 are still in
+		{120, allow, 0},  // and now they too have left
+		{1000, allow, 0}, // nothing comes back
+	}
+	for i, s := range steps {
+		if got := w.Left(s.now); got != s.left {
+			t.Errorf("step %d: Left(%d) = %d, want %d", i, s.now, got, s.left)
+		}
+		if got := w.Next(s.now); got != s.next {
+			t.Errorf("step %d: Next(%d) = %v, want %v", i, s.now, got, s.next)
+		}
+	}
+}
+
+// BenchmarkWindowTakeN: a window's actor counts a span of lent events
+// with one TakeN; it costs what one Take does, whatever n.
+func BenchmarkWindowTakeN(b *testing.B) {
+	for _, n := range []int{1, 100} {
+		b.Run(fmt.Sprint("n=", n), func(b *testing.B) {
+			w := NewWindow(1_000_000, 1_000_000)
+			now := int64(0)
+			for b.Loop() {
+				now += 4000
+				w.TakeN(now, n)
+			}
+		})
 	}
 }
