@@ -62,9 +62,12 @@ type Credit struct {
 	ref    *engine.Ref // the lender, asked to renew; nil for a key's credit, which is never renewed
 	_      [40]byte    // off the stripes' lines
 
-	// A bucket's lease is in the first drawStripes. A window's spans
-	// are in the first creditStripes, and its spare in the last.
-	stripes [creditStripes + 1]stripe
+	// A bucket's lease is in the first drawStripes, a window's spare in
+	// the last.
+	stripes [drawStripes + 1]stripe
+	// spans are a window's lease, a word per span, as a stripe's. They
+	// share cache lines: callers draw from one span at a time.
+	spans [spanRing]atomic.Uint64
 
 	ahead    atomic.Int64  // the last span lent (a window's)
 	renewing atomic.Bool   // a renewal is asked of the actor and not yet run
@@ -81,21 +84,37 @@ type stripe struct {
 	_ [56]byte // a cache line of its own
 }
 
-// creditStripes is how many stripes a lease bounded in time has, a
-// stripe per span: a window lends up to sixteen spans ahead.
-const creditStripes = 16
+// spanRing is how many spans a window lends ahead, a word for each. The
+// more, the less often the actor renews them. Its renewal is the one
+// thing callers wait on, and the goroutine running it may be preempted.
+const spanRing = 64
 
-// spareStripe is the stripe of a window's spare lease: tokens a caller may draw
-// at any time, when its span is not lent or is spent. The actor counts
-// them when it next renews, as a bucket's. It carries the callers through
-// a renewal that comes late, and a spell when nobody drew, without
-// asking the actor to answer exactly.
-const spareStripe = creditStripes
+// spareStripe is the stripe of a window's spare lease: tokens a caller
+// may draw at any time, when its span is not lent or is spent. The actor
+// counts them when it next renews, as a bucket's. It carries the callers
+// through a renewal that comes late, and a spell when nobody drew,
+// without asking the actor to answer exactly.
+const spareStripe = drawStripes
 
 // spareSpans is how many spans' leases a window's spare holds, at most
 // maxLease. It is lent only from room beyond a whole lease of spans, so a
 // window near its quota lends spans alone.
 const spareSpans = 64
+
+// The slots of a lease, as the actor numbers them: a window's spans
+// first, then a bucket's stripes, the last of them a window's spare.
+const (
+	slots     = spanRing + drawStripes + 1
+	spareSlot = slots - 1
+)
+
+// slot is the word of slot i (see slots).
+func (c *Credit) slot(i int) *atomic.Uint64 {
+	if i < spanRing {
+		return &c.spans[i]
+	}
+	return &c.stripes[i-spanRing].w
+}
 
 // drawStripes is how many stripes any other lease is split into: enough
 // that two processors' callers seldom meet, few enough that a small lease
@@ -104,9 +123,9 @@ const spareSpans = 64
 const drawStripes = 4
 
 // renewLead is how many spans ahead of a draw a window's lease must reach
-// for the draw not to ask for a renewal: half its stripes. The rest of
-// the lease covers the time the actor takes to renew.
-const renewLead = creditStripes / 2
+// for the draw not to ask for a renewal: half its ring. The rest of the
+// lease covers the time the actor takes to renew.
+const renewLead = spanRing / 2
 
 // renewDraws is the fewest draws from a bucket's stripe that may ask for
 // a renewal: a small lease is not worth renewing ahead, and its callers
@@ -172,16 +191,16 @@ func (c *Credit) DrawAt(now, n int64) bool {
 		return false
 	}
 	k := (now - c.origin) / c.span
-	st := &c.stripes[k&(creditStripes-1)]
-	// The tag proves the stripe is lent for span k: the actor writes a
-	// stripe's tag and its tokens with one store.
+	st := &c.spans[k&(spanRing-1)]
+	// The tag proves the word is lent for span k: the actor writes a
+	// word's tag and its tokens with one store.
 	var lent bool
 	for {
-		w := st.w.Load()
+		w := st.Load()
 		if lent = uint32(w>>32) == uint32(k); !lent || int64(w&creditMask) < n {
 			break
 		}
-		if st.w.CompareAndSwap(w, w-uint64(n)+drawOne) {
+		if st.CompareAndSwap(w, w-uint64(n)+drawOne) {
 			if w&(creditMask<<16) == 0 && k+renewLead > c.ahead.Load() {
 				c.renew()
 			}
@@ -252,8 +271,8 @@ func (c *Credit) Drawn() int64 {
 		s := c.seq.Load()
 		if s&1 == 0 {
 			d := c.drawn.Load()
-			for i := range c.stripes {
-				d += int64(c.stripes[i].w.Load() >> 16 & creditMask)
+			for i := range slots {
+				d += int64(c.slot(i).Load() >> 16 & creditMask)
 			}
 			if c.seq.Load() == s {
 				return d
@@ -267,17 +286,17 @@ func (c *Credit) Drawn() int64 {
 // it, counting the draws made since the actor last wrote the stripes.
 // The stripes' tags stay: a bucket's next lease counts on from them.
 func (c *Credit) takeBack() int64 {
-	var each [creditStripes + 1]int64
+	var each [slots]int64
 	return c.takeBackEach(&each)
 }
 
 // takeBackEach is takeBack that also says how many were drawn from each
 // stripe, for a lease bounded in time, whose stripes are its spans.
-func (c *Credit) takeBackEach(drawn *[creditStripes + 1]int64) int64 {
+func (c *Credit) takeBackEach(drawn *[slots]int64) int64 {
 	c.seq.Add(1)
 	var left, all int64
-	for i := range c.stripes {
-		w := c.stripes[i].w.And(^uint64(leaseOne - 1))
+	for i := range slots {
+		w := c.slot(i).And(^uint64(leaseOne - 1))
 		drawn[i] = int64(w >> 16 & creditMask)
 		all += drawn[i]
 		left += int64(w & creditMask)
@@ -358,8 +377,9 @@ func SpawnBucketCredit(e *engine.Engine, name string, rate, burst float64) (*eng
 
 // SpawnWindowCredit is SpawnWindow with credit, as SpawnBucketCredit is
 // SpawnBucket with it, for a window of at least 1,024 events. Time is cut
-// into spans of a 256th of the window, and the actor lends up to sixteen
-// of them ahead, each with a sixteenth of the allowance (at most 1,024).
+// into spans of a 256th of the window, and the actor lends up to 64 of
+// them ahead, each with a sixteenth of the allowance (at most 1,024), as
+// far as the window has room.
 // Allow draws from the span its clock reading falls in with DrawAt, one
 // atomic operation. A smaller window lends nothing and returns a nil
 // Credit: its quota is counted exactly.
@@ -409,7 +429,7 @@ func spawnLender[S any, R rule[S]](e *engine.Engine, name string, l *limiter[S, 
 		return ref, nil, err
 	}
 	b := &lender[S, R]{limiter: l, credit: &Credit{span: span, origin: e.Now()}, lease: lease, leaseFor: leaseFor}
-	b.spans[spareStripe] = math.MaxInt64
+	b.spans[spareSlot] = math.MaxInt64
 	ref, err := e.Spawn(name, b, nil)
 	if err != nil {
 		return nil, nil, err
@@ -428,10 +448,10 @@ type lender[S any, R rule[S]] struct {
 	lease    int64 // a bucket's whole lease, or a window's for one span
 	// put is what the actor last left in each stripe, for each span of a
 	// window. What is lent, reserved in the books, is their sum.
-	put [creditStripes + 1]int64
+	put [slots]int64
 	// spans is the span each of a window's stripes is lent for. The
 	// spare's is never over: its draws are counted when they are taken.
-	spans   [creditStripes + 1]int64
+	spans   [slots]int64
 	stopped bool
 }
 
@@ -517,7 +537,7 @@ func (b *lender[S, R]) reclaim() {
 		return
 	}
 	drawn := lent - b.credit.takeBack()
-	b.put = [creditStripes + 1]int64{}
+	b.put = [slots]int64{}
 	if drawn <= 0 {
 		return
 	}
@@ -529,16 +549,16 @@ func (b *lender[S, R]) reclaim() {
 
 // reclaimSpans is reclaim for a lease bounded in time.
 func (b *lender[S, R]) reclaimSpans() {
-	var each [creditStripes + 1]int64
+	var each [slots]int64
 	b.credit.takeBackEach(&each)
-	b.put = [creditStripes + 1]int64{}
+	b.put = [slots]int64{}
 	b.count(&each, &b.spans, b.alarm.clock.Now())
 }
 
 // count counts each[i] events drawn in span spans[i], at the end of that
 // span or at now if that is sooner, the earliest spans first. Every draw
 // of a span happened within it, so none is counted early.
-func (b *lender[S, R]) count(each, spans *[creditStripes + 1]int64, now int64) {
+func (b *lender[S, R]) count(each, spans *[slots]int64, now int64) {
 	for {
 		first := -1
 		for i, n := range each {
@@ -614,8 +634,8 @@ func (b *lender[S, R]) lendStripes() {
 			give := max(int64(min(float64(share-left), room)), 0)
 			if st.w.CompareAndSwap(w, w&^(leaseOne-1)|uint64(left+give)) {
 				draws += int64(w >> 16 & creditMask)
-				drawn += b.put[i] - left
-				b.put[i] = left + give
+				drawn += b.put[spanRing+i] - left
+				b.put[spanRing+i] = left + give
 				room -= float64(give)
 				break
 			}
@@ -631,7 +651,7 @@ func (b *lender[S, R]) lendStripes() {
 }
 
 // lendSpans lends a window's stripes for the span that holds the clock's
-// now and the ones after it, up to creditStripes spans in all, and tops
+// now and the ones after it, up to spanRing spans in all, and tops
 // up the spare. A stripe lent for a span not yet over is left alone, so
 // its callers never find it taken back. A stripe lent for a span that is
 // over is counted and lent for a span ahead in one atomic operation. Its
@@ -645,12 +665,12 @@ func (b *lender[S, R]) lendSpans() {
 	}
 	cur := (now - c.origin) / c.span
 	room := b.room()
-	var each, ended [creditStripes + 1]int64
+	var each, ended [slots]int64
 	var draws int64
 	c.seq.Add(1)
-	for j := range int64(creditStripes) {
+	for j := range int64(spanRing) {
 		k := cur + j
-		i := k & (creditStripes - 1)
+		i := k & (spanRing - 1)
 		if b.put[i] > 0 && b.spans[i] >= cur {
 			continue // lent for a span not yet over
 		}
@@ -661,14 +681,14 @@ func (b *lender[S, R]) lendSpans() {
 	}
 	// The spare takes only room beyond a whole lease of spans.
 	most := min(spareSpans*b.lease, maxLease)
-	keep := float64(creditStripes * b.lease)
+	keep := float64(spanRing * b.lease)
 	room -= keep
-	n := b.relend(spareStripe, 0, true, most, &room)
+	n := b.relend(spareSlot, 0, true, most, &room)
 	draws += n
-	each[spareStripe], ended[spareStripe] = n, b.spans[spareStripe]
+	each[spareSlot], ended[spareSlot] = n, b.spans[spareSlot]
 	c.drawn.Add(draws)
 	c.seq.Add(1)
-	c.ahead.Store(cur + creditStripes - 1)
+	c.ahead.Store(cur + spanRing - 1)
 	if draws > 0 {
 		b.count(&each, &ended, now)
 	}
@@ -681,9 +701,9 @@ func (b *lender[S, R]) lendSpans() {
 // still lend: it gains what the stripe held and loses what it holds now
 // and the events.
 func (b *lender[S, R]) relend(i int, tag uint64, keep bool, most int64, room *float64) (draws int64) {
-	st := &b.credit.stripes[i]
+	st := b.credit.slot(i)
 	for {
-		w := st.w.Load()
+		w := st.Load()
 		draws = int64(w >> 16 & creditMask)
 		var left int64
 		if keep {
@@ -691,7 +711,7 @@ func (b *lender[S, R]) relend(i int, tag uint64, keep bool, most int64, room *fl
 		}
 		free := *room + float64(b.put[i]-draws-left)
 		give := max(int64(min(float64(most-left), free)), 0)
-		if st.w.CompareAndSwap(w, tag|uint64(left+give)) {
+		if st.CompareAndSwap(w, tag|uint64(left+give)) {
 			*room = free - float64(give)
 			b.put[i] = left + give
 			return draws

@@ -78,9 +78,10 @@ func TestWindowCreditLentAfterAnswer(t *testing.T) {
 	}
 }
 
-// TestWindowCreditSpans: a window lends sixteen spans ahead, so draws in
-// each of them need no actor; a draw past the last one, with the clock
-// still at the first, goes to the actor. What was drawn in a span is
+// TestWindowCreditSpans: a window lends spans ahead as far as its room
+// goes, sixteen of them for this one, so draws in each of them need no
+// actor; a draw past the last one, with the clock still at the first,
+// goes to the actor. What was drawn in a span is
 // counted at that span's end: once the window has moved past the first
 // span's end, its draws have left, and the later spans' draws are still
 // counted. The window's spans take all its room, so it lends no spare.
@@ -167,7 +168,7 @@ func TestWindowCreditSpareAfterQuiet(t *testing.T) {
 	if !credit.DrawAt(h.clock.Now(), 1) {
 		t.Fatal("the first draw after a quiet spell was refused: no spare")
 	}
-	if tag := credit.stripes[(k+1)&(creditStripes-1)].w.Load() >> 32; tag != k+1 {
+	if tag := credit.spans[(k+1)&(spanRing-1)].Load() >> 32; tag != k+1 {
 		t.Fatalf("the next span's stripe is lent for span %d, want %d: the draw asked no renewal", tag, k+1)
 	}
 	h.clock.AdvanceTo(from + (k+1)*span + span/2)

@@ -254,9 +254,9 @@ func NewWindow(eng *Engine, allow int, window time.Duration) (*Window, error) {
 // never blocks, and says no while callers wait in line, or after Close.
 //
 // For an allowance of 1,024 or more, most Allows cost a clock reading and
-// one atomic operation. The window's actor lends up to sixteen spans
-// ahead, each a 256th of the window with a sixteenth of the allowance (at
-// most 1,024). Allow draws from the span it is in. The first Allow of a
+// one atomic operation. The window's actor lends up to 64 spans ahead,
+// each a 256th of the window with a sixteenth of the allowance (at most
+// 1,024), as far as the window has room. Allow draws from the span it is in. The first Allow of a
 // span has the actor lend the spans ahead once half the lease is behind,
 // without waiting for it. A spare batch carries callers through a span
 // the actor has not lent yet. The actor counts a lent event at the end of

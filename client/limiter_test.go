@@ -652,7 +652,7 @@ func TestBucketCreditStepsAside(t *testing.T) {
 }
 
 // TestWindowAllowAcrossSpansAsksNoActor: a window that lends keeps its
-// lease ahead of the clock, so Allows spread over a hundred of its spans
+// lease ahead of the clock, so Allows spread over two hundred of its spans
 // are all drawn from credit. None is answered by the actor, and Stats
 // counts every one.
 func TestWindowAllowAcrossSpansAsksNoActor(t *testing.T) {
@@ -663,7 +663,7 @@ func TestWindowAllowAcrossSpansAsksNoActor(t *testing.T) {
 		t.Fatal(err)
 	}
 	span := window / 256          // the window's lease span (see actors.SpawnWindowCredit)
-	const spans, each = 100, 1000 // more than the spare holds: the spans must be renewed
+	const spans, each = 200, 1000 // more than the lease and the spare hold: the spans must be renewed
 	for k := range time.Duration(spans) {
 		r.to(k*span + span/2)
 		for i := range each {
