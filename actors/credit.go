@@ -569,14 +569,20 @@ func (b *lender[S, R]) count(each, spans *[slots]int64, now int64) {
 		if first < 0 {
 			return
 		}
-		b.seen(min(now, b.spanEnd(spans[first])))
-		// The reserve covers it, as for a bucket.
-		if w, ok := any(&b.state).(*policy.Window); ok {
-			w.TakeN(b.now, int(each[first])) // a window's take counts one event, whatever n
-		} else {
-			b.rule.take(&b.state, b.now, float64(each[first]))
-		}
+		b.countAt(min(now, b.spanEnd(spans[first])), each[first])
 		each[first] = 0
+	}
+}
+
+// countAt counts n events drawn from a window's lease as happening at at,
+// or at the latest instant the books have seen if that is later.
+func (b *lender[S, R]) countAt(at, n int64) {
+	b.seen(at)
+	// The reserve covers it, as for a bucket.
+	if w, ok := any(&b.state).(*policy.Window); ok {
+		w.TakeN(b.now, int(n)) // a window's take counts one event, whatever n
+	} else {
+		b.rule.take(&b.state, b.now, float64(n))
 	}
 }
 
@@ -665,7 +671,10 @@ func (b *lender[S, R]) lendSpans() {
 	}
 	cur := (now - c.origin) / c.span
 	room := b.room()
-	var each, ended [slots]int64
+	// The spans counted, in the order met: the ring from the current
+	// span on holds the oldest spans first.
+	var counted [spanRing]struct{ span, events int64 }
+	var m int
 	var draws int64
 	c.seq.Add(1)
 	for j := range int64(spanRing) {
@@ -674,23 +683,28 @@ func (b *lender[S, R]) lendSpans() {
 		if b.put[i] > 0 && b.spans[i] >= cur {
 			continue // lent for a span not yet over
 		}
-		n := b.relend(int(i), uint64(uint32(k))<<32, false, b.lease, &room)
-		draws += n
-		each[i], ended[i] = n, b.spans[i]
+		if n := b.relend(int(i), uint64(uint32(k))<<32, false, b.lease, &room); n > 0 {
+			draws += n
+			counted[m].span, counted[m].events = b.spans[i], n
+			m++
+		}
 		b.spans[i] = k
 	}
 	// The spare takes only room beyond a whole lease of spans.
 	most := min(spareSpans*b.lease, maxLease)
-	keep := float64(spanRing * b.lease)
-	room -= keep
-	n := b.relend(spareSlot, 0, true, most, &room)
-	draws += n
-	each[spareSlot], ended[spareSlot] = n, b.spans[spareSlot]
+	room -= float64(spanRing * b.lease)
+	spared := b.relend(spareSlot, 0, true, most, &room)
+	draws += spared
 	c.drawn.Add(draws)
 	c.seq.Add(1)
 	c.ahead.Store(cur + spanRing - 1)
-	if draws > 0 {
-		b.count(&each, &ended, now)
+	// A span met out of order is counted later than its end: later, never
+	// earlier, than its events. The spare's are counted now.
+	for _, s := range counted[:m] {
+		b.countAt(min(now, b.spanEnd(s.span)), s.events)
+	}
+	if spared > 0 {
+		b.countAt(now, spared)
 	}
 }
 
