@@ -256,19 +256,19 @@ func NewWindow(eng *Engine, allow int, window time.Duration) (*Window, error) {
 // For an allowance of 1,024 or more, most Allows cost a clock reading and
 // one atomic operation. The window's actor lends up to 64 spans ahead,
 // each a 256th of the window with a sixteenth of the allowance (at most
-// 1,024), as far as the window has room. Allow draws from the span it is in. The first Allow of a
-// span has the actor lend the spans ahead once half the lease is behind,
-// without waiting for it. A spare batch carries callers through a span
-// the actor has not lent yet. The actor counts a lent event at the end of
-// its span at the latest, or a spare one when it next renews, never before
-// it happened. So the window never lets more through than the exact one
-// would over any stretch of time. It can let fewer through: an event
-// counted late leaves the window late, by up to a 256th of the window
-// while the actor keeps up (see actors.SpawnWindowCredit). A smaller
-// allowance is counted exactly. A caller that finds the lease taken back
-// while the actor answers someone else spins a moment, without yielding
-// (see actors.Credit.Settled), and draws from the next lease rather than
-// queue on the actor behind them.
+// 1,024), as far as the window has room. Allow draws from the span it is
+// in. Once half the lease is behind, the first Allow of a span has the
+// actor lend the spans ahead, without waiting for it. A spare batch
+// carries callers through a span the actor has not lent yet. The actor
+// counts a lent event at the end of its span at the latest, or a spare
+// one when it next renews, never before it happened. So the window never
+// lets more through than the exact one would over any stretch of time. It
+// can let fewer through: an event counted late leaves the window late, by
+// up to a 256th of the window while the actor keeps up (see
+// actors.SpawnWindowCredit). A smaller allowance is counted exactly. A
+// caller that finds the lease taken back while the actor answers someone
+// else spins a moment, without yielding (see actors.Credit.Settled), and
+// draws from the next lease rather than queue on the actor behind them.
 func (w *Window) Allow() bool {
 	now := w.l.eng.Now() // one reading, for the draw and, if it misses, the actor
 	if w.credit != nil && !w.l.closed.Load() {
