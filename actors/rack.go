@@ -117,20 +117,23 @@ const (
 )
 
 // Home is the calling goroutine's slot on a rack, for Take and Give. It
-// is picked by where the caller's stack is, so it stays put for one
-// goroutine and differs between most. It never blocks. A Put lays its
+// is picked by where the caller's stack is, so it mostly stays put for
+// one goroutine and differs between most. It never blocks. A Put lays its
 // resource at home and a Get takes it back from there, so a goroutine
-// that keeps to itself touches one slot and one record. Home reads the
-// frame it is inlined in: a Get and a Put that call it from small frames
-// of one layout find one slot when one function calls both, however deep
-// that function runs.
+// that keeps to itself mostly touches one slot and one record. Home reads
+// the frame it is inlined in: a Get and a Put that call it from small
+// frames of one layout mostly find one slot when one function calls both.
+// The home is a hint, never a promise: it moves when the goroutine's
+// stack is copied as it grows, and differs where the frames do (a Get of
+// a T too large for registers has a larger frame than its Put). A
+// resource away from home is found by a look round the rack.
 func Home() int {
 	var mark byte
 	return homeOf(uintptr(unsafe.Pointer(&mark)))
 }
 
-// homeOf is the slot of a stack address. Stacks start at 2 KiB and keep
-// their alignment as they grow, so the bits above 11 tell goroutines
+// homeOf is the slot of a stack address. Stacks are at least 2 KiB and
+// keep their alignment as they grow, so the bits above 11 tell goroutines
 // apart. The multiply (by 2⁶⁴ over the golden ratio) spreads stacks that
 // lie side by side round the rack: sixteen of them in a row, each of up
 // to 16 KiB, land on sixteen slots.
@@ -177,8 +180,10 @@ func (r *Rack[T]) Take(home int) (item T, ok bool) {
 // took it from there, and reports whether it did; false sends the caller
 // to the actor, which takes it back (or refuses a resource not lent). An
 // older resource it finds at home moves up to the next free slot, so the
-// newest is taken first. Give waits for nothing, except to hand home a
-// resource it finds revoked, as Take does.
+// newest is taken first. Give waits for nothing, except to hand a
+// resource home through the actor: one it finds revoked, as Take does;
+// an older one it moved when no slot is free; and one it laid on a rack
+// shut meanwhile.
 func (r *Rack[T]) Give(item T, home int) bool {
 	if r == nil || r.shut.Load() != 0 {
 		return false
