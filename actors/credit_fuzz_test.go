@@ -45,7 +45,7 @@ func FuzzCreditActor(f *testing.F) {
 		}
 		v := r.begin()
 		if window {
-			allow := [...]int{1024, 1500, 4096}[k1%3]
+			allow := [...]int{1024, 1500, 4096, 1 << 17}[k1%4] // the last renews ahead and lends a spare
 			w := [...]time.Duration{time.Second, 10 * time.Second}[k2%2]
 			ref, credit, err := SpawnWindowCredit(r.e, "", allow, w)
 			ref = r.spawned(t, ref, err)
@@ -54,7 +54,7 @@ func FuzzCreditActor(f *testing.F) {
 			return
 		}
 		rate := [...]float64{0, 1, 10, 1000}[k1%4]
-		burst := [...]float64{16, 32, 100}[k2%3]
+		burst := [...]float64{16, 32, 100, 2048}[k2%4] // the last renews ahead
 		ref, credit, err := SpawnBucketCredit(r.e, "", rate, burst)
 		ref = r.spawned(t, ref, err)
 		pol := bucketRef{b: policy.NewBucket(rate, burst, v.Now()), rate: rate, burst: burst}

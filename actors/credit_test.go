@@ -264,3 +264,84 @@ func TestBucketCreditDrawsFew(t *testing.T) {
 		t.Fatalf("a Draw of %d from a lease of %d found no stripe holding it", lease/4, lease)
 	}
 }
+
+// A window's span tag holds the span's low 32 bits. A stripe lent long
+// ago for span s is not lent for span s+2³², which it would match: draws
+// there go to the actor, and the window lets no more through than allow.
+func TestWindowCreditOldTagNotLent(t *testing.T) {
+	h := newHarness(t)
+	const allow = 1024
+	const window = 256 * time.Nanosecond // spans of 1ns: 2³² of them pass in 4.3s
+	ref, credit, err := SpawnWindowCredit(h.e, "", allow, window)
+	if err != nil || credit == nil {
+		t.Fatalf("SpawnWindowCredit = %v, %v; want a credit", credit, err)
+	}
+	from := h.clock.Now()
+	if got := left(ref, "", from); got != allow {
+		t.Fatalf("Left = %v, want %d", got, allow)
+	}
+	h.clock.AdvanceTo(from + 5)
+	for range 10 {
+		if !credit.DrawAt(h.clock.Now(), 1) {
+			t.Fatal("a draw in span 5 was refused")
+		}
+	}
+	h.clock.AdvanceTo(from + 1<<32 + 5) // span 2³²+5: stripe 5, whose tag reads 5
+	now := h.clock.Now()
+	granted := 0
+	for credit.DrawAt(now, 1) || ask(ref, "", now, 1).OK {
+		granted++
+	}
+	if granted != allow {
+		t.Fatalf("let through %d at one instant, want the window's %d", granted, allow)
+	}
+}
+
+// The spare's draws are counted no earlier than they came, even when the
+// renewal that takes the spare back loses the processor after it read
+// the clock and draws land meanwhile.
+func TestWindowCreditSpareCountedAfterDraws(t *testing.T) {
+	h := newHarness(t)
+	const allow = 1 << 20
+	const window = time.Second
+	ref, credit, err := SpawnWindowCredit(h.e, "", allow, window)
+	if err != nil || credit == nil {
+		t.Fatalf("SpawnWindowCredit = %v, %v; want a credit", credit, err)
+	}
+	left(ref, "", h.clock.Now()) // lends the spans and the spare
+	if w := credit.stripes[spareStripe].w.Load(); w&creditMask == 0 {
+		t.Fatal("no spare lent")
+	}
+	const drawn = 1024 + 1000 // more than the current span's lease: the rest from the spare
+	var at int64
+	var got int
+	lendSpansPause = func() {
+		lendSpansPause = nil
+		h.clock.Advance(10 * time.Millisecond)
+		at = h.clock.Now()
+		for range drawn {
+			if credit.DrawAt(at, 1) {
+				got++
+			}
+		}
+	}
+	t.Cleanup(func() { lendSpansPause = nil })
+	read := h.clock.Now() // the renewal's reading of the clock
+	credit.renewing.Store(true)
+	ref.Send(renewal)
+	left(ref, "", h.clock.Now()) // the renewal has run
+	if got != drawn {
+		t.Fatalf("drew %d while the renewal paused, want %d", got, drawn)
+	}
+	// A window from the renewal's reading still holds the draws, made
+	// 10ms after it: the window lets through only what is left.
+	h.clock.AdvanceTo(read + int64(window))
+	now := h.clock.Now()
+	granted := 0
+	for credit.DrawAt(now, 1) || ask(ref, "", now, 1).OK {
+		granted++
+	}
+	if got+granted > allow {
+		t.Fatalf("let through %d and then %d in one window: %d, above the window's %d", got, granted, got+granted, allow)
+	}
+}

@@ -229,7 +229,7 @@ func (b *Bucket) Close(ctx context.Context) error { return b.l.close(ctx) }
 type Window struct {
 	l      limiter
 	nums   windowNumbers
-	credit *actors.Credit // events the actor lent ahead of time; nil for an allowance under 16
+	credit *actors.Credit // events the actor lent ahead of time; nil for an allowance under 1,024
 }
 
 // NewWindow starts a sliding-window quota on eng, empty. An allow <= 0 is

@@ -15,10 +15,11 @@ import "time"
 // costs what a Take does. The stamps sit in a ring that grows by doubling
 // up to allow as it fills, and is never copied otherwise: Take is O(1)
 // amortized, a quota of a million a day costs the same per call as one of
-// ten, and memory follows the instants counted, not allow. Left and Next
-// change nothing, so they search for the stamps that have fallen out
-// since the last Take rather than dropping them: O(1) when none have,
-// O(log k) for k.
+// ten, and memory follows the instants counted, not allow: 16 bytes an
+// instant, so up to 16 × allow bytes for events counted one at a time.
+// Left and Next change nothing, so they search for the stamps that have
+// fallen out since the last Take rather than dropping them: O(1) when
+// none have, O(log k) for k.
 //
 // A clock that goes backwards is read as standing still at the latest time
 // an event was counted: an earlier now is taken as that time, and an event
@@ -205,7 +206,7 @@ func (w *Window) Next(now int64) time.Duration {
 	lo, hi := k, w.stamps-1
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		if w.at(mid).upto >= g {
+		if w.at(mid).upto-g >= 0 { // running totals: compared by difference, as they may wrap
 			hi = mid
 		} else {
 			lo = mid + 1
