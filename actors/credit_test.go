@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/moonpool-go/moonpool/engine"
 )
 
 // TestHugeBurstLends: a bucket whose burst is near the largest float lends
@@ -120,15 +122,9 @@ func TestWindowCreditSpans(t *testing.T) {
 // served by the stripe of its own span: none falls to the spare, none to
 // the actor. The actor counts them all, each at its span's end.
 func TestWindowCreditRenewsAhead(t *testing.T) {
-	h := newHarness(t)
 	const allow = 1 << 20
-	ref, credit, err := SpawnWindowCredit(h.e, "", allow, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, ref, credit, from := lentWindow(t, allow, time.Second)
 	span := int64(time.Second / windowSpans)
-	from := h.clock.Now()
-	left(ref, "", from) // the actor has lent by now
 	const spans, each = 100, 10
 	for k := range int64(spans) {
 		h.clock.AdvanceTo(from + k*span + span/2)
@@ -154,16 +150,10 @@ func TestWindowCreditRenewsAhead(t *testing.T) {
 // from the spare, with no answer asked of the actor, and its renewal
 // lends the spans from there on, so the next span's draws are its own.
 func TestWindowCreditSpareAfterQuiet(t *testing.T) {
-	h := newHarness(t)
 	const allow = 1 << 20
-	ref, credit, err := SpawnWindowCredit(h.e, "", allow, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, ref, credit, from := lentWindow(t, allow, time.Second)
 	span := int64(time.Second / windowSpans)
-	from := h.clock.Now()
-	left(ref, "", from) // the actor has lent by now
-	const k = 1000      // spans of quiet: far past the lease
+	const k = 1000 // spans of quiet: far past the lease
 	h.clock.AdvanceTo(from + k*span + span/2)
 	if !credit.DrawAt(h.clock.Now(), 1) {
 		t.Fatal("the first draw after a quiet spell was refused: no spare")
@@ -269,17 +259,9 @@ func TestBucketCreditDrawsFew(t *testing.T) {
 // ago for span s is not lent for span s+2³², which it would match: draws
 // there go to the actor, and the window lets no more through than allow.
 func TestWindowCreditOldTagNotLent(t *testing.T) {
-	h := newHarness(t)
 	const allow = 1024
 	const window = 256 * time.Nanosecond // spans of 1ns: 2³² of them pass in 4.3s
-	ref, credit, err := SpawnWindowCredit(h.e, "", allow, window)
-	if err != nil || credit == nil {
-		t.Fatalf("SpawnWindowCredit = %v, %v; want a credit", credit, err)
-	}
-	from := h.clock.Now()
-	if got := left(ref, "", from); got != allow {
-		t.Fatalf("Left = %v, want %d", got, allow)
-	}
+	h, ref, credit, from := lentWindow(t, allow, window)
 	h.clock.AdvanceTo(from + 5)
 	for range 10 {
 		if !credit.DrawAt(h.clock.Now(), 1) {
@@ -301,14 +283,9 @@ func TestWindowCreditOldTagNotLent(t *testing.T) {
 // renewal that takes the spare back loses the processor after it read
 // the clock and draws land meanwhile.
 func TestWindowCreditSpareCountedAfterDraws(t *testing.T) {
-	h := newHarness(t)
 	const allow = 1 << 20
 	const window = time.Second
-	ref, credit, err := SpawnWindowCredit(h.e, "", allow, window)
-	if err != nil || credit == nil {
-		t.Fatalf("SpawnWindowCredit = %v, %v; want a credit", credit, err)
-	}
-	left(ref, "", h.clock.Now()) // lends the spans and the spare
+	h, ref, credit, _ := lentWindow(t, allow, window)
 	if w := credit.stripes[spareStripe].w.Load(); w&creditMask == 0 {
 		t.Fatal("no spare lent")
 	}
@@ -344,4 +321,20 @@ func TestWindowCreditSpareCountedAfterDraws(t *testing.T) {
 	if got+granted > allow {
 		t.Fatalf("let through %d and then %d in one window: %d, above the window's %d", got, granted, got+granted, allow)
 	}
+}
+
+// lentWindow is a window with credit on a fresh harness, after a Left at
+// from that has made the actor lend its spans.
+func lentWindow(t *testing.T, allow int, window time.Duration) (h *harness, ref *engine.Ref, credit *Credit, from int64) {
+	t.Helper()
+	h = newHarness(t)
+	ref, credit, err := SpawnWindowCredit(h.e, "", allow, window)
+	if err != nil || credit == nil {
+		t.Fatalf("SpawnWindowCredit = %v, %v; want a credit", credit, err)
+	}
+	from = h.clock.Now()
+	if got := left(ref, "", from); got != float64(allow) {
+		t.Fatalf("Left = %v, want %d", got, allow)
+	}
+	return h, ref, credit, from
 }
