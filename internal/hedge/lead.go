@@ -12,8 +12,9 @@ import (
 // hedge sent late is a p99 made longer by as much.
 //
 // The zero Lead sets alarms on time and learns from the first ring. A
-// clock whose timers ring on time, such as a virtual one, teaches it
-// nothing and it stays zero. It is safe for concurrent use.
+// clock whose timers ring on time (a virtual one, unless a test makes it
+// late) teaches it nothing, and the lead stays zero. It is safe for
+// concurrent use.
 type Lead struct {
 	ns atomic.Int64
 }
