@@ -312,13 +312,19 @@ func (c *Credit) takeBackEach(drawn *[slots]int64) int64 {
 // lease.
 func (c *Credit) lendAt(n int64) {
 	for i := range drawStripes {
-		part := n / drawStripes
-		if int64(i) < n%drawStripes {
-			part++
-		}
 		st := &c.stripes[i]
-		st.w.Store(st.w.Load()&^(leaseOne-1) + leaseOne + uint64(part))
+		st.w.Store(st.w.Load()&^(leaseOne-1) + leaseOne + uint64(stripeShare(n, i)))
 	}
+}
+
+// stripeShare is stripe i's part of n tokens split evenly across a
+// bucket's stripes, the first ones taking one more of what is left over.
+func stripeShare(n int64, i int) int64 {
+	part := n / drawStripes
+	if int64(i) < n%drawStripes {
+		part++
+	}
+	return part
 }
 
 // lendUpTo lends a lease of at most lease tokens and at most left, what
@@ -632,10 +638,7 @@ func (b *lender[S, R]) lendStripes() {
 	var drawn, draws int64
 	c.seq.Add(1)
 	for i := range drawStripes {
-		share := b.lease / drawStripes
-		if int64(i) < b.lease%drawStripes {
-			share++
-		}
+		share := stripeShare(b.lease, i)
 		st := &c.stripes[i]
 		for {
 			w := st.w.Load()

@@ -58,18 +58,7 @@ func (h *scriptKeys) note(cmd redis.Cmder) {
 // carrying every key, not a pipeline of a run per key; each key is
 // answered by its own state.
 func TestKeysShareARun(t *testing.T) {
-	f := newFake(t)
-	release := make(chan struct{})
-	h, entered := holdFirst(release)
-	f.rdb.AddHook(h)
-	var seen scriptKeys
-	f.rdb.AddHook(&seen)
-	cfg := f.cfg()
-	cfg.MaxCalls = 1
-	b, err := NewBucket(f.eng, cfg, 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, release, entered, seen := heldBucket(t, func(c *Config) { c.MaxCalls = 1 }, 1, 2)
 	const keys, each = 12, 3
 	var allowed [keys]atomic.Int64
 	var wg sync.WaitGroup
@@ -320,18 +309,7 @@ func TestExpiryKnownAndNeverShortened(t *testing.T) {
 // other keys wait for it rather than each taking a call of its own,
 // until MaxKeys keys wait: then they go at once, together, in one call.
 func TestKeysWaitForTheCallOut(t *testing.T) {
-	f := newFake(t)
-	release := make(chan struct{})
-	h, entered := holdFirst(release)
-	f.rdb.AddHook(h)
-	var seen scriptKeys
-	f.rdb.AddHook(&seen)
-	cfg := f.cfg()
-	cfg.MaxKeys = 3
-	b, err := NewBucket(f.eng, cfg, 1, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, release, entered, seen := heldBucket(t, func(c *Config) { c.MaxKeys = 3 }, 1, 5)
 	var wg sync.WaitGroup
 	var allowed atomic.Int64
 	allow := func(key string) {
@@ -367,4 +345,24 @@ func TestKeysWaitForTheCallOut(t *testing.T) {
 	if st := b.Stats(); st.Calls != 2 || allowed.Load() != 4 {
 		t.Errorf("Stats = %+v, %d let through: want 2 calls letting all 4 through", st, allowed.Load())
 	}
+}
+
+// heldBucket is a bucket of rate and burst on a fake Redis, its Config
+// changed by set, whose first call is held until release is closed:
+// entered says it has begun. seen counts the keys of every script run.
+func heldBucket(t *testing.T, set func(*Config), rate, burst float64) (b *Bucket, release chan struct{}, entered chan struct{}, seen *scriptKeys) {
+	t.Helper()
+	f := newFake(t)
+	release = make(chan struct{})
+	h, entered := holdFirst(release)
+	f.rdb.AddHook(h)
+	seen = new(scriptKeys)
+	f.rdb.AddHook(seen)
+	cfg := f.cfg()
+	set(&cfg)
+	b, err := NewBucket(f.eng, cfg, rate, burst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, release, entered, seen
 }
