@@ -47,6 +47,10 @@ type watchedClock struct {
 	fired atomic.Bool
 }
 
+// Until is how far off t is on the virtual clock, whose readings are
+// Unix nanoseconds: the gate reads a request's deadline with it.
+func (w *watchedClock) Until(t time.Time) time.Duration { return time.Duration(t.UnixNano() - w.Now()) }
+
 func (w *watchedClock) AfterFunc(d time.Duration, f func()) engine.Timer {
 	return w.Clock.AfterFunc(d, func() {
 		w.fired.Store(true)
@@ -121,7 +125,7 @@ func (o *oursSimLimiter) enter(_ int64, ticket int, critical bool, deadline int6
 		o.passes[ticket] = p
 		return entered
 	}
-	w := &simCtx{Context: ctx, clock: o.clock, deadline: deadline, done: make(chan struct{}), asked: make(chan struct{})}
+	w := &simCtx{Context: ctx, deadline: deadline, done: make(chan struct{}), asked: make(chan struct{})}
 	o.waiters[ticket] = w
 	o.fresh = append(o.fresh, ticket)
 	go func() {
@@ -249,7 +253,6 @@ func (o *oursSimLimiter) tick(now int64) {
 // the simulation's clock, and it ends when the simulation ends it.
 type simCtx struct {
 	context.Context // the request's priority
-	clock           *watchedClock
 	deadline        int64
 	done            chan struct{}
 	ended           atomic.Bool
@@ -257,14 +260,10 @@ type simCtx struct {
 	once            sync.Once
 }
 
-// Deadline is as far away on the machine's clock as the request's
-// deadline is on the virtual one, and 10 µs more. The gate reads the
-// machine's clock again to turn it back into a span: the sliver keeps the
-// time that passes in between from deciding a tie, such as a deadline of
-// exactly the latency the gate expects.
-func (c *simCtx) Deadline() (time.Time, bool) {
-	return time.Now().Add(time.Duration(c.deadline-c.clock.Now()) + 10*time.Microsecond), true
-}
+// Deadline is the request's deadline on the virtual clock, read back
+// through watchedClock.Until: no reading of the machine's clock comes
+// between, so a busy machine cannot move it.
+func (c *simCtx) Deadline() (time.Time, bool) { return time.Unix(0, c.deadline), true }
 
 // Done is read by Enter only once its ask has gone to the actor, to wait
 // for the answer: the simulation learns from it that the ask is on its way.

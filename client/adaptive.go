@@ -199,7 +199,7 @@ func (g *AdaptiveGate) Enter(ctx context.Context) (Pass, error) {
 	}
 	now := g.clock.Now()
 	a := g.ask()
-	a.req = actors.AdaptiveEnter{Now: now, Class: class, Wait: true, Deadline: deadlineOf(ctx, now), Slot: &a.slot}
+	a.req = actors.AdaptiveEnter{Now: now, Class: class, Wait: true, Deadline: deadlineOf(ctx, g.clock, now), Slot: &a.slot}
 	a.slot.Ask(g.ref, &a.req)
 	if !a.slot.Await(g.ref, ctx.Done()) {
 		g.ref.Send(&actors.AdaptiveWithdraw{Enter: &a.req})

@@ -1,6 +1,8 @@
 package client
 
 import (
+	"time"
+
 	"github.com/moonpool-go/moonpool/engine"
 	"github.com/moonpool-go/moonpool/policy"
 )
@@ -41,9 +43,19 @@ type (
 	// EngineOption configures an Engine made by NewEngine.
 	EngineOption = engine.Option
 	// Clock is an engine's clock (engine.Clock): the real one by default, a
-	// moontest.Clock in tests.
+	// moontest.Clock in tests. A Clock with an Until(time.Time)
+	// time.Duration method reads contexts' deadlines (see engine.Clock).
 	Clock = engine.Clock
 )
+
+// until is how far off t is on c: through c's Until when it has one, else
+// on the machine's clock. A nil c is the machine's clock.
+func until(c Clock, t time.Time) time.Duration {
+	if u, ok := c.(interface{ Until(time.Time) time.Duration }); ok {
+		return u.Until(t)
+	}
+	return time.Until(t)
+}
 
 // The jitters (see policy.Jitter).
 const (

@@ -181,9 +181,10 @@ func (b *Bucket) Wait(ctx context.Context) error { return b.WaitN(ctx, 1) }
 //     caller told otherwise would have spent them for nothing.
 //   - the bucket closed: ErrClosed.
 //
-// ctx's deadline is a span from now on the real clock; WaitN lays it on the
-// engine's clock from the engine's Now, so under a virtual clock it still
-// means "this much longer".
+// ctx's deadline is a span from now on the real clock, or on the engine's
+// clock when that clock has an Until method (see engine.Clock). WaitN
+// lays it on the engine's clock from the engine's Now, so under a virtual
+// clock it still means "this much longer".
 func (b *Bucket) WaitN(ctx context.Context, n float64) error {
 	if burst := b.nums.burst.Load(); !(n <= burst) {
 		b.l.counts.refused.Add(1)
@@ -476,7 +477,7 @@ func (l *limiter) wait(ctx context.Context, key string, n float64) error {
 		return ErrClosed
 	}
 	now := l.eng.Now()
-	deadline := deadlineOf(ctx, now)
+	deadline := deadlineOf(ctx, l.eng.Clock(), now)
 	if deadline != 0 && deadline < now {
 		// Done in all but name: ctx.Err is a moment away.
 		return fmt.Errorf("moonpool: wait: %w", context.DeadlineExceeded)

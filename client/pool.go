@@ -601,7 +601,7 @@ func (p *Pool[T]) get(ctx context.Context, wait bool, home int) (T, error) {
 	tk.Now, tk.Wait, tk.Slot = p.stamp(p.stampTake), wait, &t.slot
 	tk.Deadline = 0
 	if p.stampTake { // only the ward's holds look at the deadline
-		tk.Deadline = deadlineOf(ctx, tk.Now)
+		tk.Deadline = deadlineOf(ctx, p.eng.Clock(), tk.Now)
 	}
 	t.slot.Ask(p.ref, tk)
 	var a actors.Answer[T]
@@ -651,14 +651,14 @@ var errWithdrawn = errors.New("moonpool: withdrawn")
 // errNilContext answers a call given a nil ctx.
 var errNilContext = errors.New("moonpool: nil Context")
 
-// deadlineOf is ctx's deadline on the engine's clock, read at now: 0 for
-// none, and the end of the clock for one too far off to count.
-func deadlineOf(ctx context.Context, now int64) int64 {
+// deadlineOf is ctx's deadline on the engine's clock c, read at now: 0
+// for none, and the end of the clock for one too far off to count.
+func deadlineOf(ctx context.Context, c Clock, now int64) int64 {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		return 0
 	}
-	left := time.Until(dl)
+	left := until(c, dl)
 	switch {
 	case left <= 0:
 		return now - 1 // passed already, in all but name

@@ -166,8 +166,9 @@ type hinter interface{ RetryAfter() time.Duration }
 // whatever the backoff's jitter, since it is the crowd it is for. The
 // hinted sleep is the previous delay a Decorrelated backoff grows from.
 //
-// ctx's deadline is read on the real clock, as ctx keeps it; a sleep on
-// another clock (SleepOn) is compared with the real time left. A nil ctx
+// ctx's deadline is read on the real clock, as ctx keeps it, or through
+// SleepOn's clock when that clock has an Until method (see engine.Clock);
+// a sleep on another clock is compared with the real time left. A nil ctx
 // is refused with an error.
 func Retry(ctx context.Context, backoff Backoff, fn func(ctx context.Context) error, opts ...RetryOption) error {
 	if ctx == nil {
@@ -211,7 +212,7 @@ func Retry(ctx context.Context, backoff Backoff, fn func(ctx context.Context) er
 				d = hinted(h.RetryAfter(), backoff.Ceiling(made), r)
 			}
 			previous = d
-			if dl, ok := ctx.Deadline(); ok && d > time.Until(dl) {
+			if dl, ok := ctx.Deadline(); ok && d > until(s.clock, dl) {
 				return &RetryError{Attempts: made, Err: last, Cause: &WaitError{Wait: d, By: "the retry's backoff"}}
 			}
 			if s.budget != nil {

@@ -17,6 +17,12 @@ import (
 // timer it asks for comes from here. Now is in nanoseconds and only its
 // differences matter. AfterFunc runs f once after d. Production uses the
 // real clock; tests hand in a virtual one so time moves only when they say.
+//
+// A context's deadline is a time.Time on the machine's clock: the
+// clients read how far off it is with time.Until. A Clock that also has
+// a method Until(time.Time) time.Duration is asked instead. A virtual
+// clock whose contexts carry deadlines on its own time gives one, so a
+// deadline means the same in every run however the machine is loaded.
 type Clock = vclock.Clock
 
 // Timer is a pending AfterFunc; Stop reports whether it stopped the timer
