@@ -297,8 +297,8 @@ func (l *limiter) await(ctx context.Context, key string, n float64, deadline int
 // asks in the call in flight for it, and those that came since, for its
 // next call. A key whose next batch waits for a call is in ready, and the
 // next call takes the batches of up to Config.MaxKeys of them, in the
-// order they became ready, in one round trip. It goes when no call is in
-// flight, or once MaxKeys keys are ready, up to Config.MaxCalls calls.
+// order they became ready, in one round trip. It goes while fewer than
+// Config.MaxCalls calls are out.
 //
 // over remembers the keys Redis has refused an Allow or Try of one:
 // until when, on the engine's clock, one more would be refused again. The
@@ -414,8 +414,8 @@ func (o *owner) Handle(msg any) {
 			ln.next = append(ln.next, m)
 			return
 		}
-		if o.flying == 0 {
-			// Nothing else in hand: the usual case, sent at once.
+		if o.flying < o.l.cfg.MaxCalls && len(o.ready) == 0 {
+			// A call to spare and no key before it: sent at once.
 			f := o.flightSpares.take()
 			p := &f.one[0]
 			p.key, p.one[0] = m.key, m
@@ -550,17 +550,12 @@ func (o *owner) remember(a *ask, v verdict, sent int64) {
 	o.over[a.key] = until
 }
 
-// pump sends the ready batches. With no call in flight they go at once.
-// While one is, they wait for it to land, unless MaxKeys keys wait: a
-// full call goes at once, up to MaxCalls in flight. A call costs Redis
-// and this process about what several more keys in one call cost, so a
-// few keys share the next call rather than each paying for one; and at
-// the load that fills calls, more go together.
+// pump sends the ready batches, up to Config.MaxKeys keys a call, while
+// fewer than Config.MaxCalls calls are out. Keys that became ready while
+// every call was out go together, so calls fill as load grows, and at low
+// load no request waits for another's call.
 func (o *owner) pump() {
-	for len(o.ready) > 0 {
-		if o.flying >= o.l.cfg.MaxCalls || (o.flying > 0 && len(o.ready) < o.l.cfg.MaxKeys) {
-			return
-		}
+	for len(o.ready) > 0 && o.flying < o.l.cfg.MaxCalls {
 		n := min(len(o.ready), o.l.cfg.MaxKeys)
 		f := o.flightSpares.take()
 		f.parts = f.one[:]

@@ -99,21 +99,17 @@ type Config struct {
 	MaxBatch int
 	// MaxCalls is the most calls to Redis in flight at once; <= 0 is 4,
 	// or the client's PoolSize if that is less, so no call waits for a
-	// connection. A call goes at once when none is in flight. While one
-	// is, requests for other keys wait for it to land, and go together
-	// in the next call, up to MaxKeys keys in one round trip: one script
-	// run for them all through a *redis.Client, one per hash slot
-	// through a *redis.ClusterClient, one per key through other clients.
-	// Once MaxKeys keys wait, they go at once, while fewer than MaxCalls
-	// calls are out. A run of many keys costs Redis about half as much a
-	// key as a run per key, and a call costs this process about what
-	// several keys more in one call do. So a few calls carrying many
-	// keys each let more through than many calls of a few.
+	// connection. A request goes at once while fewer are out, unless a
+	// call for its key is. While MaxCalls calls are out, requests wait
+	// for one to land and go together in the next call, up to MaxKeys
+	// keys in one round trip: one script run for them all through a
+	// *redis.Client, one per hash slot through a *redis.ClusterClient,
+	// one per key through other clients. So at low load no request waits
+	// for another's call, and as load grows, calls fill by themselves: a
+	// run of many keys costs Redis about half as much a key as a run per
+	// key.
 	MaxCalls int
-	// MaxKeys is the most keys in one call; <= 0 is 64. While a call is
-	// in flight, another goes only once this many keys wait (see
-	// MaxCalls). A MaxKeys of 1 sends each key's call at once, up to
-	// MaxCalls in flight.
+	// MaxKeys is the most keys in one call; <= 0 is 64 (see MaxCalls).
 	MaxKeys int
 	// Lease is how long a Bucket's lease of a hot key's tokens lasts; 0
 	// (or less) is off, and every request goes to Redis. 50 ms suits

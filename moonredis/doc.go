@@ -10,10 +10,11 @@
 // arrive while a call for that key is in flight wait in the actor and go to
 // Redis together in the next call, one script run that answers each in the
 // order they came; so a hot key costs one round trip per batch, not per
-// request, and Stats says how many calls each admitted request cost. While
-// a call is in flight, the batches of other keys wait for it to land, and
-// go together in the next call, in one round trip. Once Config.MaxKeys
-// keys wait, they go at once, up to Config.MaxCalls calls in flight. Through a
+// request, and Stats says how many calls each admitted request cost.
+// Requests for other keys go at once while fewer than Config.MaxCalls
+// calls are out. Those that come while every call is out wait for one to
+// land, and go together in the next call, up to Config.MaxKeys keys in one
+// round trip. Through a
 // *redis.Client that call is one script run for all their keys; through a
 // *redis.ClusterClient, one run per hash slot; through other clients, one
 // run per key. A run of many keys costs Redis about half as much a key as
@@ -28,9 +29,9 @@
 // with a ctx's deadline. A caller making its own call is answered when the
 // client gives up, at the call's deadline, Config.Timeout on the real
 // clock. So a request waits for Redis at most about twice Config.Timeout: the
-// call in flight before it (for its key, or any call out when it came)
-// and its own; longer only when more than MaxCalls×MaxKeys keys wait at
-// once. Every script reads Redis's own TIME, the one clock all processes
+// call in flight before it (for its key, or one of the calls out when
+// it came) and its own; longer only when more than MaxCalls×MaxKeys keys
+// wait at once. Every script reads Redis's own TIME, the one clock all processes
 // share, so machines whose clocks disagree still share one limit.
 //
 // # Consistency

@@ -305,11 +305,39 @@ func TestExpiryKnownAndNeverShortened(t *testing.T) {
 	}
 }
 
-// TestKeysWaitForTheCallOut: while a call is in flight, requests for
-// other keys wait for it rather than each taking a call of its own,
-// until MaxKeys keys wait: then they go at once, together, in one call.
-func TestKeysWaitForTheCallOut(t *testing.T) {
-	b, release, entered, seen := heldBucket(t, func(c *Config) { c.MaxKeys = 3 }, 1, 5)
+// TestKeysGoWhileCallsAreFree: a request for another key goes at once
+// while fewer than MaxCalls calls are out. While every call is out,
+// requests wait for one to land, and then go together, MaxKeys keys a
+// call.
+func TestKeysGoWhileCallsAreFree(t *testing.T) {
+	f := newFake(t)
+	for _, sc := range []*redis.Script{bucketScript, bucketKeys} { // so none is sent twice
+		if err := sc.Load(context.Background(), f.rdb).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := new(scriptKeys)
+	f.rdb.AddHook(seen)
+	release := make(chan struct{})
+	var held atomic.Int64
+	f.rdb.AddHook(hook{process: func(next redis.ProcessHook) redis.ProcessHook {
+		return func(ctx context.Context, cmd redis.Cmder) error {
+			if strings.HasPrefix(cmd.Name(), "eval") && held.Add(1) <= 2 {
+				select { // the first two calls wait for release
+				case <-release:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return next(ctx, cmd)
+		}
+	}})
+	cfg := f.cfg()
+	cfg.MaxCalls, cfg.MaxKeys = 2, 3
+	b, err := NewBucket(f.eng, cfg, 1, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	var allowed atomic.Int64
 	allow := func(key string) {
@@ -319,31 +347,31 @@ func TestKeysWaitForTheCallOut(t *testing.T) {
 			}
 		})
 	}
-	allow("k0")
-	recv(t, entered, "the first call held")
-	allow("k1")
-	allow("k2")
-	waitFor(t, "two callers behind the held call", func() bool { return b.l.asked.Load() == 3 })
-	allow("k3")
-	// A third key fills a call: it goes while the first is still held,
-	// with the two keys that waited.
-	waitFor(t, "a call of three keys", func() bool {
+	keys := func() []int {
 		seen.mu.Lock()
 		defer seen.mu.Unlock()
-		return slices.Contains(seen.keys, 3)
-	})
-	close(release)
-	waitGroup(t, &wg, "callers of four keys")
-	seen.mu.Lock()
-	defer seen.mu.Unlock()
-	for _, n := range seen.keys {
-		if n != 1 && n != 3 {
-			t.Errorf("script commands carried %v keys: want the held call's one and the full call's three", seen.keys)
-			break
-		}
+		return slices.Clone(seen.keys)
 	}
-	if st := b.Stats(); st.Calls != 2 || allowed.Load() != 4 {
-		t.Errorf("Stats = %+v, %d let through: want 2 calls letting all 4 through", st, allowed.Load())
+	allow("k0")
+	waitFor(t, "the first call", func() bool { return held.Load() == 1 })
+	allow("k1") // a call to spare: it goes at once, beside the first
+	waitFor(t, "a second call while the first is out", func() bool { return held.Load() == 2 })
+	for _, k := range []string{"k2", "k3", "k4", "k5"} {
+		allow(k)
+	}
+	waitFor(t, "four callers behind the two calls", func() bool { return b.l.asked.Load() == 6 })
+	if got := keys(); !slices.Equal(got, []int{1, 1}) {
+		t.Fatalf("script runs of %v keys with both calls out, want [1 1]: the rest wait", got)
+	}
+	close(release)
+	waitGroup(t, &wg, "callers of six keys")
+	// The first call to land lets three of the four go together; the
+	// fourth goes when the next lands.
+	if got := keys(); !slices.Equal(got, []int{1, 1, 3, 1}) {
+		t.Errorf("script runs of %v keys, want [1 1 3 1]", got)
+	}
+	if st := b.Stats(); st.Calls != 4 || allowed.Load() != 6 {
+		t.Errorf("Stats = %+v, %d let through: want 4 calls letting all 6 through", st, allowed.Load())
 	}
 }
 
