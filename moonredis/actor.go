@@ -30,24 +30,33 @@ type ask struct {
 	look     bool
 	deadline int64 // on the engine's clock; 0: none
 	reply    chan verdict
+	answered atomic.Bool // its one answer is given
 }
 
 // Refuse answers an ask that reached a stopped actor.
 func (a *ask) Refuse() { a.answer(verdict{closed: true}) }
 
-// answer sends a's one answer. Every ask gets exactly one: from the
-// flight that carried it (its outcome, or its timer's), from the breaker,
-// or from the actor stopping; a pooled ask is reused once it is read, so a
-// second would reach another caller. A probe's ask has no channel: nobody
-// waits for it. Before its answer, an ask from l.now may be handed its
-// call (a verdict with call set, which is not an answer), so its channel
-// holds two. The send never blocks the actor.
-func (a *ask) answer(v verdict) {
+// answer sends a's one answer, unless it has one, and reports whether it
+// did. Every ask gets exactly one: from the flight that carried it (its
+// outcome, or its timer's), from the breaker, or from the actor stopping;
+// or its caller, who made the call that carried it, took it from the
+// outcome first (see limiter.take). A pooled ask is reused once it is
+// answered, so a second answer would reach another caller. A probe's ask
+// has no channel: nobody waits for it. The send never blocks the actor.
+func (a *ask) answer(v verdict) bool {
+	if !a.answered.CompareAndSwap(false, true) {
+		return false
+	}
 	select {
 	case a.reply <- v:
 	default:
 	}
+	return true
 }
+
+// hand gives an ask from l.now the call that carries it, to make, before
+// its answer: its channel holds both.
+func (a *ask) hand(f *flight) { a.reply <- verdict{call: f} }
 
 // verdict is the answer to an ask.
 type verdict struct {
@@ -257,24 +266,61 @@ func (l *limiter) shutdown(ctx context.Context) error {
 
 // now sends a request that cannot be given up on to the actor and returns
 // its answer. When the actor hands it the call that carries its request
-// (l.self), it makes the call first, here. Its ask comes from l.asks, with
-// its channel, and goes back once both reads are done: each ask gets
-// exactly one answer, after, maybe, its call to make (see launch).
+// (l.self), it makes the call here, and takes its answer from the outcome
+// without waiting for the actor to land it. Its ask comes from l.asks,
+// with its channel, and goes back once answered and read: by this
+// caller, or, when it took its answer itself, by the actor, which still
+// reads the ask as it lands the call (see land).
 func (l *limiter) now(key string, n float64, look bool) verdict {
 	if l.closed.Load() {
 		return verdict{closed: true}
 	}
 	a := l.asks.Get().(*ask)
 	a.key, a.n, a.look, a.wait, a.deadline = key, n, look, false, 0
+	a.answered.Store(false)
 	l.ref.Send(a)
 	v := <-a.reply
-	if v.call != nil {
-		l.call(v.call)
+	if f := v.call; f != nil {
+		l.run(f)
+		own, took := l.take(f, a)
+		l.ref.Send(f)
+		l.calls.Done()
+		if took {
+			return own
+		}
 		v = <-a.reply
 	}
+	l.reuse(a)
+	return v
+}
+
+// reuse puts a, answered and read, back in l.asks.
+func (l *limiter) reuse(a *ask) {
 	a.key = "" // let the string go
 	l.asks.Put(a)
-	return v
+}
+
+// take is the answer of a, the ask whose caller made f's call, read from
+// the outcome: false when a's key failed, or a has its answer already (f
+// landed late, or the limiter stopped). It is the answer the actor would
+// give, on the engine's clock now rather than when the actor reads f.
+// Once it is taken, a is the actor's to put back.
+func (l *limiter) take(f *flight, a *ask) (verdict, bool) {
+	for i := range f.parts {
+		p := &f.parts[i]
+		for j, b := range p.batch {
+			if b != a {
+				continue
+			}
+			if p.err != nil || !a.answered.CompareAndSwap(false, true) {
+				return verdict{}, false
+			}
+			v := p.out[j]
+			v.landed = l.eng.Now()
+			return v, true
+		}
+	}
+	return verdict{}, false
 }
 
 // await sends a waiting request to the actor and returns its answer, or
@@ -620,7 +666,7 @@ func (o *owner) launch(f *flight) {
 	o.arm()
 	o.l.flying.Store(int64(o.flying)) // once the timer is set: a test seeing the call out may move the clock
 	if a := maker(f); a != nil && o.l.self {
-		a.answer(verdict{call: f})
+		a.hand(f)
 		return
 	}
 	go o.l.call(f)
@@ -760,16 +806,21 @@ func (o *owner) land(f *flight, failed error) {
 			err = p.err
 		}
 		for j, a := range p.batch {
+			var v verdict
 			switch {
 			case err != nil && o.l.closed.Load():
-				a.answer(verdict{closed: true}) // Close cut the call short
+				v = verdict{closed: true} // Close cut the call short
 			case err != nil:
-				a.answer(verdict{fallback: true, cause: err})
+				v = verdict{fallback: true, cause: err}
 			default:
-				v := p.out[j]
+				v = p.out[j]
 				v.landed = now
 				o.remember(a, v, f.now)
-				a.answer(v)
+			}
+			if !a.answer(v) {
+				// Its caller made the call and took its answer: nobody
+				// reads a now.
+				o.l.reuse(a)
 			}
 		}
 		ln := o.lines[p.key]
@@ -856,12 +907,19 @@ func (o *owner) stop() {
 // in microseconds: a century, which is never in practice.
 const noDeadline = 100 * 365 * 24 * 3600 * 1e6
 
-// call makes f's script runs (off the actor), one alone or several in
-// one pipeline, and sends the outcome back to the actor in f. It touches
-// only f's runs and its parts' out and err, and nothing of f once it has
+// call makes f's call on a goroutine of its own (see run), and sends the
+// outcome back to the actor in f. It touches nothing of f once it has
 // sent it back: the actor may take f for another call then.
 func (l *limiter) call(f *flight) {
-	defer l.calls.Done()
+	l.run(f)
+	l.ref.Send(f)
+	l.calls.Done()
+}
+
+// run makes f's script runs (off the actor), one alone or several in one
+// pipeline, and leaves the outcome in f. It touches only f's runs and its
+// parts' out and err.
+func (l *limiter) run(f *flight) {
 	ctx, cancel := f.ctx, f.cancel
 	defer cancel()
 	if len(f.runs) == 1 {
@@ -887,7 +945,6 @@ func (l *limiter) call(f *flight) {
 			read(f.parts[r.from:r.to], v, err)
 		}
 	}
-	l.ref.Send(f)
 }
 
 // scriptOf is the script r runs: the form for several keys when it

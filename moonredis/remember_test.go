@@ -210,7 +210,7 @@ func TestRememberBounded(t *testing.T) {
 		clear(o.over)
 		o.remember(a, refused, now)
 		if len(o.over) != 0 {
-			t.Errorf("remembered a refusal of %+v: only an Allow or Try of one is", *a)
+			t.Errorf("remembered a refusal of %s (n %v, wait %v, look %v): only an Allow or Try of one is", a.key, a.n, a.wait, a.look)
 		}
 	}
 }
