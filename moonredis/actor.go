@@ -62,7 +62,7 @@ func (a *ask) hand(f *flight) { a.reply <- verdict{call: f} }
 type verdict struct {
 	ok       bool
 	wait     time.Duration // a grant: until its slot; a refusal: until it would pass; a look: what one would wait
-	landed   int64         // when the answer reached the actor, on the engine's clock: the slot is wait after a moment no later
+	landed   int64         // when the answer reached the actor, or the caller who took it, on the engine's clock: the slot is wait after a moment no later
 	left     float64
 	fallback bool  // Redis did not answer: the caller applies the FailMode
 	cause    error // why, with fallback
@@ -270,7 +270,8 @@ func (l *limiter) shutdown(ctx context.Context) error {
 // without waiting for the actor to land it. Its ask comes from l.asks,
 // with its channel, and goes back once answered and read: by this
 // caller, or, when it took its answer itself, by the actor, which still
-// reads the ask as it lands the call (see land).
+// reads the ask as it lands the call (see land). An ask taken while the
+// actor stops goes to the garbage collector instead.
 func (l *limiter) now(key string, n float64, look bool) verdict {
 	if l.closed.Load() {
 		return verdict{closed: true}
@@ -817,9 +818,10 @@ func (o *owner) land(f *flight, failed error) {
 				v.landed = now
 				o.remember(a, v, f.now)
 			}
-			if !a.answer(v) {
+			if !a.answer(v) && !a.wait {
 				// Its caller made the call and took its answer: nobody
-				// reads a now.
+				// reads a now. (Only a caller of l.now takes its own
+				// answer; a waiting ask is never pooled.)
 				o.l.reuse(a)
 			}
 		}

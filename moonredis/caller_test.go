@@ -218,3 +218,50 @@ func TestCloseInFlightAnswersAll(t *testing.T) {
 		within(t, done, fmt.Sprintf("round %d: Allow after Close", round))
 	}
 }
+
+// TestCallerTakesItsAnswerOnce: a caller that makes its own call reads
+// its answer from the reply, and the actor puts its ask back for the
+// next caller. When the call outlives Config.Timeout, the FailMode's
+// answer, given first, stands and the reply is dropped. Either way each
+// caller gets one answer.
+func TestCallerTakesItsAnswerOnce(t *testing.T) {
+	f := newFake(t)
+	rdb := redis.NewClient(&redis.Options{Addr: f.mr.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	release := make(chan struct{})
+	h, entered := holdFirst(release)
+	rdb.AddHook(h)
+	cfg := f.cfg()
+	cfg.Client, cfg.FailMode = rdb, FailClosed
+	b, err := NewBucket(f.eng, cfg, 1, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made atomic.Int64 // asks the pool had to make
+	b.l.asks.New = func() any { made.Add(1); return &ask{reply: make(chan verdict, 2)} }
+
+	first := make(chan bool, 1)
+	go func() { first <- b.Allow("k0") }()
+	recv(t, entered, "the first call held")
+	waitFor(t, "the late timer set", func() bool { return f.clock.Pending() > 0 })
+	f.advance(cfg.Timeout) // the call is late: the FailMode answers
+	waitFor(t, "the late call answered", func() bool { return b.Stats().Fallbacks == 1 })
+	close(release) // the reply comes, after the answer
+	if recv(t, first, "the first Allow") {
+		t.Fatal("a call past its Timeout let the request through under FailClosed")
+	}
+	const more = 40
+	for i := range more {
+		if !b.Allow(fmt.Sprint("k", i+1)) {
+			t.Fatalf("Allow %d on a full bucket refused", i+1)
+		}
+	}
+	if st := b.Stats(); st.Admitted != more || st.Fallbacks != 1 || st.Calls != more+1 {
+		t.Errorf("Stats = %+v: want %d calls, %d let through and the late one answered by the FailMode", st, more+1, more)
+	}
+	// Each ask goes back to the pool, which keeps it (but for one in four
+	// under the race detector, which drops them at random).
+	if n := made.Load(); n > more*5/8 {
+		t.Errorf("%d calls made %d asks: the ones whose callers took their answers did not go back", more+1, n)
+	}
+}

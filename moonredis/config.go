@@ -66,8 +66,8 @@ type Config struct {
 	// is counted once (see the package documentation). A *redis.Client or
 	// *redis.Ring with ContextTimeoutEnabled (and no read or write timeout
 	// of -2, which turns deadlines off) ends a call at its ctx's deadline;
-	// with one, a caller whose request goes to Redis alone makes the call
-	// itself, which is faster (see the package documentation). With any
+	// with one, the first caller a call carries makes it itself and reads
+	// its own answer, which is faster (see the package documentation). With any
 	// other client each call runs on a goroutine of its own, so that
 	// Timeout bounds every caller whatever the client does.
 	Client redis.UniversalClient

@@ -14,25 +14,27 @@
 // Requests for other keys go at once while fewer than Config.MaxCalls
 // calls are out. Those that come while every call is out wait for one to
 // land, and go together in the next call, up to Config.MaxKeys keys in one
-// round trip. Through a
-// *redis.Client that call is one script run for all their keys; through a
-// *redis.ClusterClient, one run per hash slot; through other clients, one
-// run per key. A run of many keys costs Redis about half as much a key as
-// a run of one. The actor never waits on Redis: a call that carries an
-// Allow, Try, Delay or Tokens is made by one of those callers on its own
-// goroutine when the client ends calls at their ctx's deadline (a
-// *redis.Client or *redis.Ring with ContextTimeoutEnabled; set it, it
-// saves two goroutine switches a call, about 7 µs of a 60 µs round trip on
-// the loopback), and every other call (of Waits alone) on a goroutine of
-// its own, which a timer on the engine's clock answers
-// by the FailMode once Config.Timeout has passed, whatever the client does
-// with a ctx's deadline. A caller making its own call is answered when the
-// client gives up, at the call's deadline, Config.Timeout on the real
-// clock. So a request waits for Redis at most about twice Config.Timeout: the
-// call in flight before it (for its key, or one of the calls out when
-// it came) and its own; longer only when more than MaxCalls×MaxKeys keys
-// wait at once. Every script reads Redis's own TIME, the one clock all processes
-// share, so machines whose clocks disagree still share one limit.
+// round trip. Through a *redis.Client that call is one script run for all
+// their keys; through a *redis.ClusterClient, one run per hash slot;
+// through other clients, one run per key. A run of many keys costs Redis
+// about half as much a key as a run of one.
+//
+// The actor never waits on Redis. A call that carries an Allow, Try,
+// Delay or Tokens is made by one of those callers on its own goroutine
+// when the client ends calls at their ctx's deadline (a *redis.Client or
+// *redis.Ring with ContextTimeoutEnabled). That caller reads its own
+// answer from the reply, without waiting for the actor, so set it: it
+// saves a few goroutine switches a call. Every other call (of Waits
+// alone) runs on a goroutine of its own, which a timer on the engine's
+// clock answers by the FailMode once Config.Timeout has passed, whatever
+// the client does with a ctx's deadline. A caller making its own call is
+// answered when the client gives up, at the call's deadline,
+// Config.Timeout on the real clock. So a request waits for Redis at most
+// about twice Config.Timeout: the call in flight before it (for its key,
+// or one of the calls out when it came) and its own; longer only when
+// more than MaxCalls×MaxKeys keys wait at once. Every script reads
+// Redis's own TIME, the one clock all processes share, so machines whose
+// clocks disagree still share one limit.
 //
 // # Consistency
 //

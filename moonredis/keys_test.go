@@ -318,13 +318,16 @@ func TestKeysGoWhileCallsAreFree(t *testing.T) {
 	}
 	seen := new(scriptKeys)
 	f.rdb.AddHook(seen)
-	release := make(chan struct{})
+	release := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
 	var held atomic.Int64
 	f.rdb.AddHook(hook{process: func(next redis.ProcessHook) redis.ProcessHook {
 		return func(ctx context.Context, cmd redis.Cmder) error {
-			if strings.HasPrefix(cmd.Name(), "eval") && held.Add(1) <= 2 {
-				select { // the first two calls wait for release
-				case <-release:
+			if !strings.HasPrefix(cmd.Name(), "eval") {
+				return next(ctx, cmd)
+			}
+			if n := held.Add(1); n <= 2 {
+				select { // each of the first two calls waits for its release
+				case <-release[n-1]:
 				case <-ctx.Done():
 					return ctx.Err()
 				}
@@ -363,10 +366,12 @@ func TestKeysGoWhileCallsAreFree(t *testing.T) {
 	if got := keys(); !slices.Equal(got, []int{1, 1}) {
 		t.Fatalf("script runs of %v keys with both calls out, want [1 1]: the rest wait", got)
 	}
-	close(release)
+	// The first call landing lets three of the four go together, beside
+	// the second call; the fourth goes when those three land.
+	close(release[0])
+	waitFor(t, "runs of [1 1 3 1] keys", func() bool { return slices.Equal(keys(), []int{1, 1, 3, 1}) })
+	close(release[1])
 	waitGroup(t, &wg, "callers of six keys")
-	// The first call to land lets three of the four go together; the
-	// fourth goes when the next lands.
 	if got := keys(); !slices.Equal(got, []int{1, 1, 3, 1}) {
 		t.Errorf("script runs of %v keys, want [1 1 3 1]", got)
 	}
