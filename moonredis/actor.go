@@ -85,6 +85,7 @@ type flight struct {
 	ctx      context.Context // Config.Timeout on the real clock, with no parent: Close cuts it short through the actor
 	cancel   context.CancelFunc
 	probe    bool // a look the breaker sent to see whether Redis is back
+	slot     int  // the call slot it holds while out (see owner.slots)
 	// The actor's: answered already, so an outcome after the timer is
 	// dropped; and the flights sent before and after it still out.
 	landed     bool
@@ -112,6 +113,7 @@ var errLate = fmt.Errorf("moonredis: no answer within Config.Timeout: %w", conte
 type part struct {
 	key   string
 	batch []*ask
+	waits bool // batch holds a Wait
 	out   []verdict
 	err   error
 	one   [1]*ask    // batch's array when it holds one ask
@@ -163,7 +165,7 @@ type limiter struct {
 	a, b   any           // the script's ARGV[3] and ARGV[4], boxed once
 	keep   any           // its ARGV[5]: twice Config.Timeout in milliseconds, boxed once
 	id     string        // names the limiter in Redis, so a batch sent twice counts once
-	idArg  any           // its ARGV[1]: id, boxed once
+	idArgs []any         // ARGV[1] of a call in each call slot: id, then id#1, id#2 and so on, boxed once
 	seq    atomic.Uint64
 	once   bool         // name batches so one sent twice counts once; off only in a test
 	self   bool         // the client ends a call at its ctx's deadline: callers may make their own (see launch)
@@ -231,10 +233,19 @@ func (l *limiter) start(eng *engine.Engine) error {
 	l.keys = keysOf(l.script)
 	l.spread = spreadOf(l.cfg.Client)
 	l.id = strconv.FormatUint(rand.Uint64(), 36)
-	l.idArg = l.id
+	l.idArgs = make([]any, l.cfg.MaxCalls)
+	for i := range l.idArgs {
+		l.idArgs[i] = l.id
+		if i > 0 {
+			l.idArgs[i] = l.id + "#" + strconv.Itoa(i)
+		}
+	}
 	l.asks.New = func() any { return &ask{reply: make(chan verdict, 2)} }
 	o := &owner{l: l, lines: make(map[string]*line), over: make(map[string]int64),
 		breaker: newBreaker(l.cfg.BreakerFailures, int64(l.cfg.Timeout))}
+	for i := l.cfg.MaxCalls - 1; i >= 0; i-- {
+		o.slots = append(o.slots, i)
+	}
 	ref, err := eng.Spawn("", o, l.shutdown)
 	if err != nil {
 		return err
@@ -340,12 +351,19 @@ func (l *limiter) await(ctx context.Context, key string, n float64, deadline int
 	}
 }
 
-// owner is the actor. Each key with requests in hand has a line: the
-// asks in the call in flight for it, and those that came since, for its
-// next call. A key whose next batch waits for a call is in ready, and the
-// next call takes the batches of up to Config.MaxKeys of them, in the
-// order they became ready, in one round trip. It goes while fewer than
-// Config.MaxCalls calls are out.
+// owner is the actor. Each key with requests in hand has a line: how many
+// calls out carry it, and the asks that came since, for its next call. A
+// key whose next batch waits for a call is in ready, and the next call
+// takes the batches of up to Config.MaxKeys of them, in the order they
+// became ready, in one round trip. It goes while fewer than
+// Config.MaxCalls calls are out. A key may be in several calls out at
+// once, unless one of them, or its next batch, holds a Wait: then it goes
+// only when no call carries it, so that its waiters keep their order.
+//
+// Each call out holds one of MaxCalls call slots, and its script keeps
+// its batch for the key under the limiter's id and that slot: so two
+// calls out for one key never share a kept batch, and a batch sent again
+// finds its own (see scripts.go).
 //
 // over remembers the keys Redis has refused an Allow or Try of one:
 // until when, on the engine's clock, one more would be refused again. The
@@ -371,6 +389,7 @@ type owner struct {
 	ready        []string
 	breaker      breaker
 	flying       int          // calls in flight
+	slots        []int        // the call slots no call out holds: MaxCalls less flying of them
 	first, last  *flight      // the flights out, first sent first
 	timer        engine.Timer // the late timer, while l.armed says it is set and has not fired
 	late         bool         // landing the late calls: pump waits until all have
@@ -380,8 +399,21 @@ type owner struct {
 }
 
 type line struct {
-	flying []*ask // in the call in flight
-	next   []*ask // for the next call
+	next      []*ask // for the next call
+	out       int    // calls out that carry the key
+	waitsOut  bool   // one of them carries a Wait
+	nextWaits bool   // next holds a Wait
+	ready     bool   // the key is in ready
+}
+
+// offer puts key in ready when its next batch may go: it has one, and no
+// Wait is in it or in a call out for the key, or no call carries the key.
+func (o *owner) offer(key string, ln *line) {
+	if ln.ready || len(ln.next) == 0 || (ln.out > 0 && (ln.waitsOut || ln.nextWaits)) {
+		return
+	}
+	ln.ready = true
+	o.ready = append(o.ready, key)
 }
 
 // drop takes key's line, ln, away: key has no request in hand.
@@ -459,25 +491,29 @@ func (o *owner) Handle(msg any) {
 		}
 		if ln, ok := o.lines[m.key]; ok {
 			ln.next = append(ln.next, m)
+			ln.nextWaits = ln.nextWaits || m.wait
+			o.offer(m.key, ln)
+			o.pump()
 			return
 		}
 		if o.flying < o.l.cfg.MaxCalls && len(o.ready) == 0 {
 			// A call to spare and no key before it: sent at once.
 			f := o.flightSpares.take()
 			p := &f.one[0]
-			p.key, p.one[0] = m.key, m
+			p.key, p.one[0], p.waits = m.key, m, m.wait
 			p.batch = p.one[:]
 			f.parts = f.one[:]
 			ln := o.lineSpares.take()
-			ln.flying = p.batch
+			ln.out, ln.waitsOut = 1, m.wait
 			o.lines[m.key] = ln
 			o.launch(f)
 			return
 		}
 		ln := o.lineSpares.take()
 		ln.next = append(ln.next, m)
+		ln.nextWaits = m.wait
 		o.lines[m.key] = ln
-		o.ready = append(o.ready, m.key)
+		o.offer(m.key, ln)
 		o.pump()
 	case *flight:
 		if !m.landed {
@@ -615,12 +651,18 @@ func (o *owner) pump() {
 		for i, key := range o.ready[:n] {
 			ln := o.lines[key]
 			p := &f.parts[i]
-			p.key, p.batch = key, ln.next
+			p.key, p.batch, p.waits = key, ln.next, ln.nextWaits
 			ln.next = nil
 			if most := o.l.cfg.MaxBatch; len(p.batch) > most {
+				// The rest waits for this call to land, its Waits, if
+				// any, counted as the batch's too.
 				p.batch, ln.next = p.batch[:most], p.batch[most:]
+			} else {
+				ln.nextWaits = false
 			}
-			ln.flying = p.batch
+			ln.ready = false
+			ln.out++
+			ln.waitsOut = ln.waitsOut || p.waits
 		}
 		o.ready = append(o.ready[:0], o.ready[n:]...)
 		o.launch(f)
@@ -647,6 +689,8 @@ func (o *owner) pump() {
 func (o *owner) launch(f *flight) {
 	f.now = o.l.eng.Now()
 	o.flying++
+	f.slot = o.slots[len(o.slots)-1]
+	o.slots = o.slots[:len(o.slots)-1]
 	if o.breaker.tripped && !f.probe {
 		o.land(f, ErrBreaker)
 		return
@@ -722,7 +766,7 @@ func (l *limiter) plan(f *flight) {
 				r.keys = append(r.keys, l.cfg.Prefix+p.key)
 			}
 		}
-		r.args = l.args(r, f.parts[r.from:r.to], f.now)
+		r.args = l.args(r, f.parts[r.from:r.to], f.now, f.slot)
 		for _, p := range f.parts[r.from:r.to] {
 			l.stats.sent.Add(int64(len(p.batch)))
 		}
@@ -766,6 +810,7 @@ func (o *owner) land(f *flight, failed error) {
 	f.landed = true
 	o.back(f)
 	o.flying--
+	o.slots = append(o.slots, f.slot)
 	o.l.flying.Store(int64(o.flying))
 	now := o.l.eng.Now()
 	all := failed
@@ -826,11 +871,14 @@ func (o *owner) land(f *flight, failed error) {
 			}
 		}
 		ln := o.lines[p.key]
-		ln.flying = nil
-		if len(ln.next) == 0 {
+		ln.out--
+		if p.waits {
+			ln.waitsOut = false // no other call carried the key
+		}
+		if ln.out == 0 && len(ln.next) == 0 {
 			o.drop(p.key, ln)
 		} else {
-			o.ready = append(o.ready, p.key)
+			o.offer(p.key, ln)
 		}
 	}
 	if !o.late {
@@ -852,14 +900,12 @@ func (o *owner) sendProbe(key string) {
 // tripped answers by the FailMode, at once, every ask waiting for a call:
 // the breaker has just tripped.
 func (o *owner) tripped() {
-	for _, ln := range o.lines {
+	for key, ln := range o.lines {
 		for _, a := range ln.next {
 			a.answer(verdict{fallback: true, cause: ErrBreaker})
 		}
-		ln.next = nil
-	}
-	for _, key := range o.ready {
-		if ln := o.lines[key]; ln != nil && len(ln.flying) == 0 {
+		ln.next, ln.nextWaits, ln.ready = nil, false, false
+		if ln.out == 0 {
 			o.drop(key, ln)
 		}
 	}
@@ -893,10 +939,14 @@ func (o *owner) stop() {
 		o.timer.Stop()
 	}
 	o.cutAll()
-	for _, ln := range o.lines {
-		for _, a := range ln.flying {
-			a.Refuse()
+	for f := o.first; f != nil; f = f.next {
+		for i := range f.parts {
+			for _, a := range f.parts[i].batch {
+				a.Refuse()
+			}
 		}
+	}
+	for _, ln := range o.lines {
 		for _, a := range ln.next {
 			a.Refuse()
 		}
@@ -961,7 +1011,7 @@ func (l *limiter) scriptOf(r *run) *redis.Script {
 // args are the script's arguments for r, carrying parts, sent at now: the
 // five every key shares, then for each key its requests, three numbers
 // each, after their count when r carries several keys.
-func (l *limiter) args(r *run, parts []part, now int64) []any {
+func (l *limiter) args(r *run, parts []part, now int64, slot int) []any {
 	args := r.argv[:5]
 	if len(parts) > 1 || len(parts[0].batch) > 1 {
 		n := 5
@@ -970,7 +1020,7 @@ func (l *limiter) args(r *run, parts []part, now int64) []any {
 		}
 		args = make([]any, 5, n)
 	}
-	args[0], args[2], args[3], args[4] = l.idArg, l.a, l.b, l.keep
+	args[0], args[2], args[3], args[4] = l.idArgs[slot], l.a, l.b, l.keep
 	if !l.once {
 		args[0] = ""
 	}

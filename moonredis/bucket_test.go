@@ -62,15 +62,17 @@ func TestBucketSteps(t *testing.T) {
 	}
 }
 
-// TestBucketBatches: callers of one key that come while a call is in
-// flight go to Redis in one call, are answered in the order they came, and
-// exactly the burst is let through.
+// TestBucketBatches: callers of one key that come while every call is
+// out (here the one call of MaxCalls 1) go to Redis in one call, are
+// answered in the order they came, and exactly the burst is let through.
 func TestBucketBatches(t *testing.T) {
 	f := newFake(t)
 	release := make(chan struct{})
 	h, entered := holdFirst(release)
 	f.rdb.AddHook(h)
-	b, err := NewBucket(f.eng, f.cfg(), 1, 10)
+	cfg := f.cfg()
+	cfg.MaxCalls = 1
+	b, err := NewBucket(f.eng, cfg, 1, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,15 +99,15 @@ type Config struct {
 	MaxBatch int
 	// MaxCalls is the most calls to Redis in flight at once; <= 0 is 4,
 	// or the client's PoolSize if that is less, so no call waits for a
-	// connection. A request goes at once while fewer are out, unless a
-	// call for its key is. While MaxCalls calls are out, requests wait
-	// for one to land and go together in the next call, up to MaxKeys
-	// keys in one round trip: one script run for them all through a
-	// *redis.Client, one per hash slot through a *redis.ClusterClient,
-	// one per key through other clients. So at low load no request waits
-	// for another's call, and as load grows, calls fill by themselves: a
-	// run of many keys costs Redis about half as much a key as a run per
-	// key.
+	// connection. A request goes at once while fewer are out (a Wait,
+	// once no call carries its key). While MaxCalls calls are out,
+	// requests wait for one to land and go together in the next call, up
+	// to MaxKeys keys in one round trip: one script run for them all
+	// through a *redis.Client, one per hash slot through a
+	// *redis.ClusterClient, one per key through other clients. So at low
+	// load no request waits for another's call, and as load grows, calls
+	// fill by themselves: a run of many keys costs Redis about half as
+	// much a key as a run per key.
 	MaxCalls int
 	// MaxKeys is the most keys in one call; <= 0 is 64 (see MaxCalls).
 	MaxKeys int

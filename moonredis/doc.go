@@ -6,15 +6,16 @@
 // client.KeyedLimiters, so a handler or middleware takes either in place
 // of client.KeyedBucket or client.KeyedWindow.
 //
-// Each limiter is one actor on a moonpool engine. Requests for a key that
-// arrive while a call for that key is in flight wait in the actor and go to
-// Redis together in the next call, one script run that answers each in the
-// order they came; so a hot key costs one round trip per batch, not per
-// request, and Stats says how many calls each admitted request cost.
-// Requests for other keys go at once while fewer than Config.MaxCalls
-// calls are out. Those that come while every call is out wait for one to
-// land, and go together in the next call, up to Config.MaxKeys keys in one
-// round trip. Through a *redis.Client that call is one script run for all
+// Each limiter is one actor on a moonpool engine. A request goes to Redis
+// at once while fewer than Config.MaxCalls calls are out. Requests that
+// come while every call is out wait for one to land, and go together in
+// the next call: a key's in one script run that answers each in the order
+// they came, and up to Config.MaxKeys keys in one round trip. So a hot key
+// costs one round trip per batch, not per request, once its load fills the
+// calls, and Stats says how many calls each admitted request cost. A key
+// may be in several calls at once, but a Wait goes only when no call
+// carries its key, and nothing of its key goes beside it, so a key's
+// waiters keep their order. Through a *redis.Client that call is one script run for all
 // their keys; through a *redis.ClusterClient, one run per hash slot;
 // through other clients, one run per key. A run of many keys costs Redis
 // about half as much a key as a run of one.
@@ -43,12 +44,13 @@
 // key's state in Redis. Leased credit (Config.Lease) is taken from that
 // state too, ahead of time; see Leases for the bound it keeps. A batch that go-redis sends again after a network
 // error is known by its name and counted once (a bucket keeps, per key, the
-// last batch of each limiter and its answer; a window finds the batch's
-// events by name), since a key is kept at least twice Config.Timeout, past
-// the last resend go-redis starts within the call's Timeout (an exact
-// window's events, though, only a window long). One resend can still count
-// twice: one already on the wire when the Timeout ended, that Redis runs
-// only after the limiter's next batch for the key (in a bucket or an
+// last batch each limiter sent through each of its MaxCalls call slots,
+// and its answer; a window finds the batch's events by name), since a key
+// is kept at least twice Config.Timeout, past the last resend go-redis
+// starts within the call's Timeout (an exact window's events, though, only
+// a window long). One resend can still count twice: one already on the
+// wire when the Timeout ended, that Redis runs only after a later batch of
+// the limiter's for the key through the same call slot (in a bucket or an
 // approximate window). It can let through fewer: a Wait whose ctx ends
 // after its slot was taken, whose answer arrives after its caller gave
 // up, or whose answer comes back too late to wake at its slot before

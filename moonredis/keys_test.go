@@ -170,7 +170,7 @@ func TestRunsBySlot(t *testing.T) {
 		spread int
 		runs   int
 	}{{oneRun, 1}, {perRun, len(keys)}, {perSlot, 3}} {
-		l := &limiter{spread: c.spread, script: bucketScript, keys: bucketKeys}
+		l := &limiter{spread: c.spread, script: bucketScript, keys: bucketKeys, idArgs: []any{"id"}}
 		l.cfg.Prefix = "p:"
 		ready := slices.Clone(keys)
 		if c.spread == perSlot {
@@ -377,6 +377,96 @@ func TestKeysGoWhileCallsAreFree(t *testing.T) {
 	}
 	if st := b.Stats(); st.Calls != 4 || allowed.Load() != 6 {
 		t.Errorf("Stats = %+v, %d let through: want 4 calls letting all 6 through", st, allowed.Load())
+	}
+}
+
+// TestKeyInSeveralCalls: requests for a key that has a call out go at
+// once in a call of their own while a call is to spare, each call under
+// its own slot of the limiter's id. A Wait goes only once no call
+// carries its key, and nothing goes beside it, so waiters keep their
+// order.
+func TestKeyInSeveralCalls(t *testing.T) {
+	f := newFake(t)
+	var mu sync.Mutex
+	var names []string // ARGV[1] of each script run, in order
+	f.rdb.AddHook(hook{process: func(next redis.ProcessHook) redis.ProcessHook {
+		return func(ctx context.Context, cmd redis.Cmder) error {
+			if cmd.Name() == "evalsha" {
+				mu.Lock()
+				names = append(names, fmt.Sprint(cmd.Args()[4]))
+				mu.Unlock()
+			}
+			return next(ctx, cmd)
+		}
+	}})
+	release := make(chan struct{})
+	h, entered := holdFirst(release)
+	f.rdb.AddHook(h)
+	b, err := NewBucket(f.eng, f.cfg(), 1, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan bool, 1)
+	go func() { first <- b.Allow("hot") }()
+	recv(t, entered, "the first call held")
+	for i := range 2 {
+		if !b.Allow("hot") {
+			t.Fatalf("Allow %d beside the held call refused", i+1)
+		}
+	}
+	mu.Lock()
+	got := slices.Clone(names)
+	mu.Unlock()
+	if len(got) != 3 || got[0] != b.l.id || got[1] != b.l.id+"#1" || got[2] != b.l.id+"#1" {
+		t.Errorf("runs under %q, want the held call under the id and the two beside it under slot 1", got)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- b.Wait(context.Background(), "hot") }()
+	waitFor(t, "the Wait at the actor", func() bool { return b.l.asked.Load() == 4 })
+	if st := b.Stats(); st.Calls != 3 {
+		t.Fatalf("%d calls with the Wait in hand, want 3: it waits for the held call", st.Calls)
+	}
+	close(release)
+	if !recv(t, first, "the held Allow") {
+		t.Error("the held Allow was refused")
+	}
+	if err := recv(t, waited, "the Wait"); err != nil {
+		t.Errorf("Wait = %v, want a token", err)
+	}
+	if st := b.Stats(); st.Calls != 4 || st.Admitted != 4 {
+		t.Errorf("Stats = %+v, want 4 calls letting 4 through", st)
+	}
+}
+
+// TestSlotsKeepBatchesApart: a batch sent again is answered from what its
+// own run kept, though another batch for the key ran in between under
+// another slot; it takes nothing more.
+func TestSlotsKeepBatchesApart(t *testing.T) {
+	f := newFake(t)
+	ctx := context.Background()
+	run := func(slot, name string) []any {
+		t.Helper()
+		// A bucket of 1 a second holding 2, one Allow.
+		v, err := bucketScript.Run(ctx, f.rdb, []string{"k"}, slot, name, 1e6, 2, 200, 1, 0, 0).Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	first := run("id", "id.1")
+	beside := run("id#1", "id.2") // the key's second call, out at once
+	again := run("id", "id.1")    // the first, sent again
+	if want := []any{int64(1), int64(0), int64(1000)}; !slices.Equal(first, want) {
+		t.Fatalf("first run answered %v, want %v", first, want)
+	}
+	if want := []any{int64(1), int64(0), int64(0)}; !slices.Equal(beside, want) {
+		t.Fatalf("the run beside it answered %v, want %v", beside, want)
+	}
+	if !slices.Equal(again, first) {
+		t.Errorf("the run sent again answered %v, want %v as the first", again, first)
+	}
+	if next := run("id", "id.3"); next[0] != int64(0) {
+		t.Errorf("a new run answered %v, want a refusal: the bucket's two tokens were taken once each", next)
 	}
 }
 

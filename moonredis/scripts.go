@@ -11,9 +11,10 @@ import (
 // whoever comes first in the batch comes first in the answers. Each has a
 // form for several keys too (see perKey).
 //
-// KEYS[1] is the key's state. ARGV[1] names the limiter (a random id
-// drawn when it starts; empty only in a test, to show what it is for) and
-// ARGV[2] the batch (that id and a sequence number); ARGV[3] and
+// KEYS[1] is the key's state. ARGV[1] names the limiter and the call slot
+// the batch goes through (a random id drawn when it starts, then #n for
+// the n-th slot past the first; empty only in a test, to show what it is
+// for) and ARGV[2] the batch (that id and a sequence number); ARGV[3] and
 // ARGV[4] are the limit's numbers; ARGV[5] the least a written key is
 // kept, in milliseconds (a bucket may keep it longer: see bucketBody);
 // then, from ARGV[6], three per request:
@@ -34,9 +35,11 @@ import (
 //
 // Counted once: go-redis sends a command again after a network error, and
 // a reply lost on the way back would otherwise count its batch twice. A
-// limiter sends a key's next batch only once the last has landed, so the
-// bucket and the counter keep, beside the key's state, the last batch each
-// limiter sent, and answer that batch again from it: the counter keeps
+// key may be in several of a limiter's calls at once, each holding its own
+// call slot, and a slot's next batch for the key goes only once the last
+// has landed. So the bucket and the counter keep, beside the key's state,
+// the last batch each limiter sent through each slot (the field ARGV[1]),
+// and answer that batch again from it: the counter keeps
 // its answer, the bucket what its answer follows from. The window finds a
 // batch's requests among its events by their names. Those are kept at
 // least ARGV[5] (twice Config.Timeout): go-redis sends again only within
