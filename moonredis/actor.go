@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -85,7 +87,13 @@ type flight struct {
 	ctx      context.Context // Config.Timeout on the real clock, with no parent: Close cuts it short through the actor
 	cancel   context.CancelFunc
 	probe    bool // a look the breaker sent to see whether Redis is back
-	slot     int  // the call slot it holds while out (see owner.slots)
+	slot     int  // the call slot it holds while out (see limiter.slots)
+	// direct: its caller made it without the actor (see limiter.direct),
+	// for the one request in mine, and sends it to the actor only for
+	// what the actor must hear: a failure, a refusal to remember, or a
+	// call that worked while the breaker counted failures.
+	direct bool
+	mine   ask
 	// The actor's: answered already, so an outcome after the timer is
 	// dropped; and the flights sent before and after it still out.
 	landed     bool
@@ -95,6 +103,10 @@ type flight struct {
 // late is the message the late timer sends: the first flight out may be
 // past its deadline.
 type late struct{}
+
+// freed is the message a caller sends when it frees a call slot while the
+// actor is starved for one.
+type freed struct{}
 
 // cut is the message Close sends: cut every call out short.
 type cut struct{}
@@ -169,13 +181,33 @@ type limiter struct {
 	seq    atomic.Uint64
 	once   bool         // name batches so one sent twice counts once; off only in a test
 	self   bool         // the client ends a call at its ctx's deadline: callers may make their own (see launch)
+	lone   bool         // with self, a caller may make its call without the actor (see direct); off only in a test
 	late   func()       // the late timer's: sends late to the actor
 	asked  atomic.Int64 // asks the actor has taken in: a test hook
-	flying atomic.Int64 // calls in flight, as the actor counts them: a test hook
+	alone  atomic.Int64 // calls callers made without the actor (see direct): a test hook
+	flying atomic.Int64 // calls in flight: a test hook
 	armed  atomic.Bool  // the late timer is set and has not fired; written by the actor alone, read by tests
 	trips  atomic.Int64 // times the breaker tripped: a test hook
 	closes atomic.Int64 // times it closed again: a test hook; it is tripped while trips > closes
 	asks   sync.Pool    // of *ask, for l.now: each limiter's own, so a channel stays in the synctest bubble it was made in
+	// slots holds a bit for each call slot a call out holds, of
+	// Config.MaxCalls; the actor and the callers making their own calls
+	// (see direct) take and free them with compare-and-swap.
+	slots atomic.Uint64
+	// starved is set by the actor when it holds batches ready to go and
+	// finds every call slot held; a caller that frees a slot then tells
+	// it, and no caller makes a call of its own meanwhile, so what waits
+	// goes first.
+	starved atomic.Bool
+	// steady says the breaker is closed and counts no failed call: only
+	// then may a caller make a call without the actor. The actor sets it.
+	steady atomic.Bool
+	// overs is what the actor's remembered refusals (owner.over) tell a
+	// caller: for each cell, the latest instant, on the engine's clock,
+	// to which a key hashed to it was refused. A caller whose key's cell
+	// is not past asks the actor, which knows the key.
+	overs   [overCells]atomic.Int64
+	directs sync.Pool // of *flight, for direct
 	// held is when, on the engine's clock, FailLocal stops holding what
 	// Redis lets through to the local share as well: math.MaxInt64 while
 	// the breaker is tripped, a recovery span after the last failed call
@@ -230,6 +262,7 @@ func (l *limiter) start(eng *engine.Engine) error {
 	l.once = true
 	l.keep = 2 * l.cfg.Timeout.Milliseconds()
 	l.self = boundsCalls(l.cfg.Client)
+	l.lone = true
 	l.keys = keysOf(l.script)
 	l.spread = spreadOf(l.cfg.Client)
 	l.id = strconv.FormatUint(rand.Uint64(), 36)
@@ -241,11 +274,10 @@ func (l *limiter) start(eng *engine.Engine) error {
 		}
 	}
 	l.asks.New = func() any { return &ask{reply: make(chan verdict, 2)} }
+	l.directs.New = func() any { return new(flight) }
+	l.steady.Store(true)
 	o := &owner{l: l, lines: make(map[string]*line), over: make(map[string]int64),
 		breaker: newBreaker(l.cfg.BreakerFailures, int64(l.cfg.Timeout))}
-	for i := l.cfg.MaxCalls - 1; i >= 0; i-- {
-		o.slots = append(o.slots, i)
-	}
 	ref, err := eng.Spawn("", o, l.shutdown)
 	if err != nil {
 		return err
@@ -287,6 +319,9 @@ func (l *limiter) now(key string, n float64, look bool) verdict {
 	if l.closed.Load() {
 		return verdict{closed: true}
 	}
+	if v, ok := l.direct(key, n, look); ok {
+		return v
+	}
 	a := l.asks.Get().(*ask)
 	a.key, a.n, a.look, a.wait, a.deadline = key, n, look, false, 0
 	a.answered.Store(false)
@@ -305,6 +340,123 @@ func (l *limiter) now(key string, n float64, look bool) verdict {
 	l.reuse(a)
 	return v
 }
+
+// direct makes the call for one request of key itself, without the
+// actor, and reports its answer, or false when it may not: the client
+// must end a call at its ctx's deadline, the breaker must be closed and
+// count no failure, nothing may wait at the actor for a call slot, a
+// slot must be free, and, unless it is a look, the key may not have been
+// refused of late. In a quiet limiter, the usual case, a request then
+// costs its round trip and a few atomic operations, with no goroutine
+// woken on the way. The actor hears of the call afterwards only when it
+// must (see flight.direct).
+//
+// The answer is what the actor would give: a reply that comes after
+// Config.Timeout on the engine's clock is a failure, answered by the
+// FailMode, as the late timer would answer it.
+func (l *limiter) direct(key string, n float64, look bool) (verdict, bool) {
+	if !l.self || !l.lone || !l.steady.Load() || l.starved.Load() {
+		return verdict{}, false
+	}
+	if !look && n >= 1 {
+		if until := l.overs[l.cell(key)].Load(); until != 0 && l.eng.Now() < until {
+			return verdict{}, false
+		}
+	}
+	slot, ok := l.claim()
+	if !ok {
+		return verdict{}, false
+	}
+	l.mu.Lock()
+	if l.stopping {
+		l.mu.Unlock()
+		l.free(slot)
+		return verdict{closed: true}, true
+	}
+	l.calls.Add(1)
+	l.mu.Unlock()
+	l.alone.Add(1)
+	l.flying.Add(1)
+	f := l.directs.Get().(*flight)
+	a := &f.mine
+	a.key, a.n, a.look = key, n, look
+	p := &f.one[0]
+	p.key, p.one[0] = key, a
+	p.batch = p.one[:]
+	f.parts = f.one[:]
+	f.now, f.slot, f.direct = l.eng.Now(), slot, true
+	f.deadline = f.now + int64(l.cfg.Timeout)
+	l.plan(f)
+	l.stats.calls.Add(1)
+	f.ctx, f.cancel = context.WithTimeout(context.Background(), l.cfg.Timeout)
+	l.run(f)
+	if p.err == nil && l.eng.Now() > f.deadline {
+		p.err = errLate
+	}
+	l.free(slot)
+	l.flying.Add(-1)
+	var v verdict
+	switch {
+	case l.closed.Load():
+		v = verdict{closed: true}
+	case p.err != nil:
+		l.stats.failures.Add(1)
+		v = verdict{fallback: true, cause: p.err}
+	default:
+		v = p.out[0]
+		v.landed = l.eng.Now()
+	}
+	tell := !v.closed && (p.err != nil || !l.steady.Load() ||
+		(!v.ok && !look && n == 1 && v.wait > time.Microsecond)) // a refusal to remember (see owner.remember)
+	if tell {
+		l.ref.Send(f) // the actor's now
+	} else {
+		l.putDirect(f)
+		if l.starved.Load() && l.starved.CompareAndSwap(true, false) {
+			l.ref.Send(freed{})
+		}
+	}
+	l.calls.Done()
+	return v, true
+}
+
+// putDirect puts f, a direct call's flight that has ended, back in
+// l.directs.
+func (l *limiter) putDirect(f *flight) {
+	*f = flight{}
+	l.directs.Put(f)
+}
+
+// claim takes a free call slot, if one is.
+func (l *limiter) claim() (int, bool) {
+	for {
+		held := l.slots.Load()
+		slot := bits.TrailingZeros64(^held)
+		if slot >= l.cfg.MaxCalls {
+			return 0, false
+		}
+		if l.slots.CompareAndSwap(held, held|1<<slot) {
+			return slot, true
+		}
+	}
+}
+
+// free gives back slot, which claim took.
+func (l *limiter) free(slot int) { l.slots.And(^(1 << slot)) }
+
+// maxCalls is the most call slots a limiter has: one bit each in slots.
+const maxCalls = 64
+
+// overCells is how many cells overs has. A key whose cell another key's
+// refusal holds asks the actor, which answers as it would anyway.
+const overCells = 256
+
+// cell is key's cell in overs.
+func (l *limiter) cell(key string) int {
+	return int(maphash.String(cellSeed, key) % overCells)
+}
+
+var cellSeed = maphash.MakeSeed()
 
 // reuse puts a, answered and read, back in l.asks.
 func (l *limiter) reuse(a *ask) {
@@ -388,9 +540,7 @@ type owner struct {
 	sweep        int // refusals to remember before over may be swept again
 	ready        []string
 	breaker      breaker
-	flying       int          // calls in flight
-	slots        []int        // the call slots no call out holds: MaxCalls less flying of them
-	first, last  *flight      // the flights out, first sent first
+	first, last  *flight      // the flights out the actor sent, first sent first
 	timer        engine.Timer // the late timer, while l.armed says it is set and has not fired
 	late         bool         // landing the late calls: pump waits until all have
 	stopped      bool
@@ -483,8 +633,12 @@ func (o *owner) Handle(msg any) {
 			// Redis has failed every call of late: the FailMode answers
 			// at once. The ask may send the breaker's probe, which takes
 			// nothing and which nobody waits for.
-			if o.flying < o.l.cfg.MaxCalls && o.breaker.probe(o.l.eng.Now()) {
-				o.sendProbe(m.key)
+			if slot, ok := o.l.claim(); ok {
+				if o.breaker.probe(o.l.eng.Now()) {
+					o.sendProbe(m.key, slot)
+				} else {
+					o.l.free(slot)
+				}
 			}
 			m.answer(verdict{fallback: true, cause: ErrBreaker})
 			return
@@ -496,18 +650,12 @@ func (o *owner) Handle(msg any) {
 			o.pump()
 			return
 		}
-		if o.flying < o.l.cfg.MaxCalls && len(o.ready) == 0 {
-			// A call to spare and no key before it: sent at once.
-			f := o.flightSpares.take()
-			p := &f.one[0]
-			p.key, p.one[0], p.waits = m.key, m, m.wait
-			p.batch = p.one[:]
-			f.parts = f.one[:]
-			ln := o.lineSpares.take()
-			ln.out, ln.waitsOut = 1, m.wait
-			o.lines[m.key] = ln
-			o.launch(f)
-			return
+		if len(o.ready) == 0 {
+			if slot, ok := o.l.claim(); ok {
+				// A call to spare and no key before it: sent at once.
+				o.sendOne(m, slot)
+				return
+			}
 		}
 		ln := o.lineSpares.take()
 		ln.next = append(ln.next, m)
@@ -516,10 +664,16 @@ func (o *owner) Handle(msg any) {
 		o.offer(m.key, ln)
 		o.pump()
 	case *flight:
+		if m.direct {
+			o.landDirect(m)
+			return
+		}
 		if !m.landed {
 			o.land(m, nil)
 		}
 		o.reuse(m) // its call has ended, and it has landed
+	case freed:
+		o.pump()
 	case late:
 		now := o.l.eng.Now()
 		o.late = true // every late call lands before any waiting batch goes
@@ -537,6 +691,19 @@ func (o *owner) Handle(msg any) {
 	case cut:
 		o.cutAll()
 	}
+}
+
+// sendOne sends m alone, in the call slot slot: no key is before it.
+func (o *owner) sendOne(m *ask, slot int) {
+	f := o.flightSpares.take()
+	p := &f.one[0]
+	p.key, p.one[0], p.waits = m.key, m, m.wait
+	p.batch = p.one[:]
+	f.parts = f.one[:]
+	ln := o.lineSpares.take()
+	ln.out, ln.waitsOut = 1, m.wait
+	o.lines[m.key] = ln
+	o.launch(f, slot)
 }
 
 // cutAll cuts every call out short: the limiter is closing.
@@ -631,14 +798,26 @@ func (o *owner) remember(a *ask, v verdict, sent int64) {
 		}
 	}
 	o.over[a.key] = until
+	if c := &o.l.overs[o.l.cell(a.key)]; c.Load() < until {
+		c.Store(until)
+	}
 }
 
 // pump sends the ready batches, up to Config.MaxKeys keys a call, while
-// fewer than Config.MaxCalls calls are out. Keys that became ready while
+// a call slot is free. Keys that became ready while
 // every call was out go together, so calls fill as load grows, and at low
 // load no request waits for another's call.
 func (o *owner) pump() {
-	for len(o.ready) > 0 && o.flying < o.l.cfg.MaxCalls {
+	for len(o.ready) > 0 {
+		slot, ok := o.l.claim()
+		if !ok {
+			// A caller freeing a slot from now on tells the actor; one
+			// freed before is found by claiming again.
+			o.l.starved.Store(true)
+			if slot, ok = o.l.claim(); !ok {
+				return
+			}
+		}
 		n := min(len(o.ready), o.l.cfg.MaxKeys)
 		f := o.flightSpares.take()
 		f.parts = f.one[:]
@@ -665,13 +844,16 @@ func (o *owner) pump() {
 			ln.waitsOut = ln.waitsOut || p.waits
 		}
 		o.ready = append(o.ready[:0], o.ready[n:]...)
-		o.launch(f)
+		o.launch(f, slot)
+	}
+	if o.l.starved.Load() {
+		o.l.starved.Store(false)
 	}
 }
 
-// launch sends f to Redis off the actor, unless the breaker is tripped and
-// f is not its probe: then its batches are answered by the FailMode at
-// once. A timer on the engine's clock lands f as failed once
+// launch sends f to Redis off the actor in the call slot slot, taken by
+// claim, unless the breaker is tripped and f is not its probe: then its
+// batches are answered by the FailMode at once. A timer on the engine's clock lands f as failed once
 // Config.Timeout has passed.
 //
 // Who makes the call: when f carries a request whose caller is waiting in
@@ -686,18 +868,18 @@ func (o *owner) pump() {
 // ContextTimeoutEnabled is set). The arguments are read here, on the
 // actor, since a caller answered by the timer may reuse its ask while the
 // call goes on.
-func (o *owner) launch(f *flight) {
+func (o *owner) launch(f *flight, slot int) {
 	f.now = o.l.eng.Now()
-	o.flying++
-	f.slot = o.slots[len(o.slots)-1]
-	o.slots = o.slots[:len(o.slots)-1]
+	f.slot = slot
 	if o.breaker.tripped && !f.probe {
+		o.l.flying.Add(1) // land takes it back
 		o.land(f, ErrBreaker)
 		return
 	}
 	o.l.mu.Lock()
 	if o.l.stopping {
 		o.l.mu.Unlock()
+		o.l.flying.Add(1)
 		o.land(f, errStopping)
 		return
 	}
@@ -709,7 +891,7 @@ func (o *owner) launch(f *flight) {
 	f.deadline = f.now + int64(o.l.cfg.Timeout)
 	o.out(f)
 	o.arm()
-	o.l.flying.Store(int64(o.flying)) // once the timer is set: a test seeing the call out may move the clock
+	o.l.flying.Add(1) // once the timer is set: a test seeing the call out may move the clock
 	if a := maker(f); a != nil && o.l.self {
 		a.hand(f)
 		return
@@ -809,9 +991,8 @@ func (o *owner) land(f *flight, failed error) {
 	}
 	f.landed = true
 	o.back(f)
-	o.flying--
-	o.slots = append(o.slots, f.slot)
-	o.l.flying.Store(int64(o.flying))
+	o.l.free(f.slot)
+	o.l.flying.Add(-1)
 	now := o.l.eng.Now()
 	all := failed
 	for i := 0; failed == nil && i < len(f.parts); i++ {
@@ -827,23 +1008,13 @@ func (o *owner) land(f *flight, failed error) {
 			o.l.closes.Add(1)
 			o.hold(now)
 		}
+		o.steadied()
 		if !o.late {
 			o.pump()
 		}
 		return // its one ask is a look nobody waits for, and has no line
-	case !sent:
-	case failed != nil:
-		tripped := o.breaker.failure(now)
-		o.hold(now) // its requests go to the local share
-		if tripped {
-			o.l.trips.Add(1)
-			o.tripped()
-		}
-	default:
-		if o.breaker.success() {
-			o.l.closes.Add(1)
-			o.hold(now)
-		}
+	case sent:
+		o.count(failed == nil, now)
 	}
 	for i := range f.parts {
 		p := &f.parts[i]
@@ -886,15 +1057,60 @@ func (o *owner) land(f *flight, failed error) {
 	}
 }
 
+// count has the breaker count a call that was sent, and whether it
+// worked. A failed call's requests go to the local share, and one that
+// closes the breaker ends its trip: FailLocal holds Redis to the share
+// from either (see hold).
+func (o *owner) count(worked bool, now int64) {
+	if worked {
+		if o.breaker.success() {
+			o.l.closes.Add(1)
+			o.hold(now)
+		}
+	} else {
+		tripped := o.breaker.failure(now)
+		o.hold(now)
+		if tripped {
+			o.l.trips.Add(1)
+			o.tripped()
+		}
+	}
+	o.steadied()
+}
+
+// steadied tells callers whether they may make calls of their own: the
+// breaker is closed and counts no failed call.
+func (o *owner) steadied() {
+	if s := !o.breaker.tripped && o.breaker.failed == 0; o.l.steady.Load() != s {
+		o.l.steady.Store(s)
+	}
+}
+
+// landDirect hears a call a caller made without the actor (see
+// limiter.direct), once its caller has its answer: the breaker counts it,
+// and a refusal of one is remembered. Then the flight is the pool's
+// again, and what waited for a slot goes.
+func (o *owner) landDirect(f *flight) {
+	if !o.stopped {
+		p := &f.parts[0]
+		o.count(p.err == nil, o.l.eng.Now())
+		if p.err == nil {
+			o.remember(&f.mine, p.out[0], f.now)
+		}
+		o.pump()
+	}
+	o.l.putDirect(f)
+}
+
 // sendProbe sends the breaker's probe: a look at what one request of key
 // would face, which takes nothing. If it works, Redis is back.
-func (o *owner) sendProbe(key string) {
+func (o *owner) sendProbe(key string, slot int) {
 	f := &flight{probe: true}
 	p := &f.one[0]
 	p.key, p.one[0] = key, &ask{key: key, n: 1, look: true}
 	p.batch = p.one[:]
 	f.parts = f.one[:]
-	o.launch(f)
+	o.launch(f, slot)
 }
 
 // tripped answers by the FailMode, at once, every ask waiting for a call:

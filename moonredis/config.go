@@ -99,7 +99,7 @@ type Config struct {
 	MaxBatch int
 	// MaxCalls is the most calls to Redis in flight at once; <= 0 is 4,
 	// or the client's PoolSize if that is less, so no call waits for a
-	// connection. A request goes at once while fewer are out (a Wait,
+	// connection; more than 64 is 64. A request goes at once while fewer are out (a Wait,
 	// once no call carries its key). While MaxCalls calls are out,
 	// requests wait for one to land and go together in the next call, up
 	// to MaxKeys keys in one round trip: one script run for them all
@@ -152,6 +152,7 @@ func (c Config) normal(kind string) (Config, error) {
 	if c.MaxCalls <= 0 {
 		c.MaxCalls = min(4, poolSize(c.Client))
 	}
+	c.MaxCalls = min(c.MaxCalls, maxCalls)
 	if c.MaxKeys <= 0 {
 		c.MaxKeys = 64
 	}

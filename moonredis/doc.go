@@ -25,7 +25,12 @@
 // when the client ends calls at their ctx's deadline (a *redis.Client or
 // *redis.Ring with ContextTimeoutEnabled). That caller reads its own
 // answer from the reply, without waiting for the actor, so set it: it
-// saves a few goroutine switches a call. Every other call (of Waits
+// saves a few goroutine switches a call. In a quiet limiter (a call slot
+// free, nothing waiting for one, no failed call counted, the key not
+// refused of late) such a caller does not ask the actor at all: it takes
+// a call slot with one compare-and-swap, makes its call, and tells the
+// actor only what the actor must hear (a failure, or a refusal to
+// remember). Every other call (of Waits
 // alone) runs on a goroutine of its own, which a timer on the engine's
 // clock answers by the FailMode once Config.Timeout has passed, whatever
 // the client does with a ctx's deadline. A caller making its own call is

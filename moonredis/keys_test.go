@@ -208,7 +208,7 @@ func TestRunsBySlot(t *testing.T) {
 }
 
 // TestMaxCallsDefault: MaxCalls left at zero is 4, or the client's pool
-// if that is smaller; a value set is kept.
+// if that is smaller; a value set is kept, up to 64.
 func TestMaxCallsDefault(t *testing.T) {
 	small := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", PoolSize: 2})
 	big := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", PoolSize: 100})
@@ -220,7 +220,7 @@ func TestMaxCallsDefault(t *testing.T) {
 		client redis.UniversalClient
 		set    int
 		want   int
-	}{{small, 0, 2}, {big, 0, 4}, {ring, 0, 3}, {big, 50, 50}, {small, 7, 7}} {
+	}{{small, 0, 2}, {big, 0, 4}, {ring, 0, 3}, {big, 50, 50}, {small, 7, 7}, {big, 100, 64}} {
 		cfg, err := Config{Client: c.client, MaxCalls: c.set}.normal("bucket")
 		if err != nil {
 			t.Fatal(err)
