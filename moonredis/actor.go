@@ -84,7 +84,7 @@ type flight struct {
 	deadline int64           // now + Config.Timeout, on the engine's clock
 	one      [1]part         // parts' array when it holds one key, the usual case
 	run1     [1]run          // runs' array when one run carries every key
-	ctx      context.Context // Config.Timeout on the real clock, with no parent: Close cuts it short through the actor
+	ctx      context.Context // Config.Timeout on the real clock: Close cuts it short, through the actor or, for a direct call, through limiter.life
 	cancel   context.CancelFunc
 	probe    bool // a look the breaker sent to see whether Redis is back
 	slot     int  // the call slot it holds while out (see limiter.slots)
@@ -208,6 +208,10 @@ type limiter struct {
 	// is not past asks the actor, which knows the key.
 	overs   [overCells]atomic.Int64
 	directs sync.Pool // of *flight, for direct
+	// life is the parent of a direct call's ctx; shutdown ends it, which
+	// cuts those calls short as cut does the actor's.
+	life context.Context
+	end  context.CancelFunc
 	// held is when, on the engine's clock, FailLocal stops holding what
 	// Redis lets through to the local share as well: math.MaxInt64 while
 	// the breaker is tripped, a recovery span after the last failed call
@@ -275,6 +279,7 @@ func (l *limiter) start(eng *engine.Engine) error {
 	}
 	l.asks.New = func() any { return &ask{reply: make(chan verdict, 2)} }
 	l.directs.New = func() any { return new(flight) }
+	l.life, l.end = context.WithCancel(context.Background())
 	l.steady.Store(true)
 	o := &owner{l: l, lines: make(map[string]*line), over: make(map[string]int64),
 		breaker: newBreaker(l.cfg.BreakerFailures, int64(l.cfg.Timeout))}
@@ -297,6 +302,7 @@ func (l *limiter) shutdown(ctx context.Context) error {
 	l.stopping = true
 	l.mu.Unlock()
 	l.ref.Send(cut{}) // a call launched before stopping is out by the time the actor reads this
+	l.end()           // and a direct call is out by now
 	ended := make(chan struct{})
 	go func() { l.calls.Wait(); close(ended) }()
 	select {
@@ -388,7 +394,7 @@ func (l *limiter) direct(key string, n float64, look bool) (verdict, bool) {
 	f.deadline = f.now + int64(l.cfg.Timeout)
 	l.plan(f)
 	l.stats.calls.Add(1)
-	f.ctx, f.cancel = context.WithTimeout(context.Background(), l.cfg.Timeout)
+	f.ctx, f.cancel = context.WithTimeout(l.life, l.cfg.Timeout)
 	l.run(f)
 	if p.err == nil && l.eng.Now() > f.deadline {
 		p.err = errLate
@@ -400,6 +406,11 @@ func (l *limiter) direct(key string, n float64, look bool) (verdict, bool) {
 	case l.closed.Load():
 		v = verdict{closed: true}
 	case p.err != nil:
+		// Callers call alone no more, and FailLocal holds Redis to the
+		// local share, from now: the actor would say so before it
+		// answered.
+		l.steady.Store(false)
+		l.holdFrom(l.eng.Now())
 		l.stats.failures.Add(1)
 		v = verdict{fallback: true, cause: p.err}
 	default:
@@ -418,6 +429,22 @@ func (l *limiter) direct(key string, n float64, look bool) (verdict, bool) {
 	}
 	l.calls.Done()
 	return v, true
+}
+
+// holdFrom starts FailLocal's hold for a recovery span from now, as
+// owner.hold does when the breaker is closed, unless it lasts longer
+// already: a direct call has failed, and the actor will hear of it.
+func (l *limiter) holdFrom(now int64) {
+	if l.cfg.FailMode != FailLocal {
+		return
+	}
+	until := now + int64(l.cfg.recovery())
+	for {
+		was := l.held.Load()
+		if was == math.MaxInt64 || was >= until || l.held.CompareAndSwap(was, until) {
+			return
+		}
+	}
 }
 
 // putDirect puts f, a direct call's flight that has ended, back in

@@ -1,10 +1,13 @@
 package moonredis
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/moonpool-go/moonpool/client"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -83,7 +86,9 @@ func TestAloneLateIsAFailure(t *testing.T) {
 	if st := b.Stats(); st.Failures != 1 || st.Fallbacks != 1 {
 		t.Fatalf("Stats = %+v: want the late call failed and answered by the FailMode", st)
 	}
-	waitFor(t, "the breaker to count it", func() bool { return !b.l.steady.Load() })
+	if b.l.steady.Load() {
+		t.Fatal("callers still call alone after a failed call")
+	}
 	if !b.Allow("k1") || b.l.asked.Load() != 1 {
 		t.Fatalf("the Allow after a failure: %d through the actor, want 1", b.l.asked.Load())
 	}
@@ -110,6 +115,9 @@ func TestAloneCallFreesSlotForTheWaiting(t *testing.T) {
 		go func() { done <- b.Allow(fmt.Sprint("k", i+1)) }()
 	}
 	waitFor(t, "two callers at the actor", func() bool { return b.l.asked.Load() == 2 && b.l.starved.Load() })
+	if n := b.l.alone.Load(); n != 1 {
+		t.Fatalf("%d calls made alone, want the first", n)
+	}
 	close(release)
 	for range 3 {
 		if !recv(t, done, "an Allow") {
@@ -121,5 +129,44 @@ func TestAloneCallFreesSlotForTheWaiting(t *testing.T) {
 	}
 	if b.l.starved.Load() {
 		t.Error("the actor still starved for a slot with none waiting")
+	}
+}
+
+// TestCloseCutsAloneCall: Close cuts short a call a caller made alone,
+// as it does the actor's, rather than wait for its Timeout (an hour
+// here), and its caller is answered as closed.
+func TestCloseCutsAloneCall(t *testing.T) {
+	f := newFake(t)
+	release := make(chan struct{})
+	defer close(release)
+	h, entered := holdFirst(release) // the call waits until its ctx ends
+	rdb := redis.NewClient(&redis.Options{Addr: f.mr.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(h)
+	cfg := f.cfg()
+	cfg.Client, cfg.Timeout = rdb, time.Hour
+	b, err := NewBucket(f.eng, cfg, 1, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan bool, 1)
+	go func() { got <- b.Allow("k") }()
+	recv(t, entered, "the call held")
+	if b.l.alone.Load() != 1 {
+		t.Fatal("the Allow did not call alone")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close(context.Background()) }()
+	if err := recv(t, closed, "Close"); err != nil {
+		t.Errorf("Close = %v", err)
+	}
+	if recv(t, got, "the Allow") {
+		t.Error("an Allow cut short by Close let through")
+	}
+	if st := b.Stats(); st.Admitted != 0 {
+		t.Errorf("Stats = %+v", st)
+	}
+	if err := b.Wait(context.Background(), "k"); !errors.Is(err, client.ErrClosed) {
+		t.Errorf("Wait after Close = %v, want ErrClosed", err)
 	}
 }

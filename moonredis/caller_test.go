@@ -182,14 +182,15 @@ func TestCloseWhileCallerCalls(t *testing.T) {
 
 // TestCloseInFlightAnswersAll: a Close whose ctx has ended while calls are
 // in flight leaves no caller without an answer, not even one handed its
-// batch's call to make just as the actor stopped. Every other round the
-// callers make their own calls, through a client with
-// ContextTimeoutEnabled.
+// batch's call to make just as the actor stopped. In two rounds of three
+// the callers make their own calls, through a client with
+// ContextTimeoutEnabled: alone in one, handed them by the actor in the
+// other.
 func TestCloseInFlightAnswersAll(t *testing.T) {
-	for round := range 150 {
+	for round := range 180 {
 		f := newFake(t)
 		cfg := f.cfg()
-		if round%2 == 1 {
+		if round%3 != 0 {
 			rdb := redis.NewClient(&redis.Options{Addr: f.mr.Addr(), ContextTimeoutEnabled: true})
 			t.Cleanup(func() { rdb.Close() })
 			cfg.Client = rdb
@@ -198,7 +199,8 @@ func TestCloseInFlightAnswersAll(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		const callers = 2 // few, so most calls start with none in flight
+		b.l.lone = round%3 == 1 // in the other rounds, the actor hands its calls to the callers
+		const callers = 2       // few, so most calls start with none in flight
 		var wg sync.WaitGroup
 		for i := range callers {
 			wg.Add(1)

@@ -13,11 +13,12 @@
 // they came, and up to Config.MaxKeys keys in one round trip. So a hot key
 // costs one round trip per batch, not per request, once its load fills the
 // calls, and Stats says how many calls each admitted request cost. A key
-// may be in several calls at once, but a Wait goes only when no call
-// carries its key, and nothing of its key goes beside it, so a key's
-// waiters keep their order. Through a *redis.Client that call is one script run for all
-// their keys; through a *redis.ClusterClient, one run per hash slot;
-// through other clients, one run per key. A run of many keys costs Redis
+// may be in several calls at once, but a Wait goes only when no call the
+// actor sent carries its key, and the actor sends nothing of its key
+// beside it, so a key's waiters keep their order. Through a *redis.Client
+// that call is one script run for all their keys; through a
+// *redis.ClusterClient, one run per hash slot; through other clients, one
+// run per key. A run of many keys costs Redis
 // about half as much a key as a run of one.
 //
 // The actor never waits on Redis. A call that carries an Allow, Try,
@@ -29,8 +30,8 @@
 // free, nothing waiting for one, no failed call counted, the key not
 // refused of late) such a caller does not ask the actor at all: it takes
 // a call slot with one compare-and-swap, makes its call, and tells the
-// actor only what the actor must hear (a failure, or a refusal to
-// remember). Every other call (of Waits
+// actor only what the actor must hear: a failure, a refusal to remember,
+// or a success while failures are counted. Every other call (of Waits
 // alone) runs on a goroutine of its own, which a timer on the engine's
 // clock answers by the FailMode once Config.Timeout has passed, whatever
 // the client does with a ctx's deadline. A caller making its own call is
