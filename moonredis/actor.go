@@ -831,9 +831,9 @@ func (o *owner) remember(a *ask, v verdict, sent int64) {
 }
 
 // pump sends the ready batches, up to Config.MaxKeys keys a call, while
-// a call slot is free. Keys that became ready while
-// every call was out go together, so calls fill as load grows, and at low
-// load no request waits for another's call.
+// a call slot is free. Keys that became ready while every call was out go
+// together, so calls fill as load grows, and at low load no request waits
+// for another's call.
 func (o *owner) pump() {
 	for len(o.ready) > 0 {
 		slot, ok := o.l.claim()
