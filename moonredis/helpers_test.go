@@ -65,6 +65,27 @@ func waitGroup(t *testing.T, wg *sync.WaitGroup, what string) {
 	within(t, done, what)
 }
 
+// wakeAll moves f's clock on an hour at a time until the goroutines of wg
+// are done, and fails t if they are not within bound: a waiter whose
+// answer lands after one move sleeps until the next.
+func wakeAll(t *testing.T, f *fake, wg *sync.WaitGroup) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	end := time.Now().Add(bound)
+	for {
+		f.advance(time.Hour)
+		select {
+		case <-done:
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(end) {
+			t.Fatalf("waiters still asleep after %v of hours on the clock", bound)
+		}
+	}
+}
+
 // waitFor polls cond and fails t if it is still false after bound. It
 // yields the processor at first, then sleeps a little between polls, so
 // a long wait does not hold a core others need.

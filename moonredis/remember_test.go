@@ -144,8 +144,7 @@ func TestRememberedOnlyWhatRedisRefuses(t *testing.T) {
 			r := rand.New(rand.NewPCG(1, 2))
 			keys := []string{"k0", "k1", "k2"}
 			var waiters sync.WaitGroup
-			defer waitGroup(t, &waiters, "waiters woken an hour on")
-			defer f.advance(time.Hour) // wakes the waiters still asleep
+			defer wakeAll(t, f, &waiters)
 			for step := range 1500 {
 				key := keys[r.IntN(len(keys))]
 				switch r.IntN(6) {
