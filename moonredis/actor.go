@@ -200,8 +200,12 @@ type limiter struct {
 	// goes first.
 	starved atomic.Bool
 	// steady says the breaker is closed and counts no failed call: only
-	// then may a caller make a call without the actor. The actor sets it.
+	// then may a caller make a call without the actor. The actor sets it,
+	// and a caller whose call failed clears it.
 	steady atomic.Bool
+	// unheard counts the failed direct calls the actor has not yet
+	// counted: steady stays false until they are counted.
+	unheard atomic.Int64
 	// overs is what the actor's remembered refusals (owner.over) tell a
 	// caller: for each cell, the latest instant, on the engine's clock,
 	// to which a key hashed to it was refused. A caller whose key's cell
@@ -409,6 +413,7 @@ func (l *limiter) direct(key string, n float64, look bool) (verdict, bool) {
 		// Callers call alone no more, and FailLocal holds Redis to the
 		// local share, from now: the actor would say so before it
 		// answered.
+		l.unheard.Add(1)
 		l.steady.Store(false)
 		l.holdFrom(l.eng.Now())
 		l.stats.failures.Add(1)
@@ -441,7 +446,7 @@ func (l *limiter) holdFrom(now int64) {
 	until := now + int64(l.cfg.recovery())
 	for {
 		was := l.held.Load()
-		if was == math.MaxInt64 || was >= until || l.held.CompareAndSwap(was, until) {
+		if was >= until || l.held.CompareAndSwap(was, until) { // a trip's hold is math.MaxInt64
 			return
 		}
 	}
@@ -1106,10 +1111,18 @@ func (o *owner) count(worked bool, now int64) {
 }
 
 // steadied tells callers whether they may make calls of their own: the
-// breaker is closed and counts no failed call.
+// breaker is closed and counts no failed call, and no failed direct call
+// is still to be counted. A caller whose call fails counts it in unheard
+// before it clears steady, so reading unheard again after setting steady
+// leaves steady false whichever comes first.
 func (o *owner) steadied() {
-	if s := !o.breaker.tripped && o.breaker.failed == 0; o.l.steady.Load() != s {
-		o.l.steady.Store(s)
+	s := !o.breaker.tripped && o.breaker.failed == 0 && o.l.unheard.Load() == 0
+	if o.l.steady.Load() == s {
+		return
+	}
+	o.l.steady.Store(s)
+	if s && o.l.unheard.Load() != 0 {
+		o.l.steady.Store(false)
 	}
 }
 
@@ -1120,6 +1133,9 @@ func (o *owner) steadied() {
 func (o *owner) landDirect(f *flight) {
 	if !o.stopped {
 		p := &f.parts[0]
+		if p.err != nil {
+			o.l.unheard.Add(-1) // counted below
+		}
 		o.count(p.err == nil, o.l.eng.Now())
 		if p.err == nil {
 			o.remember(&f.mine, p.out[0], f.now)

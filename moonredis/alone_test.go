@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -168,5 +169,90 @@ func TestCloseCutsAloneCall(t *testing.T) {
 	}
 	if err := b.Wait(context.Background(), "k"); !errors.Is(err, client.ErrClosed) {
 		t.Errorf("Wait after Close = %v, want ErrClosed", err)
+	}
+}
+
+// TestSteadyWaitsForUnheardFailures: callers call alone only when the
+// breaker is closed, counts no failure, and no failed direct call is
+// still on its way to the actor.
+func TestSteadyWaitsForUnheardFailures(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		tripped         bool
+		failed, unheard int
+		want            bool
+	}{
+		{"quiet", false, 0, 0, true},
+		{"a failure counted", false, 1, 0, false},
+		{"tripped", true, 0, 0, false},
+		{"a failure not yet heard", false, 0, 1, false},
+	} {
+		o := &owner{l: &limiter{}, breaker: newBreaker(3, 1)}
+		o.breaker.tripped, o.breaker.failed = c.tripped, c.failed
+		o.l.unheard.Store(int64(c.unheard))
+		o.l.steady.Store(!c.want)
+		o.steadied()
+		if got := o.l.steady.Load(); got != c.want {
+			t.Errorf("%s: steady %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestHoldFrom: a failed direct call under FailLocal holds Redis to the
+// local share for the recovery span from its failure, unless a hold
+// lasts longer already or the breaker is tripped; under another mode it
+// holds nothing.
+func TestHoldFrom(t *testing.T) {
+	const now = int64(1e12)
+	span := int64(Config{Timeout: time.Second}.recovery())
+	for _, c := range []struct {
+		name      string
+		mode      FailMode
+		was, want int64
+	}{
+		{"none held", FailLocal, 0, now + span},
+		{"an earlier hold ending sooner", FailLocal, now, now + span},
+		{"a hold ending later", FailLocal, now + 2*span, now + 2*span},
+		{"tripped", FailLocal, math.MaxInt64, math.MaxInt64},
+		{"FailOpen", FailOpen, 0, 0},
+	} {
+		l := &limiter{cfg: Config{Timeout: time.Second, FailMode: c.mode}}
+		l.held.Store(c.was)
+		l.holdFrom(now)
+		if got := l.held.Load(); got != c.want {
+			t.Errorf("%s: held until %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// TestAloneFailureHoldsLocal: under FailLocal, a call made alone that
+// fails is answered by the local share, and Redis is held to the local
+// share from then on.
+func TestAloneFailureHoldsLocal(t *testing.T) {
+	f := newFake(t)
+	release := make(chan struct{})
+	h, entered := holdFirst(release)
+	rdb := redis.NewClient(&redis.Options{Addr: f.mr.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(h)
+	cfg := f.cfg()
+	cfg.Client, cfg.FailMode = rdb, FailLocal
+	b, err := NewBucket(f.eng, cfg, 1, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan bool, 1)
+	go func() { first <- b.Allow("k0") }()
+	recv(t, entered, "the first call held")
+	f.advance(f.cfg().Timeout + time.Millisecond)
+	close(release)
+	if !recv(t, first, "the late Allow") {
+		t.Error("the local share, full, refused the late Allow")
+	}
+	if b.l.held.Load() == 0 {
+		t.Error("a failed call made alone left Redis unheld to the local share")
+	}
+	if st := b.Stats(); st.Failures != 1 || st.Fallbacks != 1 {
+		t.Errorf("Stats = %+v: want the late call failed and answered by the FailMode", st)
 	}
 }

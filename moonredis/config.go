@@ -99,11 +99,11 @@ type Config struct {
 	MaxBatch int
 	// MaxCalls is the most calls to Redis in flight at once; <= 0 is 4,
 	// or the client's PoolSize if that is less, so no call waits for a
-	// connection; more than 64 is 64. A request goes at once while fewer are out (a Wait,
-	// once no call carries its key). While MaxCalls calls are out,
-	// requests wait for one to land and go together in the next call, up
-	// to MaxKeys keys in one round trip: one script run for them all
-	// through a *redis.Client, one per hash slot through a
+	// connection; more than 64 is 64. A request goes at once while fewer
+	// are out (a Wait, once no call carries its key). While MaxCalls calls
+	// are out, requests wait for one to land and go together in the next
+	// call, up to MaxKeys keys in one round trip: one script run for them
+	// all through a *redis.Client, one per hash slot through a
 	// *redis.ClusterClient, one per key through other clients. So at low
 	// load no request waits for another's call, and as load grows, calls
 	// fill by themselves: a run of many keys costs Redis about half as

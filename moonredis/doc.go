@@ -18,8 +18,8 @@
 // beside it, so a key's waiters keep their order. Through a *redis.Client
 // that call is one script run for all their keys; through a
 // *redis.ClusterClient, one run per hash slot; through other clients, one
-// run per key. A run of many keys costs Redis
-// about half as much a key as a run of one.
+// run per key. A run of many keys costs Redis about half as much a key as
+// a run of one.
 //
 // The actor never waits on Redis. A call that carries an Allow, Try,
 // Delay or Tokens is made by one of those callers on its own goroutine
