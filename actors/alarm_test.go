@@ -139,3 +139,24 @@ func TestShutdownWithWaitersLeavesNoGoroutine(t *testing.T) {
 		}
 	}
 }
+
+// TestAlarmCountsFromTheClock: an alarm asked for at an instant, by an
+// actor whose now is behind the clock (it reads a message sent a while
+// ago), rings at that instant, not late by how far behind it was.
+func TestAlarmCountsFromTheClock(t *testing.T) {
+	clock := moontest.NewClock(t)
+	e := engine.New(engine.WithClock(clock), engine.WithHeatEvery(0))
+	defer e.Shutdown(context.Background())
+	ref, err := SpawnBucket(e, "", 10, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := alarm{clock: clock, self: ref}
+	now := clock.Now()
+	clock.Advance(time.Second) // the clock moved on before the actor set its alarm
+	a.set(now, now+int64(1500*time.Millisecond), false)
+	if d, ok := clock.Next(); !ok || d != 500*time.Millisecond {
+		t.Fatalf("alarm due in %v (%v), want 500ms: at the instant asked for", d, ok)
+	}
+	a.stop()
+}

@@ -487,7 +487,8 @@ type alarm struct {
 // Shutdown.
 func (a *alarm) bind(r *engine.Ref) { a.self = r }
 
-// set asks for a Tick at at, as seen from now; at math.MaxInt64 is never.
+// set asks for a Tick at at, as seen from now or the clock's reading,
+// whichever is later; at math.MaxInt64 is never.
 // exact replaces a pending timer for any other instant; otherwise one due
 // no later is kept, since an early Tick only looks and asks again.
 func (a *alarm) set(now, at int64, exact bool) {
@@ -500,6 +501,13 @@ func (a *alarm) set(now, at int64, exact bool) {
 	}
 	if at == math.MaxInt64 || a.off || a.self == nil {
 		return
+	}
+	// The timer counts from the clock's reading, which may be past now:
+	// an actor that reads a Tick some while after it was sent (its
+	// goroutine was busy or descheduled) would otherwise set the next
+	// one late by that while.
+	if cur := a.clock.Now(); cur > now {
+		now = cur
 	}
 	var d time.Duration
 	if at > now {
