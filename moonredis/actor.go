@@ -100,6 +100,14 @@ type flight struct {
 	prev, next *flight
 }
 
+// carry makes a, alone, the one batch f carries.
+func (f *flight) carry(a *ask) {
+	p := &f.one[0]
+	p.key, p.one[0], p.waits = a.key, a, a.wait
+	p.batch = p.one[:]
+	f.parts = f.one[:]
+}
+
 // late is the message the late timer sends: the first flight out may be
 // past its deadline.
 type late struct{}
@@ -377,30 +385,25 @@ func (l *limiter) direct(key string, n float64, look bool) (verdict, bool) {
 	if !ok {
 		return verdict{}, false
 	}
-	l.mu.Lock()
-	if l.stopping {
-		l.mu.Unlock()
+	if !l.enter() {
 		l.free(slot)
 		return verdict{closed: true}, true
 	}
-	l.calls.Add(1)
-	l.mu.Unlock()
 	l.alone.Add(1)
 	l.flying.Add(1)
 	f := l.directs.Get().(*flight)
 	a := &f.mine
 	a.key, a.n, a.look = key, n, look
-	p := &f.one[0]
-	p.key, p.one[0] = key, a
-	p.batch = p.one[:]
-	f.parts = f.one[:]
+	f.carry(a)
+	p := &f.parts[0]
 	f.now, f.slot, f.direct = l.eng.Now(), slot, true
 	f.deadline = f.now + int64(l.cfg.Timeout)
 	l.plan(f)
 	l.stats.calls.Add(1)
 	f.ctx, f.cancel = context.WithTimeout(l.life, l.cfg.Timeout)
 	l.run(f)
-	if p.err == nil && l.eng.Now() > f.deadline {
+	back := l.eng.Now()
+	if p.err == nil && back > f.deadline {
 		p.err = errLate
 	}
 	l.free(slot)
@@ -415,12 +418,12 @@ func (l *limiter) direct(key string, n float64, look bool) (verdict, bool) {
 		// answered.
 		l.unheard.Add(1)
 		l.steady.Store(false)
-		l.holdFrom(l.eng.Now())
+		l.holdFrom(back)
 		l.stats.failures.Add(1)
 		v = verdict{fallback: true, cause: p.err}
 	default:
 		v = p.out[0]
-		v.landed = l.eng.Now()
+		v.landed = back
 	}
 	tell := !v.closed && (p.err != nil || !l.steady.Load() ||
 		(!v.ok && !look && n == 1 && v.wait > time.Microsecond)) // a refusal to remember (see owner.remember)
@@ -434,6 +437,19 @@ func (l *limiter) direct(key string, n float64, look bool) (verdict, bool) {
 	}
 	l.calls.Done()
 	return v, true
+}
+
+// enter counts a call about to be made in l.calls, which shutdown waits
+// for, and reports true; or reports false, counting nothing, once the
+// limiter has begun to stop.
+func (l *limiter) enter() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopping {
+		return false
+	}
+	l.calls.Add(1)
+	return true
 }
 
 // holdFrom starts FailLocal's hold for a recovery span from now, as
@@ -728,10 +744,7 @@ func (o *owner) Handle(msg any) {
 // sendOne sends m alone, in the call slot slot: no key is before it.
 func (o *owner) sendOne(m *ask, slot int) {
 	f := o.flightSpares.take()
-	p := &f.one[0]
-	p.key, p.one[0], p.waits = m.key, m, m.wait
-	p.batch = p.one[:]
-	f.parts = f.one[:]
+	f.carry(m)
 	ln := o.lineSpares.take()
 	ln.out, ln.waitsOut = 1, m.wait
 	o.lines[m.key] = ln
@@ -885,8 +898,8 @@ func (o *owner) pump() {
 
 // launch sends f to Redis off the actor in the call slot slot, taken by
 // claim, unless the breaker is tripped and f is not its probe: then its
-// batches are answered by the FailMode at once. A timer on the engine's clock lands f as failed once
-// Config.Timeout has passed.
+// batches are answered by the FailMode at once. A timer on the engine's
+// clock lands f as failed once Config.Timeout has passed.
 //
 // Who makes the call: when f carries a request whose caller is waiting in
 // l.now (see maker), and the client ends a call at its ctx's deadline
@@ -908,15 +921,11 @@ func (o *owner) launch(f *flight, slot int) {
 		o.land(f, ErrBreaker)
 		return
 	}
-	o.l.mu.Lock()
-	if o.l.stopping {
-		o.l.mu.Unlock()
+	if !o.l.enter() {
 		o.l.flying.Add(1)
 		o.land(f, errStopping)
 		return
 	}
-	o.l.calls.Add(1)
-	o.l.mu.Unlock()
 	o.l.plan(f)
 	o.l.stats.calls.Add(1)
 	f.ctx, f.cancel = context.WithTimeout(context.Background(), o.l.cfg.Timeout)
@@ -1149,10 +1158,7 @@ func (o *owner) landDirect(f *flight) {
 // would face, which takes nothing. If it works, Redis is back.
 func (o *owner) sendProbe(key string, slot int) {
 	f := &flight{probe: true}
-	p := &f.one[0]
-	p.key, p.one[0] = key, &ask{key: key, n: 1, look: true}
-	p.batch = p.one[:]
-	f.parts = f.one[:]
+	f.carry(&ask{key: key, n: 1, look: true})
 	o.launch(f, slot)
 }
 

@@ -14,8 +14,9 @@ import (
 
 // alone is a bucket on f's Redis, rate a second holding burst, through a
 // client that ends a call at its ctx's deadline, with hooks h, under
-// FailClosed.
-func alone(t *testing.T, f *fake, h redis.Hook, calls int, rate, burst float64) *Bucket {
+// FailClosed, with MaxCalls calls, and then edit, if any, applied to its
+// Config.
+func alone(t *testing.T, f *fake, h redis.Hook, calls int, rate, burst float64, edit ...func(*Config)) *Bucket {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: f.mr.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { rdb.Close() })
@@ -24,6 +25,9 @@ func alone(t *testing.T, f *fake, h redis.Hook, calls int, rate, burst float64) 
 	}
 	cfg := f.cfg()
 	cfg.Client, cfg.FailMode, cfg.MaxCalls = rdb, FailClosed, calls
+	for _, e := range edit {
+		e(&cfg)
+	}
 	b, err := NewBucket(f.eng, cfg, rate, burst)
 	if err != nil {
 		t.Fatal(err)
@@ -141,15 +145,7 @@ func TestCloseCutsAloneCall(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	h, entered := holdFirst(release) // the call waits until its ctx ends
-	rdb := redis.NewClient(&redis.Options{Addr: f.mr.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { rdb.Close() })
-	rdb.AddHook(h)
-	cfg := f.cfg()
-	cfg.Client, cfg.Timeout = rdb, time.Hour
-	b, err := NewBucket(f.eng, cfg, 1, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := alone(t, f, h, 0, 1, 5, func(c *Config) { c.Timeout = time.Hour })
 	got := make(chan bool, 1)
 	go func() { got <- b.Allow("k") }()
 	recv(t, entered, "the call held")
@@ -232,15 +228,7 @@ func TestAloneFailureHoldsLocal(t *testing.T) {
 	f := newFake(t)
 	release := make(chan struct{})
 	h, entered := holdFirst(release)
-	rdb := redis.NewClient(&redis.Options{Addr: f.mr.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { rdb.Close() })
-	rdb.AddHook(h)
-	cfg := f.cfg()
-	cfg.Client, cfg.FailMode = rdb, FailLocal
-	b, err := NewBucket(f.eng, cfg, 1, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := alone(t, f, h, 0, 1, 5, func(c *Config) { c.FailMode = FailLocal })
 	first := make(chan bool, 1)
 	go func() { first <- b.Allow("k0") }()
 	recv(t, entered, "the first call held")
