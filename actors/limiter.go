@@ -520,7 +520,7 @@ func (a *alarm) set(now, at int64, exact bool) {
 		// The actor reads t only once it has received it, so this write
 		// is the Tick's, not a race; a stopped timer never writes.
 		t.Now = clock.Now()
-		self.Send(t)
+		self.Fire(t)
 	})
 }
 

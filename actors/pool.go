@@ -788,7 +788,7 @@ func (b *books[T]) arm(now, at int64) {
 	ref := b.self
 	clock := b.engine.Clock()
 	b.timerAt = at
-	b.timer = clock.AfterFunc(d, func() { ref.Send(&Tick{Now: clock.Now()}) })
+	b.timer = clock.AfterFunc(d, func() { ref.Fire(&Tick{Now: clock.Now()}) })
 }
 
 func (b *books[T]) retireItem(item T) {

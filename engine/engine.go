@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -105,6 +106,7 @@ type Engine struct {
 	dispatch  scheduling
 	budget    int
 	heatEvery time.Duration
+	settle    *settler // for a virtual clock: see Ref.Fire; nil otherwise
 	names     *names
 	down      atomic.Bool
 	seq       atomic.Uint64
@@ -127,6 +129,10 @@ func New(opts ...Option) *Engine {
 	}
 	for _, o := range opts {
 		o(e)
+	}
+	if v := vclock.Of(e.clock); v != nil {
+		e.settle = &settler{}
+		e.settle.remove = v.AfterEach(e.settle.wait)
 	}
 	logger := e.logger
 	e.system = actor.NewActorSystem(
@@ -271,6 +277,9 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	}
 	e.names.stop()
 	e.system.Shutdown()
+	if e.settle != nil {
+		e.settle.remove()
+	}
 	e.downErr = first
 	close(e.downDone)
 	return first
@@ -309,6 +318,60 @@ func (r *Ref) Engine() *Engine { return r.engine }
 // actor is refused by the mailbox (see Refusable) instead of becoming a dead
 // letter. It blocks only while the mailbox is full.
 func (r *Ref) Send(msg any) { r.mb.PostUserMessage(msg) }
+
+// Fire is Send for a timer's function: the Tick an actor asked its clock
+// for. It never waits for the actor. On a virtual clock (moontest's, or
+// internal/vclock's), whose timers fire on the goroutine that moves it,
+// the clock moves on only once the actor has run msg, or is stopped or
+// suspended. A timer the actor sets in answer is then set before the
+// clock moves on, so moving the clock a second fires every timer due
+// within that second, however many the actor sets one after another, even
+// while other goroutines keep the actor busy.
+func (r *Ref) Fire(msg any) {
+	at := r.mb.post(msg)
+	if at != 0 && r.engine.settle != nil {
+		r.engine.settle.add(r.mb, at-1)
+	}
+}
+
+// settler keeps the messages timers have sent that their actors had not
+// run by the time Fire returned, for the virtual clock to wait on after
+// the timer's function (see Ref.Fire). The wait is there, not in Fire,
+// so a timer's function run by an actor itself cannot wait on its own
+// mailbox.
+type settler struct {
+	mu     sync.Mutex
+	due    []settling
+	remove func() // stops the clock calling wait
+}
+
+type settling struct {
+	mb  *mailbox
+	pos uint64 // where the message was queued
+}
+
+func (s *settler) add(mb *mailbox, pos uint64) {
+	s.mu.Lock()
+	s.due = append(s.due, settling{mb, pos})
+	s.mu.Unlock()
+}
+
+// wait returns once every message added has run, or its actor has stopped
+// or is suspended.
+func (s *settler) wait() {
+	for {
+		s.mu.Lock()
+		due := s.due
+		s.due = nil
+		s.mu.Unlock()
+		if len(due) == 0 {
+			return
+		}
+		for _, d := range due {
+			d.mb.settle(d.pos)
+		}
+	}
+}
 
 // Inline reports whether msg is being run by the goroutine that sent it,
 // which is then the one running the actor: an answer to it may be left

@@ -188,6 +188,21 @@ func (m *mailbox) post(msg any) uint64 {
 	return at
 }
 
+// settle waits until the user message queued at pos has run, or the actor
+// is stopped or suspended, running the actor here if it waits for a
+// goroutine. One holder runs the messages in order, so the message has run
+// once the holder has taken a later one, or has let go after taking it.
+func (m *mailbox) settle(pos uint64) {
+	for !m.closed.Load() && !m.suspended.Load() {
+		h := m.user.head.Load()
+		if h > pos+1 || h == pos+1 && m.state.Load()&running == 0 {
+			return
+		}
+		m.help()
+		runtime.Gosched()
+	}
+}
+
 // starveAfter is how long a caller may take from being answered, after it
 // parked, to running again before the mailbox counts it starved:
 // sync.Mutex's threshold for its starvation mode.

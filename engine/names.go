@@ -138,7 +138,7 @@ func (d *directory) arm() {
 		return
 	}
 	ref := d.e.names.ref
-	d.timer = d.e.clock.AfterFunc(d.e.heatEvery, func() { ref.Send(&heatTick{}) })
+	d.timer = d.e.clock.AfterFunc(d.e.heatEvery, func() { ref.Fire(&heatTick{}) })
 }
 
 func newNames(e *Engine) *names {

@@ -69,8 +69,12 @@ func NewClock(t testing.TB, opts ...Option) *Clock {
 		}
 	}
 	c := &Clock{v: vclock.NewVirtual(vo...)}
+	unwrap := vclock.Wrap(c, c.v) // an engine on c lets its actors answer each timer before c moves on
 	if t != nil {
-		t.Cleanup(c.stop)
+		t.Cleanup(func() {
+			c.stop()
+			unwrap()
+		})
 	}
 	return c
 }
@@ -87,8 +91,10 @@ func (c *Clock) Now() int64 { return c.v.Now() }
 func (c *Clock) AfterFunc(d time.Duration, f func()) engine.Timer { return c.v.AfterFunc(d, f) }
 
 // Advance moves the clock on by d, firing every timer due by then in
-// deadline order; it blocks only while those timers' functions run. A d of
-// zero or less fires what is due now.
+// deadline order; it blocks only while those timers' functions run. A
+// timer an engine's actor sets in answer to one that fired, and that falls
+// due within d, fires in the same Advance: the actor runs its Tick before
+// the clock moves on. A d of zero or less fires what is due now.
 func (c *Clock) Advance(d time.Duration) { c.v.Advance(max(d, 0)) }
 
 // AdvanceTo moves the clock to instant t (as read by Now), as Advance does.

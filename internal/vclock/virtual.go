@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 )
@@ -45,6 +46,7 @@ type Virtual struct {
 	changed chan struct{} // closed on the next registration; nil while nobody waits
 	late    time.Duration // every timer's lateness, or the most of a random one
 	draw    *rand.Rand    // draws random lateness; nil for a fixed one
+	after   []*func()     // run after each fired timer's f; replaced, never changed, on AfterEach
 }
 
 var _ Clock = (*Virtual)(nil)
@@ -257,9 +259,13 @@ func (v *Virtual) advanceTo(end int64) {
 		}
 		f := t.f
 		t.f = nil
+		after := v.after
 		v.mu.Unlock()
 		if f != nil {
 			f()
+		}
+		for _, a := range after {
+			(*a)()
 		}
 		v.mu.Lock()
 	}
@@ -267,6 +273,45 @@ func (v *Virtual) advanceTo(end int64) {
 		v.now = end
 	}
 	v.mu.Unlock()
+}
+
+// AfterEach has f run after each timer's function, on the goroutine that
+// moves the clock, with no lock held, until remove is called. An engine
+// uses it to let its actors run what a timer sent them before the clock
+// moves on, so the timers they set in answer fire in the same move.
+func (v *Virtual) AfterEach(f func()) (remove func()) {
+	h := &f
+	v.mu.Lock()
+	v.after = append(slices.Clip(v.after), h)
+	v.mu.Unlock()
+	return func() {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if i := slices.Index(v.after, h); i >= 0 {
+			v.after = slices.Delete(slices.Clone(v.after), i, i+1)
+		}
+	}
+}
+
+// wrapped maps the clocks that wrap a Virtual (see Wrap) to it.
+var wrapped sync.Map
+
+// Wrap notes that c is v behind another type, for Of, until unwrap is
+// called.
+func Wrap(c Clock, v *Virtual) (unwrap func()) {
+	wrapped.Store(c, v)
+	return func() { wrapped.Delete(c) }
+}
+
+// Of is the Virtual that c is or wraps, or nil.
+func Of(c Clock) *Virtual {
+	if v, ok := c.(*Virtual); ok {
+		return v
+	}
+	if v, ok := wrapped.Load(c); ok {
+		return v.(*Virtual)
+	}
+	return nil
 }
 
 // later is now+d, clamped at the largest int64 instead of wrapping into the

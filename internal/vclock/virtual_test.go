@@ -796,3 +796,35 @@ func TestStopAll(t *testing.T) {
 		t.Errorf("a timer registered after StopAll fired %d times", fired)
 	}
 }
+
+// TestAfterEach: a hook runs after each fired timer's function, before the
+// next fires, until it is removed; Of finds the Virtual a clock is or
+// wraps, and nothing once it is unwrapped.
+func TestAfterEach(t *testing.T) {
+	v := vclock.NewVirtual()
+	var log []string
+	v.AfterFunc(time.Second, func() { log = append(log, "a") })
+	v.AfterFunc(2*time.Second, func() { log = append(log, "b") })
+	remove := v.AfterEach(func() { log = append(log, "after") })
+	v.Advance(2 * time.Second)
+	remove()
+	v.AfterFunc(0, func() { log = append(log, "c") })
+	v.Advance(0)
+	if want := []string{"a", "after", "b", "after", "c"}; !slices.Equal(log, want) {
+		t.Fatalf("fired %v, want %v", log, want)
+	}
+
+	type wrapper struct{ vclock.Clock }
+	w := &wrapper{v}
+	if vclock.Of(v) != v || vclock.Of(w) != nil || vclock.Of(vclock.Real()) != nil {
+		t.Fatal("Of: a Virtual is itself; an unwrapped wrapper and the real clock are none")
+	}
+	unwrap := vclock.Wrap(w, v)
+	if vclock.Of(w) != v {
+		t.Fatal("Of does not see through Wrap")
+	}
+	unwrap()
+	if vclock.Of(w) != nil {
+		t.Fatal("Of still sees a wrapper after unwrap")
+	}
+}
