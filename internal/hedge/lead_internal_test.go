@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// rang moves the lead by an eighth of a ring's error, the error counted
-// as at most half the delay either way, and keeps the lead between zero
-// and half the delay.
+// rang moves the lead up by an eighth of a late ring's error and down by
+// all of an early ring's, the error counted as at most half the delay
+// either way, and keeps the lead between zero and half the delay.
 func TestLeadRang(t *testing.T) {
 	const d = 5 * time.Millisecond
 	for _, tc := range []struct {
@@ -17,7 +17,8 @@ func TestLeadRang(t *testing.T) {
 		want       time.Duration
 	}{
 		{"late", 0, 800 * time.Microsecond, d, 100 * time.Microsecond},
-		{"early", 400 * time.Microsecond, -800 * time.Microsecond, d, 300 * time.Microsecond},
+		{"early", 400 * time.Microsecond, -300 * time.Microsecond, d, 100 * time.Microsecond},
+		{"early by more than the lead", 400 * time.Microsecond, -800 * time.Microsecond, d, 0},
 		{"a stall counts as half the delay", 500 * time.Microsecond, 50 * time.Millisecond, d, 812500 * time.Nanosecond},
 		{"held at half the delay", 2400 * time.Microsecond, 2 * time.Millisecond, d, d / 2},
 		{"very early counts as half the delay, never below zero", 100 * time.Microsecond, -3 * time.Millisecond, d, 0},

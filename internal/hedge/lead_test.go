@@ -11,8 +11,10 @@ import (
 )
 
 // A Lead learns how late the clock's timers ring and sets the alarms for
-// hedges early by as much, so hedges go out Delay after their attempts on
-// average. Without one, every hedge is as late as the timer.
+// hedges early by about as much, so hedges go out close to Delay after
+// their attempts. It learns from the low end of the lateness, so few
+// hedges go out before their Delay. Without one, every hedge is as late
+// as the timer.
 func TestLeadSendsHedgesOnTime(t *testing.T) {
 	const delay = 5 * time.Millisecond
 	for _, tc := range []struct {
@@ -20,12 +22,16 @@ func TestLeadSendsHedgesOnTime(t *testing.T) {
 		late   vclock.Option
 		lead   bool
 		lo, hi time.Duration // the mean hedge's offset from delay, over the last half of the races
+		early  int           // the most of those races whose hedge went out before delay
 	}{
-		{"on time, with a lead", vclock.WithLateness(0), true, 0, 0},
-		{"700µs late, without a lead", vclock.WithLateness(700 * time.Microsecond), false, 700 * time.Microsecond, 700 * time.Microsecond},
-		{"700µs late, with a lead", vclock.WithLateness(700 * time.Microsecond), true, 0, 20 * time.Microsecond},
-		{"up to 1ms late, without a lead", vclock.WithRandomLateness(time.Millisecond, 7), false, 350 * time.Microsecond, 650 * time.Microsecond},
-		{"up to 1ms late, with a lead", vclock.WithRandomLateness(time.Millisecond, 7), true, -150 * time.Microsecond, 150 * time.Microsecond},
+		{"on time, with a lead", vclock.WithLateness(0), true, 0, 0, 0},
+		{"700µs late, without a lead", vclock.WithLateness(700 * time.Microsecond), false, 700 * time.Microsecond, 700 * time.Microsecond, 0},
+		{"700µs late, with a lead", vclock.WithLateness(700 * time.Microsecond), true, 0, 20 * time.Microsecond, 0},
+		{"up to 1ms late, without a lead", vclock.WithRandomLateness(time.Millisecond, 7), false, 350 * time.Microsecond, 650 * time.Microsecond, 0},
+		// The lead settles near a quarter of the spread: hedges go out
+		// about a quarter of a millisecond late on average, and one in
+		// five early, by less than the lead.
+		{"up to 1ms late, with a lead", vclock.WithRandomLateness(time.Millisecond, 7), true, 100 * time.Microsecond, 350 * time.Microsecond, races / 2 / 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -34,21 +40,30 @@ func TestLeadSendsHedgesOnTime(t *testing.T) {
 				if tc.lead {
 					lead = new(hedge.Lead)
 				}
-				const races = 60
 				var sum time.Duration
+				early := 0
 				for i := range races {
 					off := hedgeOffset(t, clock, lead, delay)
 					if i >= races/2 {
 						sum += off
+						if off < 0 {
+							early++
+						}
 					}
 				}
 				if mean := sum / (races / 2); mean < tc.lo || mean > tc.hi {
 					t.Fatalf("hedges went out %v after the delay on average, want %v to %v (lead %v)", mean, tc.lo, tc.hi, lead.Ahead())
 				}
+				if early > tc.early {
+					t.Fatalf("%d of %d hedges went out early, want at most %d", early, races/2, tc.early)
+				}
 			})
 		})
 	}
 }
+
+// races is how many races TestLeadSendsHedgesOnTime runs each way.
+const races = 200
 
 // A Lead never sets an alarm for less than half the delay, however late
 // the timers ring.
