@@ -160,3 +160,24 @@ func TestAlarmCountsFromTheClock(t *testing.T) {
 	}
 	a.stop()
 }
+
+// TestPoolTimerCountsFromTheClock: a pool's one timer, asked for an
+// instant from a now the clock has passed, is due at that instant, not as
+// long after the clock's reading as the instant was after now.
+func TestPoolTimerCountsFromTheClock(t *testing.T) {
+	clock := moontest.NewClock(t)
+	e := engine.New(engine.WithClock(clock), engine.WithHeatEvery(0))
+	defer e.Shutdown(context.Background())
+	ref, err := SpawnBucket(e, "", 10, 1) // any actor, for the Tick to reach
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &books[int]{engine: e, self: ref}
+	now := clock.Now()
+	clock.Advance(time.Second) // the clock moved on before the pool set its timer
+	b.arm(now, now+int64(1500*time.Millisecond))
+	if d, ok := clock.Next(); !ok || d != 500*time.Millisecond {
+		t.Fatalf("timer due in %v (%v), want 500ms: at the instant asked for", d, ok)
+	}
+	b.timer.Stop()
+}

@@ -784,9 +784,14 @@ func (b *books[T]) arm(now, at int64) {
 		}
 		b.timer.Stop()
 	}
+	clock := b.engine.Clock()
+	// Counted from the clock's reading when it is past now, as the
+	// limiters' alarm is: a Tick read late must not set the next one late.
+	if cur := clock.Now(); cur > now {
+		now = cur
+	}
 	d := time.Duration(max(at-now, 0))
 	ref := b.self
-	clock := b.engine.Clock()
 	b.timerAt = at
 	b.timer = clock.AfterFunc(d, func() { ref.Fire(&Tick{Now: clock.Now()}) })
 }
