@@ -178,10 +178,11 @@ func Retry(ctx context.Context, backoff Backoff, fn func(ctx context.Context) er
 		return errors.New("moonpool: Retry: nil fn")
 	}
 	// The options are read field by field, later ones winning, so that
-	// nothing escapes to the heap. One option is read whole.
-	var s RetryOption
+	// nothing escapes to the heap. One option is read in place.
+	var merged RetryOption
+	s := &merged
 	if len(opts) == 1 {
-		s = opts[0]
+		s = &opts[0]
 	} else {
 		for i := range opts {
 			o := &opts[i]
