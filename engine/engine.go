@@ -278,7 +278,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	e.names.stop()
 	e.system.Shutdown()
 	if e.settle != nil {
-		e.settle.remove()
+		e.settle.stop()
 	}
 	e.downErr = first
 	close(e.downDone)
@@ -320,13 +320,18 @@ func (r *Ref) Engine() *Engine { return r.engine }
 func (r *Ref) Send(msg any) { r.mb.PostUserMessage(msg) }
 
 // Fire is Send for a timer's function: the Tick an actor asked its clock
-// for. It never waits for the actor. On a virtual clock (moontest's, or
-// internal/vclock's), whose timers fire on the goroutine that moves it,
-// the clock moves on only once the actor has run msg, or is stopped or
-// suspended. A timer the actor sets in answer is then set before the
-// clock moves on, so moving the clock a second fires every timer due
-// within that second, however many the actor sets one after another, even
-// while other goroutines keep the actor busy.
+// for. It is meant for nothing else. Like Send, it blocks only while the
+// actor's mailbox is full, and may run the actor on the calling goroutine
+// when it is idle.
+//
+// On a virtual clock (a moontest.Clock handed to the engine as it is),
+// whose timers fire on the goroutine that moves it, the clock moves on
+// only once the actor has run msg, or is stopped or suspended. A timer the
+// actor sets in answer is then set before the clock moves on, so moving
+// the clock a second fires every timer due within that second, however
+// many the actor sets one after another, even while other goroutines keep
+// the actor busy. The clock waits at most a second of real time for each:
+// an actor whose handler moves the clock itself runs the Tick after.
 func (r *Ref) Fire(msg any) {
 	at := r.mb.post(msg)
 	if at != 0 && r.engine.settle != nil {
@@ -337,11 +342,12 @@ func (r *Ref) Fire(msg any) {
 // settler keeps the messages timers have sent that their actors had not
 // run by the time Fire returned, for the virtual clock to wait on after
 // the timer's function (see Ref.Fire). The wait is there, not in Fire,
-// so a timer's function run by an actor itself cannot wait on its own
+// so a timer's function run by an actor itself never waits on its own
 // mailbox.
 type settler struct {
 	mu     sync.Mutex
 	due    []settling
+	off    bool   // the engine is shut down: nothing more is kept
 	remove func() // stops the clock calling wait
 }
 
@@ -352,12 +358,14 @@ type settling struct {
 
 func (s *settler) add(mb *mailbox, pos uint64) {
 	s.mu.Lock()
-	s.due = append(s.due, settling{mb, pos})
+	if !s.off && !mb.closed.Load() {
+		s.due = append(s.due, settling{mb, pos})
+	}
 	s.mu.Unlock()
 }
 
 // wait returns once every message added has run, or its actor has stopped
-// or is suspended.
+// or is suspended, or settle gave up on it.
 func (s *settler) wait() {
 	for {
 		s.mu.Lock()
@@ -371,6 +379,14 @@ func (s *settler) wait() {
 			d.mb.settle(d.pos)
 		}
 	}
+}
+
+// stop unhooks the settler from the clock and drops what it kept.
+func (s *settler) stop() {
+	s.remove()
+	s.mu.Lock()
+	s.off, s.due = true, nil
+	s.mu.Unlock()
 }
 
 // Inline reports whether msg is being run by the goroutine that sent it,

@@ -14,8 +14,7 @@ import (
 // chain is an actor that, from a *start on, asks its clock for a Tick a
 // second after each Tick, as a limiter waking one waiter after another
 // does. A *hold blocks its handler, and so the actor, until hold.release
-// closes; a *fireSelf fires a Tick at itself, as a clock that runs a
-// timer's function inside Stop would.
+// closes; an *advance moves the clock from inside the handler.
 type chain struct {
 	self  *Ref
 	clock Clock
@@ -27,7 +26,10 @@ type (
 	start     struct{}
 	chainTick struct{}
 	hold      struct{ entered, release chan struct{} }
-	fireSelf  struct{}
+	advance   struct {
+		clock *vclock.Virtual
+		by    time.Duration
+	}
 )
 
 func (c *chain) Bind(r *Ref)               { c.self = r }
@@ -44,8 +46,8 @@ func (c *chain) Handle(msg any) {
 	case *hold:
 		close(m.entered)
 		<-m.release
-	case *fireSelf:
-		c.self.Fire(&chainTick{})
+	case *advance:
+		m.clock.Advance(m.by)
 	}
 }
 
@@ -100,19 +102,21 @@ func TestFireSettlesOnAVirtualClock(t *testing.T) {
 		t.Fatalf("after Advance(3s): %d Ticks, the last at +%v; want 3, the last at +3s", n, time.Duration(at))
 	}
 
-	// A timer's function run by the actor itself does not wait on its own
-	// mailbox: the Tick runs once the handler returns.
-	ref.Send(&fireSelf{})
-	clock.Advance(0)
-	if n := c.ticks.Load(); n != 4 {
-		t.Fatalf("after a Tick the actor fired itself: %d Ticks, want 4", n)
+	// A handler that moves the clock itself holds the actor while the
+	// chain's next Tick fires at it: the clock gives up on that Tick
+	// after a second of real time, and the actor runs it once the handler
+	// returns.
+	start := time.Now()
+	ref.Send(&advance{clock: clock, by: time.Second})
+	if n, took := c.ticks.Load(), time.Since(start); n != 4 || took > 10*time.Second {
+		t.Fatalf("after a handler moved the clock: %d Ticks in %v, want 4", n, took)
 	}
 
-	// Nor is a stopped actor waited for.
+	// A stopped actor is not waited for.
 	if err := ref.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ref.Fire(&chainTick{})
+	clock.AfterFunc(0, func() { ref.Fire(&chainTick{}) })
 	clock.Advance(0)
 	if n := c.ticks.Load(); n != 4 {
 		t.Fatalf("a stopped actor ran a Tick: %d", n)

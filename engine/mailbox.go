@@ -3,6 +3,7 @@ package engine
 import (
 	"runtime"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
@@ -188,20 +189,42 @@ func (m *mailbox) post(msg any) uint64 {
 	return at
 }
 
-// settle waits until the user message queued at pos has run, or the actor
-// is stopped or suspended, running the actor here if it waits for a
-// goroutine. One holder runs the messages in order, so the message has run
-// once the holder has taken a later one, or has let go after taking it.
-func (m *mailbox) settle(pos uint64) {
-	for !m.closed.Load() && !m.suspended.Load() {
-		h := m.user.head.Load()
-		if h > pos+1 || h == pos+1 && m.state.Load()&running == 0 {
-			return
+// settle waits until the user message queued at pos has run (head has
+// passed it: see ring.pop), or the actor is stopped or suspended, or a
+// second has passed, and reports whether the message ran. Under hybrid it
+// runs the actor here if the actor waits for a goroutine. The second is
+// for a holder that waits on the caller itself (a handler that moves the
+// virtual clock): the message then runs once that holder is free.
+func (m *mailbox) settle(pos uint64) bool {
+	var start time.Time
+	for spins := 0; ; spins++ {
+		switch {
+		case m.user.head.Load() > pos:
+			return true
+		case m.closed.Load() || m.suspended.Load():
+			return false
 		}
 		m.help()
-		runtime.Gosched()
+		if spins < settleSpins {
+			runtime.Gosched()
+			continue
+		}
+		if start.IsZero() {
+			start = time.Now()
+		} else if time.Since(start) > settleMost {
+			return false
+		}
+		time.Sleep(settleNap)
 	}
 }
+
+// How settle waits: it yields settleSpins times, then naps settleNap at a
+// time, for at most settleMost in all.
+const (
+	settleSpins = 1000
+	settleNap   = 50 * time.Microsecond
+	settleMost  = time.Second
+)
 
 // starveAfter is how long a caller may take from being answered, after it
 // parked, to running again before the mailbox counts it starved:
@@ -452,9 +475,10 @@ func (m *mailbox) step() (ran bool) {
 		if r, ok := msg.(Refusable); ok {
 			r.Refuse()
 		}
-		return true
+	} else {
+		m.invoke(msg)
 	}
-	m.invoke(msg)
+	m.user.done()
 	return true
 }
 

@@ -182,7 +182,7 @@ func TestReplyAwaitDone(t *testing.T) {
 // one, and goes round many times without losing or repeating one.
 func TestRingOrderAndWrap(t *testing.T) {
 	r := newRing(4)
-	if _, ok := r.pop(); ok || r.ready() {
+	if _, ok := pop(r); ok || r.ready() {
 		t.Fatal("an empty ring gave a message")
 	}
 	next := 0
@@ -196,7 +196,7 @@ func TestRingOrderAndWrap(t *testing.T) {
 			if !r.ready() {
 				t.Fatalf("round %d: a published head not ready", round)
 			}
-			m, ok := r.pop()
+			m, ok := pop(r)
 			if !ok || m.(int) != next {
 				t.Fatalf("round %d: got %v %v, want %d", round, m, ok, next)
 			}
@@ -212,12 +212,12 @@ func TestRingOrderAndWrap(t *testing.T) {
 		r.push(4)
 		close(pushed)
 	}()
-	if m, _ := r.pop(); m.(int) != 0 {
+	if m, _ := pop(r); m.(int) != 0 {
 		t.Fatalf("got %v, want 0", m)
 	}
 	<-pushed
 	for want := 1; want <= 4; want++ {
-		if m, ok := r.pop(); !ok || m.(int) != want {
+		if m, ok := pop(r); !ok || m.(int) != want {
 			t.Fatalf("got %v %v, want %d", m, ok, want)
 		}
 	}
@@ -277,4 +277,14 @@ func TestStarvedCallerMakesSenderYield(t *testing.T) {
 	if mb.starving.Load() {
 		t.Error("a caller that ran at once after its answer left the mailbox starving")
 	}
+}
+
+// pop takes r's oldest message and moves its head past it, as the holder
+// of a mailbox does once the message has run.
+func pop(r *ring) (any, bool) {
+	m, ok := r.pop()
+	if ok {
+		r.done()
+	}
+	return m, ok
 }

@@ -63,8 +63,11 @@ func (r *ring) push(msg any) uint64 {
 	}
 }
 
-// pop takes the oldest message if it is published. Only the holder of the
-// mailbox calls it.
+// pop takes the oldest message if it is published, and frees its cell
+// for a sender. head moves past it only at done, once the message has run:
+// whoever watches head (a caller spinning for its answer, a virtual clock
+// waiting for a Tick) knows that a message head has passed has run. Only
+// the holder of the mailbox calls them, done after each pop that took one.
 func (r *ring) pop() (any, bool) {
 	h := r.head.Load()
 	c := &r.cells[h&r.mask]
@@ -74,9 +77,11 @@ func (r *ring) pop() (any, bool) {
 	msg := c.msg
 	c.msg = nil
 	c.seq.Store(h + r.mask + 1)
-	r.head.Store(h + 1)
 	return msg, true
 }
+
+// done moves head past the message pop took.
+func (r *ring) done() { r.head.Store(r.head.Load() + 1) }
 
 // ready says whether the oldest message is published. Anyone may ask: a
 // goroutine that has just let the mailbox go asks it to see whether it must

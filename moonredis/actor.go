@@ -300,7 +300,7 @@ func (l *limiter) start(eng *engine.Engine) error {
 		return err
 	}
 	l.ref = ref
-	l.late = func() { ref.Send(late{}) }
+	l.late = func() { ref.Fire(late{}) }
 	return nil
 }
 

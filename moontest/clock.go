@@ -37,7 +37,12 @@ const Epoch = vclock.Epoch
 // NewClock.
 type Clock struct {
 	v *vclock.Virtual
+	inside
 }
+
+// inside lets an engine find the virtual clock behind a Clock, to run an
+// actor's Tick before the clock moves on (see Advance).
+type inside = vclock.Inside
 
 var _ engine.Clock = (*Clock)(nil)
 
@@ -68,13 +73,10 @@ func NewClock(t testing.TB, opts ...Option) *Clock {
 			o(&vo)
 		}
 	}
-	c := &Clock{v: vclock.NewVirtual(vo...)}
-	unwrap := vclock.Wrap(c, c.v) // an engine on c lets its actors answer each timer before c moves on
+	v := vclock.NewVirtual(vo...)
+	c := &Clock{v: v, inside: vclock.Within(v)}
 	if t != nil {
-		t.Cleanup(func() {
-			c.stop()
-			unwrap()
-		})
+		t.Cleanup(c.stop)
 	}
 	return c
 }
@@ -91,10 +93,11 @@ func (c *Clock) Now() int64 { return c.v.Now() }
 func (c *Clock) AfterFunc(d time.Duration, f func()) engine.Timer { return c.v.AfterFunc(d, f) }
 
 // Advance moves the clock on by d, firing every timer due by then in
-// deadline order; it blocks only while those timers' functions run. A
-// timer an engine's actor sets in answer to one that fired, and that falls
-// due within d, fires in the same Advance: the actor runs its Tick before
-// the clock moves on. A d of zero or less fires what is due now.
+// deadline order; it blocks while those timers' functions run, and while
+// an engine's actors run the Ticks those timers sent them. So a timer an
+// actor sets in answer to one that fired, and that falls due within d,
+// fires in the same Advance, even while other goroutines keep the actor
+// busy (see engine.Ref.Fire). A d of zero or less fires what is due now.
 func (c *Clock) Advance(d time.Duration) { c.v.Advance(max(d, 0)) }
 
 // AdvanceTo moves the clock to instant t (as read by Now), as Advance does.

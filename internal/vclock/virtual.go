@@ -46,7 +46,7 @@ type Virtual struct {
 	changed chan struct{} // closed on the next registration; nil while nobody waits
 	late    time.Duration // every timer's lateness, or the most of a random one
 	draw    *rand.Rand    // draws random lateness; nil for a fixed one
-	after   []*func()     // run after each fired timer's f; replaced, never changed, on AfterEach
+	after   []*func()     // run after each fired timer's f; replaced, never changed in place
 }
 
 var _ Clock = (*Virtual)(nil)
@@ -136,9 +136,10 @@ func (v *Virtual) AfterFunc(d time.Duration, f func()) Timer {
 // Advance moves the clock forward by d, firing every timer due by then in
 // deadline order (ties in registration order), each with Now set to its
 // deadline (plus lateness) while its f runs. A timer registered by a
-// callback fires in the same Advance if it falls due within it. Afterwards Now is the start plus d
-// (clamped at the largest int64). A negative d does nothing: time never goes
-// back, and no timer fires.
+// callback fires in the same Advance if it falls due within it. The hooks
+// of AfterEach run after each callback. Afterwards Now is the start plus
+// d (clamped at the largest int64). A negative d does nothing: time never
+// goes back, and no timer fires.
 func (v *Virtual) Advance(d time.Duration) {
 	if d < 0 {
 		return
@@ -293,23 +294,23 @@ func (v *Virtual) AfterEach(f func()) (remove func()) {
 	}
 }
 
-// wrapped maps the clocks that wrap a Virtual (see Wrap) to it.
-var wrapped sync.Map
+// Inside is embedded in a clock that wraps a Virtual, for Of to find it
+// (moontest.Clock embeds it under an unexported alias, so its users see
+// nothing of it). Make one with Within.
+type Inside struct{ v *Virtual }
 
-// Wrap notes that c is v behind another type, for Of, until unwrap is
-// called.
-func Wrap(c Clock, v *Virtual) (unwrap func()) {
-	wrapped.Store(c, v)
-	return func() { wrapped.Delete(c) }
-}
+// Within is an Inside for v.
+func Within(v *Virtual) Inside { return Inside{v} }
 
-// Of is the Virtual that c is or wraps, or nil.
+func (i Inside) virtual() *Virtual { return i.v }
+
+// Of is the Virtual that c is or wraps (by embedding an Inside), or nil.
 func Of(c Clock) *Virtual {
-	if v, ok := c.(*Virtual); ok {
-		return v
-	}
-	if v, ok := wrapped.Load(c); ok {
-		return v.(*Virtual)
+	switch c := c.(type) {
+	case *Virtual:
+		return c
+	case interface{ virtual() *Virtual }:
+		return c.virtual()
 	}
 	return nil
 }

@@ -799,7 +799,7 @@ func TestStopAll(t *testing.T) {
 
 // TestAfterEach: a hook runs after each fired timer's function, before the
 // next fires, until it is removed; Of finds the Virtual a clock is or
-// wraps, and nothing once it is unwrapped.
+// wraps with an Inside, and nothing in other clocks.
 func TestAfterEach(t *testing.T) {
 	v := vclock.NewVirtual()
 	var log []string
@@ -814,17 +814,15 @@ func TestAfterEach(t *testing.T) {
 		t.Fatalf("fired %v, want %v", log, want)
 	}
 
-	type wrapper struct{ vclock.Clock }
-	w := &wrapper{v}
-	if vclock.Of(v) != v || vclock.Of(w) != nil || vclock.Of(vclock.Real()) != nil {
-		t.Fatal("Of: a Virtual is itself; an unwrapped wrapper and the real clock are none")
+	type plain struct{ vclock.Clock }
+	type wrapper struct {
+		vclock.Clock
+		vclock.Inside
 	}
-	unwrap := vclock.Wrap(w, v)
-	if vclock.Of(w) != v {
-		t.Fatal("Of does not see through Wrap")
+	if vclock.Of(v) != v || vclock.Of(plain{v}) != nil || vclock.Of(vclock.Real()) != nil {
+		t.Fatal("Of: a Virtual is itself; a wrapper without an Inside and the real clock are none")
 	}
-	unwrap()
-	if vclock.Of(w) != nil {
-		t.Fatal("Of still sees a wrapper after unwrap")
+	if vclock.Of(wrapper{v, vclock.Within(v)}) != v {
+		t.Fatal("Of does not see through an Inside")
 	}
 }
