@@ -324,7 +324,7 @@ func (r *Ref) Send(msg any) { r.mb.PostUserMessage(msg) }
 // actor's mailbox is full, and may run the actor on the calling goroutine
 // when it is idle.
 //
-// On a virtual clock (a moontest.Clock handed to the engine as it is),
+// On a virtual clock (a moontest.Clock, or a clock that embeds one),
 // whose timers fire on the goroutine that moves it, the clock moves on
 // only once the actor has run msg, or is stopped or suspended. A timer the
 // actor sets in answer is then set before the clock moves on, so moving

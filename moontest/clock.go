@@ -97,7 +97,8 @@ func (c *Clock) AfterFunc(d time.Duration, f func()) engine.Timer { return c.v.A
 // an engine's actors run the Ticks those timers sent them. So a timer an
 // actor sets in answer to one that fired, and that falls due within d,
 // fires in the same Advance, even while other goroutines keep the actor
-// busy (see engine.Ref.Fire). A d of zero or less fires what is due now.
+// busy. It waits at most a second of real time for each Tick (see
+// engine.Ref.Fire). A d of zero or less fires what is due now.
 func (c *Clock) Advance(d time.Duration) { c.v.Advance(max(d, 0)) }
 
 // AdvanceTo moves the clock to instant t (as read by Now), as Advance does.
