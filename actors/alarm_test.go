@@ -140,44 +140,41 @@ func TestShutdownWithWaitersLeavesNoGoroutine(t *testing.T) {
 	}
 }
 
-// TestAlarmCountsFromTheClock: an alarm asked for at an instant, by an
-// actor whose now is behind the clock (it reads a message sent a while
-// ago), rings at that instant, not late by how far behind it was.
-func TestAlarmCountsFromTheClock(t *testing.T) {
-	clock := moontest.NewClock(t)
-	e := engine.New(engine.WithClock(clock), engine.WithHeatEvery(0))
-	defer e.Shutdown(context.Background())
-	ref, err := SpawnBucket(e, "", 10, 1)
-	if err != nil {
-		t.Fatal(err)
+// TestTimersCountFromTheClock: a limiter's alarm and a pool's timer,
+// asked for an instant by an actor whose now is behind the clock (it reads
+// a message sent a while ago), are due at that instant, not late by how
+// far behind it was.
+func TestTimersCountFromTheClock(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(e *engine.Engine, clock *moontest.Clock, ref *engine.Ref, now, at int64) (stop func())
+	}{
+		{"limiter's alarm", func(_ *engine.Engine, clock *moontest.Clock, ref *engine.Ref, now, at int64) func() {
+			a := &alarm{clock: clock, self: ref}
+			a.set(now, at, false)
+			return a.stop
+		}},
+		{"pool's timer", func(e *engine.Engine, _ *moontest.Clock, ref *engine.Ref, now, at int64) func() {
+			b := &books[int]{engine: e, self: ref}
+			b.arm(now, at)
+			return func() { b.timer.Stop() }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := moontest.NewClock(t)
+			e := engine.New(engine.WithClock(clock), engine.WithHeatEvery(0))
+			defer e.Shutdown(context.Background())
+			ref, err := SpawnBucket(e, "", 10, 1) // any actor, for the Tick to reach
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := clock.Now()
+			clock.Advance(time.Second) // the clock moved on before the actor set its timer
+			stop := tc.set(e, clock, ref, now, now+int64(1500*time.Millisecond))
+			defer stop()
+			if d, ok := clock.Next(); !ok || d != 500*time.Millisecond {
+				t.Fatalf("due in %v (%v), want 500ms: at the instant asked for", d, ok)
+			}
+		})
 	}
-	a := alarm{clock: clock, self: ref}
-	now := clock.Now()
-	clock.Advance(time.Second) // the clock moved on before the actor set its alarm
-	a.set(now, now+int64(1500*time.Millisecond), false)
-	if d, ok := clock.Next(); !ok || d != 500*time.Millisecond {
-		t.Fatalf("alarm due in %v (%v), want 500ms: at the instant asked for", d, ok)
-	}
-	a.stop()
-}
-
-// TestPoolTimerCountsFromTheClock: a pool's one timer, asked for an
-// instant from a now the clock has passed, is due at that instant, not as
-// long after the clock's reading as the instant was after now.
-func TestPoolTimerCountsFromTheClock(t *testing.T) {
-	clock := moontest.NewClock(t)
-	e := engine.New(engine.WithClock(clock), engine.WithHeatEvery(0))
-	defer e.Shutdown(context.Background())
-	ref, err := SpawnBucket(e, "", 10, 1) // any actor, for the Tick to reach
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &books[int]{engine: e, self: ref}
-	now := clock.Now()
-	clock.Advance(time.Second) // the clock moved on before the pool set its timer
-	b.arm(now, now+int64(1500*time.Millisecond))
-	if d, ok := clock.Next(); !ok || d != 500*time.Millisecond {
-		t.Fatalf("timer due in %v (%v), want 500ms: at the instant asked for", d, ok)
-	}
-	b.timer.Stop()
 }

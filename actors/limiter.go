@@ -502,13 +502,9 @@ func (a *alarm) set(now, at int64, exact bool) {
 	if at == math.MaxInt64 || a.off || a.self == nil {
 		return
 	}
-	// The timer counts from the clock's reading, which may be past now:
-	// an actor that reads a Tick some while after it was sent (its
-	// goroutine was busy or descheduled) would otherwise set the next
-	// one late by that while.
-	if cur := a.clock.Now(); cur > now {
-		now = cur
-	}
+	// Counted from the clock's reading if it is past now: an actor that
+	// reads a Tick late would otherwise set the next one late by as much.
+	now = max(now, a.clock.Now())
 	var d time.Duration
 	if at > now {
 		d = time.Duration(min(uint64(at-now), uint64(policy.Never)))

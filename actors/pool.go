@@ -785,11 +785,7 @@ func (b *books[T]) arm(now, at int64) {
 		b.timer.Stop()
 	}
 	clock := b.engine.Clock()
-	// Counted from the clock's reading when it is past now, as the
-	// limiters' alarm is: a Tick read late must not set the next one late.
-	if cur := clock.Now(); cur > now {
-		now = cur
-	}
+	now = max(now, clock.Now()) // as the limiters' alarm counts (see alarm.set)
 	d := time.Duration(max(at-now, 0))
 	ref := b.self
 	b.timerAt = at
