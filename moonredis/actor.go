@@ -84,7 +84,7 @@ type flight struct {
 	deadline int64           // now + Config.Timeout, on the engine's clock
 	one      [1]part         // parts' array when it holds one key, the usual case
 	run1     [1]run          // runs' array when one run carries every key
-	ctx      context.Context // Config.Timeout on the real clock: Close cuts it short, through the actor or, for a direct call, through limiter.life
+	ctx      context.Context // Config.Timeout on the real clock (a direct call's: a span's, see spans): Close cuts it short, through the actor or, for a direct call, through limiter.life
 	cancel   context.CancelFunc
 	probe    bool // a look the breaker sent to see whether Redis is back
 	slot     int  // the call slot it holds while out (see limiter.slots)
@@ -222,8 +222,9 @@ type limiter struct {
 	directs sync.Pool // of *flight, for direct
 	// life is the parent of a direct call's ctx; shutdown ends it, which
 	// cuts those calls short as cut does the actor's.
-	life context.Context
-	end  context.CancelFunc
+	life  context.Context
+	end   context.CancelFunc
+	spans spans // the direct calls' ctxs, children of life
 	// held is when, on the engine's clock, FailLocal stops holding what
 	// Redis lets through to the local share as well: math.MaxInt64 while
 	// the breaker is tripped, a recovery span after the last failed call
@@ -292,6 +293,7 @@ func (l *limiter) start(eng *engine.Engine) error {
 	l.asks.New = func() any { return &ask{reply: make(chan verdict, 2)} }
 	l.directs.New = func() any { return new(flight) }
 	l.life, l.end = context.WithCancel(context.Background())
+	l.spans = spans{life: l.life, timeout: l.cfg.Timeout}
 	l.steady.Store(true)
 	o := &owner{l: l, lines: make(map[string]*line), over: make(map[string]int64),
 		breaker: newBreaker(l.cfg.BreakerFailures, int64(l.cfg.Timeout))}
@@ -400,7 +402,7 @@ func (l *limiter) direct(key string, n float64, look bool) (verdict, bool) {
 	f.deadline = f.now + int64(l.cfg.Timeout)
 	l.plan(f)
 	l.stats.calls.Add(1)
-	f.ctx, f.cancel = context.WithTimeout(l.life, l.cfg.Timeout)
+	f.ctx, f.cancel = l.spans.ctx(), nop
 	l.run(f)
 	back := l.eng.Now()
 	if p.err == nil && back > f.deadline {

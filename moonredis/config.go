@@ -80,7 +80,8 @@ type Config struct {
 	// the engine's clock, by the limiter's own timer; the call is cut short
 	// through its ctx, and what it brings back later is dropped. A caller
 	// that makes its own call (see Client) is answered when the client ends
-	// it at its ctx's deadline, Timeout on the real clock.
+	// it at its ctx's deadline: Timeout on the real clock, or up to a
+	// sixteenth of it more, as calls begun that close together share one.
 	Timeout time.Duration
 	// FailMode is what to answer when Redis cannot; the zero value is
 	// FailClosed.
