@@ -94,12 +94,29 @@ const spanRing = 64
 // counts them when it next renews, as a bucket's. It carries the callers
 // through a renewal that comes late, and a spell when nobody drew,
 // without asking the actor to answer exactly.
+//
+// A renewal comes late when the goroutine running it loses its processor:
+// with more busy goroutines than processors it waits for another's time
+// slice to end, 10 ms or more. A window of a million events a millisecond
+// lends its spans for a quarter of a millisecond ahead, so only the spare
+// can carry its callers that long. So the spare takes all the room beyond
+// a whole lease of spans, and its word has wider fields than a stripe's
+// (see spareMask). A window near its quota lends spans alone.
 const spareStripe = drawStripes
 
-// spareSpans is how many spans' leases a window's spare holds, at most
-// maxLease. It is lent only from room beyond a whole lease of spans, so a
-// window near its quota lends spans alone.
-const spareSpans = 64
+// The fields of the spare's word, which has no tag: draws << 32 | tokens.
+const (
+	spareMask = 1<<32 - 1
+	spareOne  = 1 << 32
+)
+
+// fields are the draws and the tokens in w, the word of slot i.
+func fields(i int, w uint64) (draws, tokens int64) {
+	if i == spareSlot {
+		return int64(w >> 32), int64(w & spareMask)
+	}
+	return int64(w >> 16 & creditMask), int64(w & creditMask)
+}
 
 // The slots of a lease, as the actor numbers them: a window's spans
 // first, then a bucket's stripes, the last of them a window's spare.
@@ -180,6 +197,12 @@ func low(w uint64) bool {
 	return draws >= renewDraws && 3*tokens < draws
 }
 
+// lowSpare is low for the spare's word.
+func lowSpare(w uint64) bool {
+	draws, tokens := w>>32, w&spareMask
+	return draws >= renewDraws && 3*tokens < draws
+}
+
 // DrawAt is Draw for a caller whose clock reads now: it draws from the
 // stripe lent for the span that holds now, or else from the spare. It
 // says no, so that the caller asks the actor, when both are dry. The
@@ -210,9 +233,9 @@ func (c *Credit) DrawAt(now, n int64) bool {
 		}
 	}
 	sp := &c.stripes[spareStripe]
-	for w := sp.w.Load(); int64(w&creditMask) >= n; w = sp.w.Load() {
-		if sp.w.CompareAndSwap(w, w-uint64(n)+drawOne) {
-			if !lent || low(w-uint64(n)+drawOne) {
+	for w := sp.w.Load(); int64(w&spareMask) >= n; w = sp.w.Load() {
+		if sp.w.CompareAndSwap(w, w-uint64(n)+spareOne) {
+			if !lent || lowSpare(w-uint64(n)+spareOne) {
 				c.renew()
 			}
 			return true
@@ -274,7 +297,8 @@ func (c *Credit) Drawn() int64 {
 		if s&1 == 0 {
 			d := c.drawn.Load()
 			for i := range slots {
-				d += int64(c.slot(i).Load() >> 16 & creditMask)
+				draws, _ := fields(i, c.slot(i).Load())
+				d += draws
 			}
 			if c.seq.Load() == s {
 				return d
@@ -298,10 +322,14 @@ func (c *Credit) takeBackEach(drawn *[slots]int64) int64 {
 	c.seq.Add(1)
 	var left, all int64
 	for i := range slots {
-		w := c.slot(i).And(^uint64(leaseOne - 1))
-		drawn[i] = int64(w >> 16 & creditMask)
-		all += drawn[i]
-		left += int64(w & creditMask)
+		keep := ^uint64(leaseOne - 1) // the tag
+		if i == spareSlot {
+			keep = 0 // no tag
+		}
+		draws, tokens := fields(i, c.slot(i).And(keep))
+		drawn[i] = draws
+		all += draws
+		left += tokens
 	}
 	c.drawn.Add(all)
 	c.seq.Add(1)
@@ -392,11 +420,11 @@ func SpawnBucketCredit(e *engine.Engine, name string, rate, burst float64) (*eng
 // atomic operation. A smaller window lends nothing and returns a nil
 // Credit: its quota is counted exactly.
 //
-// The actor also lends a spare batch, up to 64 spans' worth and at most
-// 65,535 events, from room beyond a whole lease of spans. A caller whose
-// span is not lent, or is spent, draws from it. The actor counts those
-// events when it next renews the lease: later than they happened, never
-// earlier.
+// The actor also lends a spare batch: all the room beyond a whole lease
+// of spans, up to 4,294,967,295 events. A caller whose span is not lent,
+// or is spent, draws from it, so callers go on drawing through a renewal
+// that comes late. The actor counts those events when it next renews the
+// lease: later than they happened, never earlier.
 //
 // The actor counts what was drawn in a span as happening at the end of
 // that span, or when it takes the lease back if that is sooner: never
@@ -697,7 +725,7 @@ func (b *lender[S, R]) lendSpans() {
 		b.spans[i] = k
 	}
 	// The spare takes only room beyond a whole lease of spans.
-	most := min(spareSpans*b.lease, maxLease)
+	most := int64(spareMask)
 	room -= float64(spanRing * b.lease)
 	if lendSpansPause != nil {
 		lendSpansPause()
@@ -729,10 +757,10 @@ func (b *lender[S, R]) relend(i int, tag uint64, keep bool, most int64, room *fl
 	st := b.credit.slot(i)
 	for {
 		w := st.Load()
-		draws = int64(w >> 16 & creditMask)
 		var left int64
-		if keep {
-			left = int64(w & creditMask)
+		draws, left = fields(i, w)
+		if !keep {
+			left = 0
 		}
 		free := *room + float64(b.put[i]-draws-left)
 		give := max(int64(min(float64(most-left), free)), 0)

@@ -132,7 +132,7 @@ func TestWindowCreditRenewsAhead(t *testing.T) {
 			if !credit.DrawAt(h.clock.Now(), 1) {
 				t.Fatalf("span %d, draw %d: refused, with the window far from full", k, i)
 			}
-			if w := credit.stripes[spareStripe].w.Load(); w>>16&creditMask != 0 {
+			if w := credit.stripes[spareStripe].w.Load(); w>>32 != 0 {
 				t.Fatalf("span %d, draw %d: drawn from the spare, not from the span's own stripe", k, i)
 			}
 		}
@@ -167,6 +167,35 @@ func TestWindowCreditSpareAfterQuiet(t *testing.T) {
 	}
 	if got := left(ref, "", h.clock.Now()); got != allow-2 {
 		t.Fatalf("Left %v, want %v", got, allow-2)
+	}
+}
+
+// TestWindowCreditSpareOutlastsALateRenewal: while a renewal is asked
+// and has not run (its goroutine waits for a processor), callers of a
+// large window draw the current span's lease and then the spare, which
+// holds all the room beyond the spans lent ahead: far more than a span's
+// 16-bit lease. None is refused and none asks the actor. Once the renewal
+// runs, every draw is counted.
+func TestWindowCreditSpareOutlastsALateRenewal(t *testing.T) {
+	const allow = 1 << 20
+	h, ref, credit, _ := lentWindow(t, allow, time.Second)
+	const lease = 1024          // a span's, the most: allow/16 is more
+	credit.renewing.Store(true) // asked, and not yet run
+	now := h.clock.Now()
+	var n int64
+	for n < allow && credit.DrawAt(now, 1) {
+		n++
+	}
+	// The clock is in the first of the spans lent. The others stay lent
+	// for their own time, and the spare leaves room for as many more, for
+	// the next renewal to lend. All the rest was drawn at once.
+	if want := int64(allow - (2*spanRing-1)*lease); n != want {
+		t.Fatalf("drew %d at one instant with the renewal late, want %d: all but the spans ahead and a lease of them", n, want)
+	}
+	credit.renewing.Store(false)
+	credit.renew()
+	if got := left(ref, "", now); got != float64(allow-n) {
+		t.Fatalf("Left %v after the renewal, want %v: every draw counted", got, allow-n)
 	}
 }
 
@@ -286,7 +315,7 @@ func TestWindowCreditSpareCountedAfterDraws(t *testing.T) {
 	const allow = 1 << 20
 	const window = time.Second
 	h, ref, credit, _ := lentWindow(t, allow, window)
-	if w := credit.stripes[spareStripe].w.Load(); w&creditMask == 0 {
+	if w := credit.stripes[spareStripe].w.Load(); w&spareMask == 0 {
 		t.Fatal("no spare lent")
 	}
 	const drawn = 1024 + 1000 // more than the current span's lease: the rest from the spare

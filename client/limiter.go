@@ -259,8 +259,9 @@ func NewWindow(eng *Engine, allow int, window time.Duration) (*Window, error) {
 // each a 256th of the window with a sixteenth of the allowance (at most
 // 1,024), as far as the window has room. Allow draws from the span it is
 // in. Once half the lease is behind, the first Allow of a span has the
-// actor lend the spans ahead, without waiting for it. A spare batch
-// carries callers through a span the actor has not lent yet. The actor
+// actor lend the spans ahead, without waiting for it. A spare batch, the
+// room beyond the spans, carries callers through a span the actor has not
+// lent yet, and through a renewal that comes late. The actor
 // counts a lent event at the end of its span at the latest, or a spare
 // one when it next renews, never before it happened. So the window never
 // lets more through than the exact one would over any stretch of time. It
