@@ -29,7 +29,7 @@ func TestSpans(t *testing.T) {
 		var prev context.Context
 		var all []context.Context
 		for _, st := range steps {
-			time.Sleep(start.Add(st.at).Sub(time.Now()))
+			time.Sleep(time.Until(start.Add(st.at)))
 			ctx := s.ctx()
 			if got := ctx == prev; got != st.same {
 				t.Errorf("at %v: shared %v, want %v", st.at, got, st.same)
@@ -38,7 +38,7 @@ func TestSpans(t *testing.T) {
 			if !ok || d.Sub(start) != st.deadline {
 				t.Errorf("at %v: deadline %v after start (%v), want %v", st.at, d.Sub(start), ok, st.deadline)
 			}
-			if left := d.Sub(time.Now()); left < s.timeout || left > s.timeout+s.timeout/16 {
+			if left := time.Until(d); left < s.timeout || left > s.timeout+s.timeout/16 {
 				t.Errorf("at %v: the call has %v, want Timeout to a sixteenth more", st.at, left)
 			}
 			if ctx.Err() != nil {
