@@ -65,7 +65,7 @@ type Credit struct {
 	// A bucket's lease is in the first drawStripes, a window's spare in
 	// the last.
 	stripes [drawStripes + 1]stripe
-	// spans are a window's lease, a word per span, as a stripe's. They
+	// spans are a window's lease, a word per span (see spanMask). They
 	// share cache lines: callers draw from one span at a time.
 	spans [spanRing]atomic.Uint64
 
@@ -76,9 +76,8 @@ type Credit struct {
 	busy     atomic.Bool   // the actor is answering a message, the lease taken back until it is done
 }
 
-// stripe is one part of a lease: a tag << 32 | draws since the actor last
-// wrote it << 16 | tokens lent and not drawn. A window's tag is the
-// number of the span the stripe is lent for. A bucket's is not read.
+// stripe is one part of a lease: draws since the actor last wrote it
+// << 32 | tokens lent and not drawn (see stripeMask).
 type stripe struct {
 	w atomic.Uint64
 	_ [56]byte // a cache line of its own
@@ -100,22 +99,16 @@ const spanRing = 64
 // slice to end, 10 ms or more. A window of a million events a millisecond
 // lends its spans for a quarter of a millisecond ahead, so only the spare
 // can carry its callers that long. So the spare takes all the room beyond
-// a whole lease of spans, and its word has wider fields than a stripe's
-// (see spareMask). A window near its quota lends spans alone.
+// a whole lease of spans. A window near its quota lends spans alone.
 const spareStripe = drawStripes
 
-// The fields of the spare's word, which has no tag: draws << 32 | tokens.
-const (
-	spareMask = 1<<32 - 1
-	spareOne  = 1 << 32
-)
-
-// fields are the draws and the tokens in w, the word of slot i.
+// fields are the draws and the tokens in w, the word of slot i: a span's
+// or a stripe's.
 func fields(i int, w uint64) (draws, tokens int64) {
-	if i == spareSlot {
-		return int64(w >> 32), int64(w & spareMask)
+	if i >= spanRing {
+		return int64(w >> 32), int64(w & stripeMask)
 	}
-	return int64(w >> 16 & creditMask), int64(w & creditMask)
+	return int64(w >> 16 & spanMask), int64(w & spanMask)
 }
 
 // The slots of a lease, as the actor numbers them: a window's spans
@@ -149,12 +142,20 @@ const renewLead = spanRing / 2
 // ask the actor once it is dry, as they would without credit.
 const renewDraws = 16
 
-// The fields of a stripe's word; a lease is at most maxLease tokens, so
-// tokens and draws each fit in 16 bits.
+// The fields of a stripe's word: draws << 32 | tokens. A bucket's lease
+// and a window's spare are at most stripeMask tokens, and draws are fewer.
 const (
-	creditMask = 1<<16 - 1
-	drawOne    = 1 << 16
-	leaseOne   = 1 << 32
+	stripeMask = 1<<32 - 1
+	stripeOne  = 1 << 32
+)
+
+// The fields of a span's word: tag << 32 | draws << 16 | tokens. The tag
+// is the number of the span the word is lent for; a span's lease is at
+// most 1,024 tokens.
+const (
+	spanMask = 1<<16 - 1
+	spanOne  = 1 << 16
+	tagOne   = 1 << 32
 )
 
 // stackSpot is a number picked by where the calling goroutine's stack is:
@@ -178,9 +179,9 @@ func (c *Credit) Draw(n int64) bool {
 	home := stackSpot() & (drawStripes - 1)
 	for k := range drawStripes {
 		st := &c.stripes[(home+k)&(drawStripes-1)]
-		for w := st.w.Load(); int64(w&creditMask) >= n; w = st.w.Load() {
-			if st.w.CompareAndSwap(w, w-uint64(n)+drawOne) {
-				if low(w - uint64(n) + drawOne) {
+		for w := st.w.Load(); int64(w&stripeMask) >= n; w = st.w.Load() {
+			if st.w.CompareAndSwap(w, w-uint64(n)+stripeOne) {
+				if low(w - uint64(n) + stripeOne) {
 					c.renew()
 				}
 				return true
@@ -190,16 +191,10 @@ func (c *Credit) Draw(n int64) bool {
 	return false
 }
 
-// low says whether a bucket's stripe whose word is w holds under a
-// quarter of what the actor last put there (each draw a token or more).
+// low says whether a stripe whose word is w holds under a quarter of
+// what the actor last put there (each draw a token or more).
 func low(w uint64) bool {
-	draws, tokens := w>>16&creditMask, w&creditMask
-	return draws >= renewDraws && 3*tokens < draws
-}
-
-// lowSpare is low for the spare's word.
-func lowSpare(w uint64) bool {
-	draws, tokens := w>>32, w&spareMask
+	draws, tokens := w>>32, w&stripeMask
 	return draws >= renewDraws && 3*tokens < draws
 }
 
@@ -222,20 +217,20 @@ func (c *Credit) DrawAt(now, n int64) bool {
 		w := st.Load()
 		// The tag holds the span's low 32 bits: a span past the last
 		// lent is not lent, whatever an old word's tag says.
-		if lent = uint32(w>>32) == uint32(k) && k <= c.ahead.Load(); !lent || int64(w&creditMask) < n {
+		if lent = uint32(w>>32) == uint32(k) && k <= c.ahead.Load(); !lent || int64(w&spanMask) < n {
 			break
 		}
-		if st.CompareAndSwap(w, w-uint64(n)+drawOne) {
-			if w&(creditMask<<16) == 0 && k+renewLead > c.ahead.Load() {
+		if st.CompareAndSwap(w, w-uint64(n)+spanOne) {
+			if w&(spanMask<<16) == 0 && k+renewLead > c.ahead.Load() {
 				c.renew()
 			}
 			return true
 		}
 	}
 	sp := &c.stripes[spareStripe]
-	for w := sp.w.Load(); int64(w&spareMask) >= n; w = sp.w.Load() {
-		if sp.w.CompareAndSwap(w, w-uint64(n)+spareOne) {
-			if !lent || lowSpare(w-uint64(n)+spareOne) {
+	for w := sp.w.Load(); int64(w&stripeMask) >= n; w = sp.w.Load() {
+		if sp.w.CompareAndSwap(w, w-uint64(n)+stripeOne) {
+			if !lent || low(w-uint64(n)+stripeOne) {
 				c.renew()
 			}
 			return true
@@ -310,7 +305,7 @@ func (c *Credit) Drawn() int64 {
 
 // takeBack empties the credit and returns the tokens that were still in
 // it, counting the draws made since the actor last wrote the stripes.
-// The stripes' tags stay: a bucket's next lease counts on from them.
+// The spans' tags stay.
 func (c *Credit) takeBack() int64 {
 	var each [slots]int64
 	return c.takeBackEach(&each)
@@ -322,9 +317,9 @@ func (c *Credit) takeBackEach(drawn *[slots]int64) int64 {
 	c.seq.Add(1)
 	var left, all int64
 	for i := range slots {
-		keep := ^uint64(leaseOne - 1) // the tag
-		if i == spareSlot {
-			keep = 0 // no tag
+		keep := ^uint64(tagOne - 1) // a span's tag
+		if i >= spanRing {
+			keep = 0 // a stripe has none
 		}
 		draws, tokens := fields(i, c.slot(i).And(keep))
 		drawn[i] = draws
@@ -341,7 +336,7 @@ func (c *Credit) takeBackEach(drawn *[slots]int64) int64 {
 func (c *Credit) lendAt(n int64) {
 	for i := range drawStripes {
 		st := &c.stripes[i]
-		st.w.Store(st.w.Load()&^(leaseOne-1) + leaseOne + uint64(stripeShare(n, i)))
+		st.w.Store(uint64(stripeShare(n, i)))
 	}
 }
 
@@ -380,9 +375,9 @@ func leaseOf(rate, burst float64) int64 {
 	return int64(min(math.Floor(burst/16), most))
 }
 
-// maxLease is the most a lease may hold: what a stripe's 16-bit fields
-// count.
-const maxLease = creditMask
+// maxLease is the most a bucket's lease may hold: what its stripes'
+// fields count, and more than a millisecond of any rate a machine serves.
+const maxLease = drawStripes * stripeMask
 
 // SpawnBucketCredit is SpawnBucket with credit: it also returns the Credit
 // the actor lends to, which callers Draw from before they ask the actor (a
@@ -670,10 +665,10 @@ func (b *lender[S, R]) lendStripes() {
 		st := &c.stripes[i]
 		for {
 			w := st.w.Load()
-			left := int64(w & creditMask)
+			left := int64(w & stripeMask)
 			give := max(int64(min(float64(share-left), room)), 0)
-			if st.w.CompareAndSwap(w, w&^(leaseOne-1)|uint64(left+give)) {
-				draws += int64(w >> 16 & creditMask)
+			if st.w.CompareAndSwap(w, uint64(left+give)) {
+				draws += int64(w >> 32)
 				drawn += b.put[spanRing+i] - left
 				b.put[spanRing+i] = left + give
 				room -= float64(give)
@@ -725,7 +720,7 @@ func (b *lender[S, R]) lendSpans() {
 		b.spans[i] = k
 	}
 	// The spare takes only room beyond a whole lease of spans.
-	most := int64(spareMask)
+	most := int64(stripeMask)
 	room -= float64(spanRing * b.lease)
 	if lendSpansPause != nil {
 		lendSpansPause()

@@ -173,9 +173,9 @@ func TestWindowCreditSpareAfterQuiet(t *testing.T) {
 // TestWindowCreditSpareOutlastsALateRenewal: while a renewal is asked
 // and has not run (its goroutine waits for a processor), callers of a
 // large window draw the current span's lease and then the spare, which
-// holds all the room beyond the spans lent ahead: far more than a span's
-// 16-bit lease. None is refused and none asks the actor. Once the renewal
-// runs, every draw is counted.
+// holds all the room beyond the spans lent ahead: far more than the
+// 65,535 a span's word can hold. None is refused and none asks the actor.
+// Once the renewal runs, every draw is counted.
 func TestWindowCreditSpareOutlastsALateRenewal(t *testing.T) {
 	const allow = 1 << 20
 	h, ref, credit, _ := lentWindow(t, allow, time.Second)
@@ -196,6 +196,34 @@ func TestWindowCreditSpareOutlastsALateRenewal(t *testing.T) {
 	credit.renew()
 	if got := left(ref, "", now); got != float64(allow-n) {
 		t.Fatalf("Left %v after the renewal, want %v: every draw counted", got, allow-n)
+	}
+}
+
+// TestBucketCreditOutlastsALateRenewal: a bucket of a billion tokens a
+// second lends a millisecond of its rate at a time, so while a renewal
+// is asked and has not run, its callers draw a million tokens without the
+// actor. Once the renewal runs, every draw is counted.
+func TestBucketCreditOutlastsALateRenewal(t *testing.T) {
+	h := newHarness(t)
+	const rate, burst = 1e9, 1e9
+	ref, credit, err := SpawnBucketCredit(h.e, "", rate, burst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := h.clock.Now()
+	left(ref, "", now)          // the actor has lent by now
+	credit.renewing.Store(true) // asked, and not yet run
+	var n int64
+	for n < 2e6 && credit.Draw(1) {
+		n++
+	}
+	if n != rate/1000 {
+		t.Fatalf("drew %d with the renewal late, want %d: a millisecond of the rate", n, int64(rate/1000))
+	}
+	credit.renewing.Store(false)
+	credit.renew()
+	if got := left(ref, "", now); got != burst-float64(n) {
+		t.Fatalf("Left %v after the renewal, want %v: every draw counted", got, burst-float64(n))
 	}
 }
 
@@ -274,7 +302,7 @@ func TestBucketCreditDrawsFew(t *testing.T) {
 	left(ref, "", h.clock.Now()) // the actor has lent by now
 	var lease int64
 	for i := range credit.stripes {
-		lease += int64(credit.stripes[i].w.Load() & creditMask)
+		lease += int64(credit.stripes[i].w.Load() & stripeMask)
 	}
 	if lease < 8 {
 		t.Fatalf("lent %d, want a lease to split", lease)
@@ -315,7 +343,7 @@ func TestWindowCreditSpareCountedAfterDraws(t *testing.T) {
 	const allow = 1 << 20
 	const window = time.Second
 	h, ref, credit, _ := lentWindow(t, allow, window)
-	if w := credit.stripes[spareStripe].w.Load(); w&spareMask == 0 {
+	if w := credit.stripes[spareStripe].w.Load(); w&stripeMask == 0 {
 		t.Fatal("no spare lent")
 	}
 	const drawn = 1024 + 1000 // more than the current span's lease: the rest from the spare
