@@ -39,13 +39,13 @@ import (
 //
 // A window's credit is also bounded in time (see SpawnWindowCredit). It
 // is drawn with DrawAt. Time is cut into spans of equal length, numbered
-// from the actor's start, and each stripe holds the lease of one span,
+// from the actor's start, and a word per span holds that span's lease,
 // tagged with its number. So the actor knows when every draw happened to
 // within a span. The first draw in a span asks for a renewal when fewer
-// than half the stripes are lent for the spans ahead. The actor then
-// counts the spans that are over and lends their stripes for the next
-// ones, and leaves the current span alone. So a span boundary never finds
-// the lease taken back.
+// than half the spans ahead are lent. The actor then counts the spans
+// that are over and lends their words for the next ones, and leaves the
+// current span alone. So a span boundary never finds the lease taken
+// back.
 //
 // A nil *Credit draws nothing. The zero Credit is dry.
 //
@@ -199,11 +199,13 @@ func low(w uint64) bool {
 }
 
 // DrawAt is Draw for a caller whose clock reads now: it draws from the
-// stripe lent for the span that holds now, or else from the spare. It
-// says no, so that the caller asks the actor, when both are dry. The
-// first draw in a span asks the actor to renew the lease if fewer than
+// word lent for the span that holds now, or else from the spare. It says
+// no, so that the caller asks the actor, when both are dry. The first
+// draw in a span asks the actor to renew the lease if fewer than
 // renewLead spans are lent ahead, and so does a draw from the spare when
-// its span is not lent or the spare runs low. It waits no more than Draw.
+// its span is not lent, the spare runs low, or spareCount draws have
+// been taken from it since the actor last counted them. It waits no more
+// than Draw.
 func (c *Credit) DrawAt(now, n int64) bool {
 	if c == nil || n < 1 || c.span < 1 || now < c.origin {
 		return false
@@ -230,7 +232,7 @@ func (c *Credit) DrawAt(now, n int64) bool {
 	sp := &c.stripes[spareStripe]
 	for w := sp.w.Load(); int64(w&stripeMask) >= n; w = sp.w.Load() {
 		if sp.w.CompareAndSwap(w, w-uint64(n)+stripeOne) {
-			if !lent || low(w-uint64(n)+stripeOne) {
+			if w += stripeOne - uint64(n); !lent || low(w) || (w>>32)%spareCount == 0 {
 				c.renew()
 			}
 			return true
@@ -238,6 +240,12 @@ func (c *Credit) DrawAt(now, n int64) bool {
 	}
 	return false
 }
+
+// spareCount is how many draws from a window's spare ask the actor to
+// count them. The spare's events are counted at the renewal, so while the
+// actor keeps up, fewer than spareCount of them are counted later than
+// the renewal after them, however large the spare.
+const spareCount = 1024
 
 // renew asks the actor to renew the lease, unless a renewal is asked
 // already. The caller runs the actor's renewal itself if the actor is
@@ -428,9 +436,11 @@ func SpawnBucketCredit(e *engine.Engine, name string, rate, burst float64) (*eng
 // more get through than the exact window allows. The price is that an
 // event drawn from a span may stay counted up to a 256th of the window
 // longer than it should, and one drawn from the spare until the actor
-// next renews the lease or answers a caller, so Left, Delay and Wait
-// read the window as if some events came that much later; TestWindowCreditNeverOverAdmits
-// measures the events let through short of the exact window.
+// next renews the lease or answers a caller (every 1,024th draw from the
+// spare asks for a renewal, so while the actor keeps up fewer than 1,024
+// wait longer), so Left, Delay and Wait read the window as if some events
+// came that much later; TestWindowCreditNeverOverAdmits measures the
+// events let through short of the exact window.
 func SpawnWindowCredit(e *engine.Engine, name string, allow int, window time.Duration) (*engine.Ref, *Credit, error) {
 	if e == nil {
 		return nil, nil, errNoEngine

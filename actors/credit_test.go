@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/engine"
+	"github.com/moonpool-go/moonpool/policy"
 )
 
 // TestHugeBurstLends: a bucket whose burst is near the largest float lends
@@ -196,6 +197,72 @@ func TestWindowCreditSpareOutlastsALateRenewal(t *testing.T) {
 	credit.renew()
 	if got := left(ref, "", now); got != float64(allow-n) {
 		t.Fatalf("Left %v after the renewal, want %v: every draw counted", got, allow-n)
+	}
+}
+
+// TestWindowCreditSpareCountedSoon: a burst drawn at one instant, most
+// of it from the spare, is counted at that instant while the actor keeps
+// up: the spare asks for a renewal every spareCount draws. So a window
+// later all of it has left, but for fewer than spareCount events the
+// actor counts only when it next takes the spare back.
+func TestWindowCreditSpareCountedSoon(t *testing.T) {
+	const allow = 1 << 20
+	h, ref, credit, from := lentWindow(t, allow, time.Second)
+	const burst = 500_000
+	for i := range burst {
+		if !credit.DrawAt(from, 1) {
+			t.Fatalf("draw %d of the burst refused", i)
+		}
+	}
+	span := int64(time.Second / windowSpans)
+	h.clock.AdvanceTo(from + int64(time.Second) + 2*span)
+	if got := left(ref, "", h.clock.Now()); got <= allow-spareCount {
+		t.Fatalf("Left %v a window after the burst, want above %v: the burst's events are counted late", got, allow-spareCount)
+	}
+}
+
+// TestWindowCreditLargeAtItsQuota: a window large enough to lend a
+// spare is spent to its quota at a few instants, by draws and, once the
+// credit is dry, by the actor. What it grants must fit an exact window fed
+// the same grants. Spent at once it grants the whole quota; a quarter and
+// half a window on, nothing; a window and two spans on, all of it again
+// but for fewer than spareCount spare events counted late.
+func TestWindowCreditLargeAtItsQuota(t *testing.T) {
+	const allow = 1 << 18 // spans lent ahead and a spare of 131,072
+	const window = time.Second
+	h, ref, credit, from := lentWindow(t, allow, window)
+	shadow := policy.NewWindow(allow, window)
+	span := int64(window / windowSpans)
+	for _, st := range []struct {
+		at       int64 // since from
+		least    int   // granted at least
+		most     int   // and at most
+		drawFrom bool  // some came from the credit
+	}{
+		{0, allow, allow, true},
+		{int64(window / 4), 0, 0, false},
+		{int64(window / 2), 0, 0, false},
+		{int64(window) + 2*span, allow - spareCount, allow, true},
+		{int64(window) + 3*span, 0, spareCount, false},
+	} {
+		h.clock.AdvanceTo(from + st.at)
+		now := h.clock.Now()
+		var got, drawn int
+		for got <= allow {
+			if credit.DrawAt(now, 1) {
+				drawn++
+			} else if !ask(ref, "", now, 1).OK {
+				break
+			}
+			got++
+			if !shadow.Take(now) {
+				t.Fatalf("+%v: granted %d, more than the window allows", time.Duration(st.at), got)
+			}
+		}
+		t.Logf("+%v: granted %d, %d drawn", time.Duration(st.at), got, drawn)
+		if got < st.least || got > st.most || (drawn > 0) != st.drawFrom {
+			t.Fatalf("+%v: granted %d (%d drawn), want %d to %d (drawn: %v)", time.Duration(st.at), got, drawn, st.least, st.most, st.drawFrom)
+		}
 	}
 }
 

@@ -261,13 +261,14 @@ func NewWindow(eng *Engine, allow int, window time.Duration) (*Window, error) {
 // in. Once half the lease is behind, the first Allow of a span has the
 // actor lend the spans ahead, without waiting for it. A spare batch, the
 // room beyond the spans, carries callers through a span the actor has not
-// lent yet, and through a renewal that comes late. The actor
-// counts a lent event at the end of its span at the latest, or a spare
-// one when it next renews, never before it happened. So the window never
-// lets more through than the exact one would over any stretch of time. It
-// can let fewer through: an event counted late leaves the window late, by
-// up to a 256th of the window while the actor keeps up (see
-// actors.SpawnWindowCredit). A smaller allowance is counted exactly. A
+// lent yet, and through a renewal that comes late. The actor counts a
+// lent event at the end of its span at the latest, or a spare one when it
+// next renews (every 1,024th spare draw asks it to), never before it
+// happened. So the window never lets more through than the exact one
+// would over any stretch of time. It can let fewer through: an event
+// counted late leaves the window late, by up to a 256th of the window
+// while the actor keeps up, and fewer than 1,024 spare events by more
+// (see actors.SpawnWindowCredit). A smaller allowance is counted exactly. A
 // caller that finds the lease taken back while the actor answers someone
 // else spins a moment, without yielding (see actors.Credit.Settled), and
 // draws from the next lease rather than queue on the actor behind them.
