@@ -38,11 +38,11 @@
 // answered when the client gives up, at the call's deadline: between
 // Config.Timeout and a sixteenth of it more on the real clock, since
 // calls begun that close together share one ctx, and one timer. So a
-// request waits for Redis at most about twice Config.Timeout: the call in flight before it (for its key,
-// or one of the calls out when it came) and its own; longer only when
-// more than MaxCalls×MaxKeys keys wait at once. Every script reads
-// Redis's own TIME, the one clock all processes share, so machines whose
-// clocks disagree still share one limit.
+// request waits for Redis at most about twice Config.Timeout: the call in
+// flight before it (for its key, or one of the calls out when it came)
+// and its own; longer only when more than MaxCalls×MaxKeys keys wait at
+// once. Every script reads Redis's own TIME, the one clock all processes
+// share, so machines whose clocks disagree still share one limit.
 //
 // # Consistency
 //
