@@ -241,10 +241,11 @@ func (c *Credit) DrawAt(now, n int64) bool {
 	return false
 }
 
-// spareCount is how many draws from a window's spare ask the actor to
-// count them. The spare's events are counted at the renewal, so while the
-// actor keeps up, fewer than spareCount of them are counted later than
-// the renewal after them, however large the spare.
+// spareCount is how often a draw from a window's spare asks for a
+// renewal: every spareCount-th since the actor last counted the spare.
+// The spare's events are counted at the renewal, so while the actor keeps
+// up, fewer than spareCount of them wait for a later one, however large
+// the spare.
 const spareCount = 1024
 
 // renew asks the actor to renew the lease, unless a renewal is asked
