@@ -730,13 +730,13 @@ func (b *lender[S, R]) lendSpans() {
 		}
 		b.spans[i] = k
 	}
-	// The spare takes only room beyond a whole lease of spans.
-	most := int64(stripeMask)
+	// The spare takes only room beyond a whole lease of spans, as much as
+	// its word holds.
 	room -= float64(spanRing * b.lease)
 	if lendSpansPause != nil {
 		lendSpansPause()
 	}
-	spared := b.relend(spareSlot, 0, true, most, &room)
+	spared := b.relend(spareSlot, 0, true, stripeMask, &room)
 	draws += spared
 	c.drawn.Add(draws)
 	c.seq.Add(1)
