@@ -185,6 +185,10 @@ type adaptiveActor struct {
 	stopped        bool
 	alarm          alarm
 	inFlight
+
+	// The latencies of the calls that finished last: fresh gathers them
+	// until it holds adaptiveRecent calls, and then becomes last.
+	last, fresh struct{ n, sum int64 }
 }
 
 // Bind gives the alarm the actor's Ref; the engine calls it at Spawn.
@@ -313,16 +317,34 @@ func (a *adaptiveActor) enter(m *AdaptiveEnter) {
 }
 
 // needed is how long a caller needs before its deadline once let in: the
-// last window's latency and a quarter; 0 while none is known.
+// recent latency and a quarter; 0 while none is known.
 func (a *adaptiveActor) needed() int64 {
-	return int64(float64(a.ctl.Latency()) * adaptiveMargin)
+	return int64(float64(a.recent()) * adaptiveMargin)
 }
+
+// recent is the mean latency of the calls that finished last, at least
+// adaptiveRecent of them (all of them at the reads that brought the count
+// there, and those read since); before any has finished, the
+// limit's own latency (0 while none is known). It is what a caller let in
+// now can expect: a window's mean is up to a window old, and while a
+// queue builds at the dependency it holds the shorter latencies of the
+// calls that went first.
+func (a *adaptiveActor) recent() time.Duration {
+	n, sum := a.last.n+a.fresh.n, a.last.sum+a.fresh.sum
+	if n <= 0 || sum < 0 {
+		return a.ctl.Latency()
+	}
+	return time.Duration(sum / n)
+}
+
+// adaptiveRecent is how many finished calls make a recent latency.
+const adaptiveRecent = 8
 
 // expected is how long a caller of class c would wait in line now: one
 // latency for each limit's worth of callers ahead of it, itself counted.
 // It is false while no latency is known.
 func (a *adaptiveActor) expected(c int) (time.Duration, bool) {
-	rtt := a.ctl.Latency()
+	rtt := a.recent()
 	if rtt <= 0 {
 		return 0, false
 	}
@@ -432,6 +454,14 @@ func (a *adaptiveActor) fold(now int64) int64 {
 	dn, dsum := n-a.seenN, sum-a.seenSum
 	a.seenN, a.seenSum, a.seenEntered = n, sum, entered
 	a.ctl.Sample(dn, time.Duration(dsum))
+	if dn > 0 && dsum >= 0 {
+		a.fresh.n += dn
+		a.fresh.sum += dsum
+		if a.fresh.n >= adaptiveRecent {
+			a.last, a.fresh = a.fresh, a.last
+			a.fresh.n, a.fresh.sum = 0, 0
+		}
+	}
 	a.ctl.InFlight(a.held)
 	a.stride(now)
 	if a.ctl.Update(now) {

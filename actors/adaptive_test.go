@@ -187,6 +187,69 @@ func TestAdaptiveDeadlinesReachTheLimit(t *testing.T) {
 	}
 }
 
+// TestAdaptiveTurnWeighsRecentLatency: a waiter whose turn comes is let
+// in only if the latency of the calls that finished last, and a quarter,
+// fits before its deadline. A window's mean, up to a window old, is not
+// enough: when a burst builds a queue at the dependency, the calls let in
+// would finish late. The room goes to the next waiter, who has the time.
+func TestAdaptiveTurnWeighsRecentLatency(t *testing.T) {
+	clock := vclock.NewVirtual()
+	t0 := clock.Now()
+	at := func(ms int64) int64 { return t0 + ms*int64(time.Millisecond) }
+	a := &adaptiveActor{
+		ctl:   *policy.NewAdaptive(policy.AdaptiveConfig{Min: 8, Max: 8, Start: 8}, t0),
+		room:  &AdaptiveRoom{},
+		every: 25 * time.Millisecond,
+	}
+	a.alarm.clock = clock
+	defer a.alarm.stop()
+	for range 8 {
+		m := &AdaptiveEnter{Now: t0, Class: 1, Wait: true, Slot: new(engine.Reply[Permit])}
+		a.Handle(m)
+		if p := m.Slot.Take(); !p.OK {
+			t.Fatalf("enter: %+v", p)
+		}
+	}
+	// A window of calls of 10 ms.
+	addSamples(a.room, 200, 10*time.Millisecond)
+	clock.AdvanceTo(at(100))
+	a.Handle(&Tick{Now: at(100)})
+	if l := a.ctl.Latency(); l != 10*time.Millisecond {
+		t.Fatalf("window latency %v, want 10ms", l)
+	}
+	// Two wait: one with 40 ms to its deadline, one with a second.
+	short := &AdaptiveEnter{Now: at(100), Deadline: at(140), Class: 1, Wait: true, Slot: new(engine.Reply[Permit])}
+	long := &AdaptiveEnter{Now: at(100), Deadline: at(1100), Class: 1, Wait: true, Slot: new(engine.Reply[Permit])}
+	a.Handle(short)
+	a.Handle(long)
+	if short.Slot.Ready() || long.Slot.Ready() || a.waiting != 2 {
+		t.Fatalf("%d waiting, want both in line", a.waiting)
+	}
+	// A queue builds at the dependency: calls now take 40 ms. A look
+	// reads them within the window.
+	addSamples(a.room, 16, 40*time.Millisecond)
+	clock.AdvanceTo(at(110))
+	a.Handle(&Tick{Now: at(110)})
+	if l := a.ctl.Latency(); l != 10*time.Millisecond {
+		t.Fatalf("window latency %v, want still 10ms", l)
+	}
+	// One leaves: 30 ms is left to the first waiter, under 40 ms and a
+	// quarter.
+	a.Handle(Leave{})
+	if !short.Slot.Ready() || !long.Slot.Ready() {
+		t.Fatal("both waiters should be answered")
+	}
+	if p := short.Slot.Take(); !errors.Is(p.Err, ErrDeadline) || p.After != 50*time.Millisecond {
+		t.Fatalf("the waiter 30ms from its deadline: %+v, want ErrDeadline after 50ms", p)
+	}
+	if p := long.Slot.Take(); !p.OK {
+		t.Fatalf("the waiter a second from its deadline: %+v, want in", p)
+	}
+	if a.counts[1].Deadline != 1 || a.held != 8 {
+		t.Fatalf("deadline refusals %d, held %d; want 1 and 8", a.counts[1].Deadline, a.held)
+	}
+}
+
 // TestAdaptiveEnteredOnlyGrows: while callers of one class pass through
 // the lent room, a stats read never counts them in another class, and no
 // class's Entered ever falls.

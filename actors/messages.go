@@ -497,7 +497,8 @@ type (
 	// the caller is parked in line: higher classes first, first come first
 	// within a class. It is refused at once with ErrDeadline, After the
 	// expected wait, when the wait and a latency and a quarter would pass
-	// Deadline (0: none), and with ErrTooManyWaiting when the line is full of callers
+	// Deadline (0: none; the latency is the mean of the calls timed last,
+	// at least 8), and with ErrTooManyWaiting when the line is full of callers
 	// of its class or higher. A parked caller may be evicted by a higher
 	// class (ErrTooManyWaiting), or as the limit falls (ErrOverLimit), and
 	// is refused with ErrDeadline if its turn comes less than a latency and
