@@ -33,6 +33,7 @@ type AdaptiveRoom struct {
 	_       [56]byte      // the word on a line of its own
 	stripes [tallyStripes]adaptiveStripe
 	asleep  atomic.Bool   // the actor reads on no timer: the next Leave wakes it
+	busy    atomic.Bool   // the actor took the room back to answer a request
 	mask    atomic.Uint64 // an Enter whose count in the lease has none of these bits set is timed
 	ref     *engine.Ref
 }
@@ -103,6 +104,15 @@ func (r *AdaptiveRoom) Drop() bool {
 	}
 }
 
+// Settled waits a short bounded while for the actor to finish the
+// request it is answering, if it is answering one, and reports whether it
+// did: the room it took back to answer is lent again then, if any is
+// free, and a caller whose Enter found none meanwhile can enter rather
+// than queue on the actor behind it. It reports false at once when the
+// actor is not answering. Like Credit.Settled, it spins and never yields
+// the processor.
+func (r *AdaptiveRoom) Settled() bool { return settled(&r.busy) }
+
 // wake sends the actor a Fold, if this caller is the one to wake it.
 func (r *AdaptiveRoom) wake() {
 	if r.asleep.CompareAndSwap(true, false) {
@@ -133,10 +143,13 @@ func clampClass(class int) int { return min(max(class, 0), AdaptiveClasses-1) }
 // go through first.
 //
 // It answers AdaptiveEnter, AdaptiveWithdraw and AdaptiveInspect, and
-// takes Leave, Fold and Tick. Every message first takes the lent room
-// back, so each answer is exact. When the limit rises, waiters are let in,
-// highest class first; when it falls, the line is cut to its new length,
-// the lowest class and the latest comers first.
+// takes Leave, Fold and Tick. Every request first takes the lent room
+// back, so each answer is exact (see AdaptiveRoom.Settled for the callers
+// who find none meanwhile). Leave, Fold and Tick leave it lent while
+// nobody waits, and lend what they free, unless the limit moves: callers
+// go on entering while the actor reads. When the limit rises, waiters are
+// let in, highest class first; when it falls, the line is cut to its new
+// length, the lowest class and the latest comers first.
 func SpawnAdaptive(e *engine.Engine, name string, cfg policy.AdaptiveConfig, queue int) (*engine.Ref, *AdaptiveRoom, error) {
 	if e == nil {
 		return nil, nil, errNoEngine
@@ -216,16 +229,45 @@ func (a *adaptiveActor) Receive(c actor.Context) {
 }
 
 // Handle runs one message; the engine calls it straight for user messages
-// (see engine.Handler), and Receive for the rest. The lent room is taken
-// back first, so the books are exact while it runs, and lent again after.
+// (see engine.Handler), and Receive for the rest. For a request, the lent
+// room is taken back first, so the books are exact while it runs, and lent
+// again after. A Leave, Fold or Tick while a lease is out and nobody waits
+// leaves it out: it reads what callers hold through it without taking it
+// back, and lends what it frees. Only if the limit moves, or the lease's
+// counts have run half their range, is the lease taken back and lent
+// afresh.
 func (a *adaptiveActor) Handle(msg any) {
 	defer a.unanswered()
 	a.hold(msg)
+	if a.lent > 0 && a.waiting == 0 && !a.stopped && keepsLease(msg) {
+		limit := a.ctl.Limit()
+		a.handle(msg)
+		if a.ctl.Limit() == limit && a.waiting == 0 && a.through() < roomField/2 {
+			a.topUp()
+			return
+		}
+		a.room.busy.Store(true)
+		defer a.room.busy.Store(false) // after the lend below (see Settled)
+		a.reclaim()
+		a.lend()
+		return
+	}
+	a.room.busy.Store(true)
+	defer a.room.busy.Store(false) // after the lend below (see Settled)
 	a.reclaim()
 	a.handle(msg)
 	if !a.stopped {
 		a.lend()
 	}
+}
+
+// keepsLease reports whether msg is one Handle may run with the lease out.
+func keepsLease(msg any) bool {
+	switch msg.(type) {
+	case Leave, *Leave, Fold, *Fold, *Tick:
+		return true
+	}
+	return false
 }
 
 func (a *adaptiveActor) handle(msg any) {
@@ -236,7 +278,9 @@ func (a *adaptiveActor) handle(msg any) {
 	case *AdaptiveWithdraw:
 		a.withdraw(m.Enter)
 	case Leave, *Leave:
-		if a.held > 0 {
+		// The caller is held outside the lease: whoever Leaves with a
+		// message found nobody inside through it.
+		if a.held-a.lent > 0 {
 			a.held--
 		}
 		a.serve()
@@ -256,7 +300,7 @@ func (a *adaptiveActor) handle(msg any) {
 		a.fold(a.alarm.clock.Now())
 	case *Tick:
 		a.alarm.fired(m)
-		if a.fold(m.Now) == 0 && a.held == 0 {
+		if a.fold(m.Now) == 0 && a.inside() == 0 {
 			a.awake = false
 			a.room.asleep.Store(true)
 			// A Leave between the fold and the store finds the actor
@@ -462,7 +506,7 @@ func (a *adaptiveActor) fold(now int64) int64 {
 			a.fresh.n, a.fresh.sum = 0, 0
 		}
 	}
-	a.ctl.InFlight(a.held)
+	a.ctl.InFlight(a.inside())
 	a.stride(now)
 	if a.ctl.Update(now) {
 		a.serve()
@@ -483,7 +527,7 @@ func (a *adaptiveActor) stride(now int64) {
 	if now-a.strideAt < int64(a.every) {
 		return
 	}
-	total := a.fast
+	total := a.fast + int64(a.through())
 	for c := range a.counts {
 		total += a.counts[c].Entered
 	}
@@ -524,6 +568,37 @@ func (a *adaptiveActor) reclaim() {
 	a.held -= a.lent - (in - out)
 	a.fast += int64(in)
 	a.lent = 0
+}
+
+// inside is how many callers are inside: those held, less the lent room
+// nobody has taken.
+func (a *adaptiveActor) inside() int {
+	if a.lent == 0 {
+		return a.held
+	}
+	w := a.room.w.Load()
+	in, out := int(w>>24&roomField), int(w&roomField)
+	return a.held - a.lent + in - out
+}
+
+// through is how many callers have entered through the lease out.
+func (a *adaptiveActor) through() int {
+	if a.lent == 0 {
+		return 0
+	}
+	return int(a.room.w.Load() >> 24 & roomField)
+}
+
+// topUp adds the free room to the lease out, while nobody waits. Callers
+// only count in the word, so the actor adds to its lent field.
+func (a *adaptiveActor) topUp() {
+	n := min(a.ctl.Limit()-a.held, roomMost-a.lent)
+	if n <= 0 || a.waiting > 0 {
+		return
+	}
+	a.held += n
+	a.lent += n
+	a.room.w.Add(uint64(n) << roomLent)
 }
 
 // lend lends all the free room, unless somebody waits: they come first.

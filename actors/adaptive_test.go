@@ -250,6 +250,124 @@ func TestAdaptiveTurnWeighsRecentLatency(t *testing.T) {
 	}
 }
 
+// TestAdaptiveTimerKeepsTheLease: while nobody waits, the actor reads
+// the callers' latencies on its timer with the room still lent, so
+// callers go on entering through it meanwhile, and those inside give
+// their room back to it afterwards without a message. The in-flight it
+// reads counts only the callers inside.
+func TestAdaptiveTimerKeepsTheLease(t *testing.T) {
+	clock := vclock.NewVirtual()
+	t0 := clock.Now()
+	at := func(ms int64) int64 { return t0 + ms*int64(time.Millisecond) }
+	a := &adaptiveActor{
+		ctl:   *policy.NewAdaptive(policy.AdaptiveConfig{Min: 8, Max: 8, Start: 8}, t0),
+		room:  &AdaptiveRoom{},
+		every: 25 * time.Millisecond,
+	}
+	a.alarm.clock = clock
+	defer a.alarm.stop()
+	a.lend()
+	for i := range 3 {
+		if ok, _ := a.room.Enter(1); !ok {
+			t.Fatalf("enter %d: no room lent", i)
+		}
+	}
+	// Calls that finished before, read by the timer.
+	a.room.stripes[0].n.Add(16)
+	a.room.stripes[0].sum.Add(int64(16 * 10 * time.Millisecond))
+	clock.AdvanceTo(at(25))
+	a.Handle(&Tick{Now: at(25)})
+	if got := a.inside(); got != 3 {
+		t.Fatalf("inside %d after the timer read, want 3", got)
+	}
+	for i := range 3 {
+		if !a.room.Drop() {
+			t.Fatalf("leave %d: the room went to the actor, want it back in the lease", i)
+		}
+	}
+	for i := range 8 {
+		if ok, _ := a.room.Enter(1); !ok {
+			t.Fatalf("enter %d of 8 after the timer: no room", i)
+		}
+	}
+	if ok, _ := a.room.Enter(1); ok {
+		t.Fatal("a ninth entered a gate of 8")
+	}
+	if a.room.busy.Load() {
+		t.Fatal("the actor says it is answering after it has read")
+	}
+}
+
+// TestAdaptiveLeaveLendsWhatItFrees: a Leave that comes to the actor, from
+// a caller let in outside the lease, frees its room into the lease still
+// out, and the limit holds.
+func TestAdaptiveLeaveLendsWhatItFrees(t *testing.T) {
+	clock := vclock.NewVirtual()
+	t0 := clock.Now()
+	a := &adaptiveActor{
+		ctl:   *policy.NewAdaptive(policy.AdaptiveConfig{Min: 4, Max: 4, Start: 4}, t0),
+		room:  &AdaptiveRoom{},
+		every: 25 * time.Millisecond,
+	}
+	a.alarm.clock = clock
+	defer a.alarm.stop()
+	a.lend()
+	for range 4 {
+		if ok, _ := a.room.Enter(1); !ok {
+			t.Fatal("no room lent")
+		}
+	}
+	// A request takes the lease back: the four are now held outside it.
+	reply := make(chan AdaptiveStats, 1)
+	a.Handle(&AdaptiveInspect{Reply: reply})
+	if s := <-reply; s.InFlight != 4 {
+		t.Fatalf("in flight %d, want 4", s.InFlight)
+	}
+	if a.room.Drop() {
+		t.Fatal("a caller held outside the lease gave its room to a lease that lent none")
+	}
+	a.Handle(Leave{}) // none lent: the actor takes it in with the lease back
+	if ok, _ := a.room.Enter(1); !ok {
+		t.Fatal("the room a Leave freed was not lent")
+	}
+	// Two of those left outside the lease: their Leaves come to the actor
+	// while a lease is out, and lend their room into it.
+	for range 2 {
+		a.Handle(Leave{})
+	}
+	for i := range 2 {
+		if ok, _ := a.room.Enter(1); !ok {
+			t.Fatalf("enter %d: the room freed by a Leave was not lent", i)
+		}
+	}
+	if ok, _ := a.room.Enter(1); ok {
+		t.Fatal("a fifth entered a gate of 4")
+	}
+	if got := a.inside(); got != 4 {
+		t.Fatalf("inside %d, want 4", got)
+	}
+}
+
+// TestAdaptiveRoomSettled: Settled does not wait on an actor that answers
+// nobody, or for ever on one that stays busy; the actor is not busy once
+// it has answered.
+func TestAdaptiveRoomSettled(t *testing.T) {
+	h := newHarness(t)
+	ref, room, err := SpawnAdaptive(h.e, "", policy.AdaptiveConfig{Start: 4}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inspectAdaptive(t, ref)
+	if room.busy.Load() || room.Settled() {
+		t.Fatal("the actor is busy, or settled, after it answered")
+	}
+	var r AdaptiveRoom
+	r.busy.Store(true)
+	if r.Settled() {
+		t.Fatal("settled while the actor stayed busy")
+	}
+}
+
 // TestAdaptiveEnteredOnlyGrows: while callers of one class pass through
 // the lent room, a stats read never counts them in another class, and no
 // class's Entered ever falls.

@@ -275,11 +275,17 @@ var renewal = &renewMsg{}
 // slice, far longer than an answer takes. So an actor whose goroutine was
 // descheduled is not waited for: the caller asks it, and parks.
 func (c *Credit) Settled() bool {
-	if c == nil || !c.busy.Load() {
+	return c != nil && settled(&c.busy)
+}
+
+// settled spins while busy holds, settleTries looks at most, and reports
+// whether it was let go: false at once if busy does not hold.
+func settled(busy *atomic.Bool) bool {
+	if !busy.Load() {
 		return false
 	}
 	for range settleTries {
-		if !c.busy.Load() {
+		if !busy.Load() {
 			return true
 		}
 	}

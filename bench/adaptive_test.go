@@ -371,7 +371,7 @@ func TestAdaptiveTargetsArithmetic(t *testing.T) {
 	}
 	verdicts := func(rs []result) map[string]check {
 		out := map[string]check{}
-		for _, c := range adaptiveTargets(rs) {
+		for _, c := range adaptiveTargets(rs, false) {
 			for _, key := range []string{"failsafe-go's in every", "oracle's in every scenario (real", "highest class", "converged", "drift"} {
 				if strings.Contains(c.target, key) {
 					out[key] = c
@@ -437,6 +437,35 @@ func TestConvergence(t *testing.T) {
 		if got := r.convergence(or); len(got) != 1 || got[0] != tt.want {
 			t.Errorf("%s: converged after %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestAdaptiveHotTail: the hot row's p99 line judges 8 callers and more
+// against the semaphore's p99, twice it beside a CPU-burning neighbour.
+func TestAdaptiveHotTail(t *testing.T) {
+	lv := func(callers int, ours, theirs float64) level {
+		return level{callers: callers, sides: []measured{
+			{side: adaptiveOurs, ours: true, ns: 100, p99: ours},
+			{side: "semaphore", ns: 200, p99: theirs},
+		}}
+	}
+	hot := []result{{row: row{suite: "Adaptive", name: adaptiveHotName}, levels: []level{
+		lv(1, 300, 100), lv(8, 500, 1000), lv(64, 1500, 1000),
+	}}}
+	verdict := func(noise bool) check {
+		for _, c := range adaptiveTargets(hot, noise) {
+			if strings.Contains(c.target, "p99 at most") {
+				return c
+			}
+		}
+		t.Fatal("no p99 line for the hot row")
+		return check{}
+	}
+	if c := verdict(false); c.met || !c.known || c.measured != "8: 0.50×, 64: 1.50×" {
+		t.Errorf("alone: %s (%s), want missed on 64 callers only", c.verdict(), c.measured)
+	}
+	if c := verdict(true); !c.met || !strings.Contains(c.target, "2×") {
+		t.Errorf("beside a neighbour: %s %q, want met within 2×", c.verdict(), c.target)
 	}
 }
 

@@ -216,7 +216,7 @@ func targets(results []result, noise bool) []check {
 	cs = append(cs, pgTargets(results)...)
 	cs = append(cs, redisTargets(results)...)
 	cs = append(cs, retryTargets(results)...)
-	cs = append(cs, adaptiveTargets(results)...)
+	cs = append(cs, adaptiveTargets(results, noise)...)
 	return append(cs, fleetTargets(results)...)
 }
 

@@ -189,7 +189,7 @@ func (g *AdaptiveGate) Enter(ctx context.Context) (Pass, error) {
 		ctx = context.Background()
 	}
 	class := PriorityFrom(ctx).class()
-	if ok, timed := g.room.Enter(class); ok {
+	if ok, timed := g.enter(class); ok {
 		return g.pass(timed), nil
 	}
 	if g.closed.Load() {
@@ -239,7 +239,7 @@ func (g *AdaptiveGate) pass(timed bool) Pass {
 // carries no priority.
 func (g *AdaptiveGate) TryEnter(ctx context.Context) (Pass, bool) {
 	class := PriorityFrom(ctx).class()
-	if ok, timed := g.room.Enter(class); ok {
+	if ok, timed := g.enter(class); ok {
 		return g.pass(timed), true
 	}
 	if g.closed.Load() {
@@ -255,6 +255,17 @@ func (g *AdaptiveGate) TryEnter(ctx context.Context) (Pass, bool) {
 		return Pass{}, false
 	}
 	return g.pass(true), true
+}
+
+// enter takes lent room for a caller of class, if some is free. A caller
+// that finds none while the actor answers someone else spins a moment,
+// without yielding (see actors.AdaptiveRoom.Settled), and tries the room
+// lent after, rather than queue on the actor behind them.
+func (g *AdaptiveGate) enter(class int) (ok, timed bool) {
+	if ok, timed = g.room.Enter(class); ok || !g.room.Settled() {
+		return ok, timed
+	}
+	return g.room.Enter(class)
 }
 
 // ask is an Enter request from g.asks, or a new one.
