@@ -103,7 +103,8 @@ func (h *Hot) Drawn() int64 {
 // with, the actor lends nothing and returns a nil Hot.
 //
 // A hot key's credit works as SpawnBucketCredit's does for its bucket: a
-// lease of a sixteenth of the burst (at most 1,024), taken back before the
+// lease of a sixteenth of the burst, and at most 1,024 tokens or a
+// millisecond of the rate, whichever is more (see leaseOf), taken back before the
 // actor answers anything about that key, and not lent while anybody waits
 // on it; so Wait, Left, Delay and each key's line are exact, and no key
 // ever lets through more than its exact bucket would over any stretch of
@@ -117,7 +118,7 @@ func SpawnKeyedBucketCredit(e *engine.Engine, name string, rate, burst float64, 
 	r := newBucketRule(rate, burst)
 	k := newKeyed(e, r, seed)
 	var hot *Hot
-	if lease := leaseOf(0, r.burst); lease >= 1 && seed != (maphash.Seed{}) {
+	if lease := keyLease(r); lease >= 1 && seed != (maphash.Seed{}) {
 		hot = &Hot{seed: seed}
 		k.lend = &keyLender{hot: hot, lease: lease}
 	}
@@ -126,6 +127,15 @@ func SpawnKeyedBucketCredit(e *engine.Engine, name string, rate, burst float64, 
 		return nil, nil, err
 	}
 	return ref, hot, nil
+}
+
+// keyLease is how many tokens a hot key of rule r is lent at a time: as a
+// bucket of its numbers lends (see leaseOf).
+func keyLease(r any) int64 {
+	if b, ok := r.(bucketRule); ok {
+		return leaseOf(b.rate, b.burst)
+	}
+	return 0
 }
 
 // keyLender is what a keyed bucket's actor keeps to lend to its hot keys.

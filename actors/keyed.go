@@ -215,7 +215,7 @@ func (k *keyed[S, R]) retune(m *Retune) {
 	k.rule = next
 	k.slack = next.span() / 8
 	if k.lend != nil {
-		k.lend.lease = leaseOf(0, next.top())
+		k.lend.lease = keyLease(next)
 	}
 	for _, li := range slices.Clone(k.wakes) {
 		k.q.lines[li].at = math.MaxInt64 // the new numbers' to find

@@ -245,3 +245,38 @@ func TestKeyedZeroSeed(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyedHotLeaseFollowsTheRate: a hot key of a fast bucket is lent a
+// millisecond of its rate at a time, as a Bucket is, so its callers draw
+// a million tokens of a billion a second before one of them asks the
+// actor; a slow bucket's hot key is lent a sixteenth of its burst.
+func TestKeyedHotLeaseFollowsTheRate(t *testing.T) {
+	r := newHarness(t)
+	for _, tc := range []struct {
+		rate, burst float64
+		lease       int
+	}{
+		{1e9, 1e9, 1_000_000},
+		{1000, 1e6, 1024},
+		{10, 800, 50},
+	} {
+		ref, hot, err := SpawnKeyedBucketCredit(r.e, "", tc.rate, tc.burst, maphash.MakeSeed())
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := r.clock.Now()
+		for range hotAsks + 1 {
+			if p := ask(ref, "hot", now, 1); !p.OK {
+				t.Fatalf("rate %v: ask %+v", tc.rate, p)
+			}
+		}
+		c := newHotCredit(hot, "hot")
+		n := 0
+		for n <= 2*tc.lease && c.Draw(1) {
+			n++
+		}
+		if n != tc.lease {
+			t.Errorf("rate %v, burst %v: drew %d without the actor, want a lease of %d", tc.rate, tc.burst, n, tc.lease)
+		}
+	}
+}
