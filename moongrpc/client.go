@@ -81,7 +81,9 @@ type ClientConfig struct {
 	// (see client.Hedge). Nil sends none. Only methods Hedgeable allows
 	// are hedged, and only calls whose reply is a protobuf message. An
 	// answer is a reply, or a code the interceptor would not retry. The
-	// caller's reply, header, trailer and peer are the winner's.
+	// caller's reply, header, trailer and peer are the winner's. The
+	// last hedge goes out on the caller's goroutine, and an answer of
+	// another attempt cancels its ctx, which gRPC honours.
 	Hedge *client.Hedge
 	// Hedgeable says which methods may be hedged, by full name
 	// ("/pkg.Service/Method"). Nil hedges the methods whose .proto says

@@ -87,6 +87,9 @@ type Transport struct {
 	// are hedged. An answer is what Transport would not retry: a failed
 	// connection, or a 429, 502, 503 or 504, does not win while another
 	// attempt is still out. A losing response is drained and closed.
+	// The last hedge goes out on the caller's goroutine, and an answer of
+	// another attempt cancels its request: Base must honour its request's
+	// ctx, as http.Transport does, or the caller waits for that hedge.
 	Hedge *client.Hedge
 
 	lead hedge.Lead // how early the alarms for hedges are set

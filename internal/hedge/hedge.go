@@ -66,6 +66,8 @@ type Race[T any] struct {
 	mu      sync.Mutex
 	over    bool                 // a winner is chosen or the race given up
 	cancels []context.CancelFunc // each entrant's, by index
+	here    context.CancelFunc   // the hedge Run sends itself, while it runs
+	beaten  bool                 // another's answer cancelled that hedge
 }
 
 // Run sends the attempt, made by send on a ctx that cancel ends, and a
@@ -74,6 +76,11 @@ type Race[T any] struct {
 // returns it. If every attempt fails, Run returns the last failure. If
 // ctx ends first, Run returns its error. Every entrant but a winner is
 // cancelled, and what the losers bring is released.
+//
+// The last hedge is sent from Run's own goroutine: a hedge that wins, as
+// a hedge sent after a slow attempt usually does, is answered with no
+// hand-off between goroutines. An answer of another entrant meanwhile
+// cancels that hedge's ctx, and Run returns once its send does.
 func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[T]) (Entrant[T], error) {
 	r.out = make(chan Entrant[T], 1+r.Left)
 	start := r.Clock.Now()
@@ -83,6 +90,40 @@ func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[
 	out := 1            // entrants still running
 	firstOut := true    // entrant 0 is among them
 	var last Entrant[T] // the latest failure
+	// settle takes in e, an entrant that came back, and reports whether
+	// the race is over.
+	settle := func(e Entrant[T]) bool {
+		out--
+		if e.I == 0 {
+			firstOut = false
+		}
+		switch {
+		case e.unsent:
+		case e.Answer:
+			r.end(e.I)
+			r.release(last)
+			if r.First && e.I == 0 {
+				// The attempt's own latency, from its send to its
+				// answer, as a latency is usually counted.
+				r.Budget.Observe(e.Took)
+			} else if r.First && firstOut {
+				// The first attempt lost: its latency is at least
+				// this long. Leaving it out would make the quantile
+				// ever shorter and the hedges ever more.
+				r.Budget.Observe(time.Duration(r.Clock.Now() - start))
+			}
+			last = e
+			return true
+		default:
+			r.release(last)
+			last = e
+		}
+		if out == 0 {
+			r.end(-1)
+			return true
+		}
+		return false
+	}
 	for {
 		select {
 		case <-timer.due:
@@ -101,38 +142,25 @@ func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[
 				continue // refused: this race sends no more hedges
 			}
 			r.Sent++
-			r.run(hctx, send, drop, hcancel, true)
 			out++
 			if r.Sent < r.Left {
+				r.run(hctx, send, drop, hcancel, true)
 				timer = r.alarm(r.Clock.Now())
+				continue
+			}
+			e, beaten := r.runHere(hctx, send, drop, hcancel)
+			if beaten {
+				// An answer came first, and is in r.out: the hedge lost.
+				out--
+				e.Cancel()
+				r.release(e)
+				continue
+			}
+			if settle(e) {
+				return last, nil
 			}
 		case e := <-r.out:
-			out--
-			if e.I == 0 {
-				firstOut = false
-			}
-			switch {
-			case e.unsent:
-			case e.Answer:
-				r.end(e.I)
-				r.release(last)
-				if r.First && e.I == 0 {
-					// The attempt's own latency, from its send to its
-					// answer, as a latency is usually counted.
-					r.Budget.Observe(e.Took)
-				} else if r.First && firstOut {
-					// The first attempt lost: its latency is at least
-					// this long. Leaving it out would make the quantile
-					// ever shorter and the hedges ever more.
-					r.Budget.Observe(time.Duration(r.Clock.Now() - start))
-				}
-				return e, nil
-			default:
-				r.release(last)
-				last = e
-			}
-			if out == 0 {
-				r.end(-1)
+			if settle(e) {
 				return last, nil
 			}
 		case <-ctx.Done():
@@ -194,12 +222,45 @@ func (r *Race[T]) run(ctx context.Context, send Send[T], drop func(), cancel con
 	}()
 }
 
+// runHere makes one hedge on Run's goroutine, after Wait, and returns
+// what came back. While it runs, an answer handed to the race cancels it;
+// beaten says one did.
+func (r *Race[T]) runHere(ctx context.Context, send Send[T], drop func(), cancel context.CancelFunc) (e Entrant[T], beaten bool) {
+	r.mu.Lock()
+	i := len(r.cancels)
+	r.cancels = append(r.cancels, cancel)
+	r.here = cancel
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.here = nil
+		beaten = r.beaten
+		r.mu.Unlock()
+	}()
+	if r.Wait != nil {
+		if err := r.Wait(ctx); err != nil {
+			if drop != nil {
+				drop()
+			}
+			return Entrant[T]{I: i, Cancel: cancel, unsent: true}, false
+		}
+	}
+	start := r.Clock.Now()
+	res := send()
+	return Entrant[T]{Result: res, I: i, Took: time.Duration(r.Clock.Now() - start), Cancel: cancel}, false
+}
+
 // hand gives e to the race, or cancels and releases it if the race is
-// over.
+// over. An answer cancels the hedge Run sends itself, if one runs, so
+// that Run can take the answer in.
 func (r *Race[T]) hand(e Entrant[T]) {
 	r.mu.Lock()
 	if !r.over {
 		r.out <- e
+		if e.Answer && r.here != nil {
+			r.here()
+			r.beaten = true
+		}
 		r.mu.Unlock()
 		return
 	}

@@ -3,7 +3,10 @@ package hedge_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -105,5 +108,118 @@ func TestRaceCtxEnds(t *testing.T) {
 			t.Fatalf("Run = %v with %d sent, want the deadline and none sent", err, r.Sent)
 		}
 		synctest.Wait()
+	})
+}
+
+// goroutine is the calling goroutine's number, from its stack's header.
+func goroutine() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := strings.Fields(string(buf))
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
+}
+
+// The last hedge is sent from Run's own goroutine, so a hedge that wins
+// needs no hand-off; the hedges before it, and the attempt, run on
+// goroutines of their own.
+func TestRaceLastHedgeOnRunsGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		on := map[string]string{}
+		note := func(who string) {
+			mu.Lock()
+			on[who] = goroutine()
+			mu.Unlock()
+		}
+		actx, cancel := context.WithCancel(context.Background())
+		n := 0
+		r := &hedge.Race[string]{
+			Clock: vclock.Real(),
+			Delay: 100 * time.Millisecond,
+			Left:  2,
+			Ready: func(ctx context.Context) (hedge.Send[string], func(), bool) {
+				n++
+				who := fmt.Sprint("hedge ", n)
+				return func() hedge.Result[string] {
+					note(who)
+					if who == "hedge 1" {
+						<-ctx.Done()
+						return hedge.Result[string]{Val: who, Err: ctx.Err()}
+					}
+					time.Sleep(10 * time.Millisecond)
+					return hedge.Result[string]{Val: who, Answer: true}
+				}, nil, true
+			},
+		}
+		e, err := r.Run(context.Background(), cancel, func() hedge.Result[string] {
+			note("attempt")
+			<-actx.Done()
+			return hedge.Result[string]{Val: "attempt", Err: actx.Err()}
+		})
+		if err != nil || e.Val != "hedge 2" || r.Sent != 2 {
+			t.Fatalf("Run = %+v, %v with %d sent; want the second hedge, two sent", e, err, r.Sent)
+		}
+		synctest.Wait()
+		me := goroutine()
+		mu.Lock()
+		defer mu.Unlock()
+		if on["hedge 2"] != me || on["attempt"] == me || on["hedge 1"] == me || on["attempt"] == on["hedge 1"] {
+			t.Fatalf("sent on goroutines %v, Run on %s; want only the last hedge on Run's", on, me)
+		}
+		e.Cancel()
+	})
+}
+
+// An answer that comes while Run sends the last hedge itself cancels that
+// hedge: Run returns the answer as soon as the hedge's send returns, and
+// what the hedge brought is released.
+func TestRaceAnswerCancelsTheLastHedge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var released []string
+		_, cancel := context.WithCancel(context.Background())
+		r := &hedge.Race[string]{
+			Clock: vclock.Real(),
+			Delay: 100 * time.Millisecond,
+			Left:  1,
+			Ready: func(ctx context.Context) (hedge.Send[string], func(), bool) {
+				return func() hedge.Result[string] {
+					select {
+					case <-ctx.Done():
+						// An answer of its own, as a server that saw the
+						// cancel might give: it still loses.
+						return hedge.Result[string]{Val: "hedge", Answer: true}
+					case <-time.After(time.Hour):
+						return hedge.Result[string]{Val: "late hedge", Answer: true}
+					}
+				}, nil, true
+			},
+			Release: func(v string) {
+				mu.Lock()
+				released = append(released, v)
+				mu.Unlock()
+			},
+		}
+		start := time.Now()
+		e, err := r.Run(context.Background(), cancel, func() hedge.Result[string] {
+			time.Sleep(150 * time.Millisecond)
+			return hedge.Result[string]{Val: "attempt", Answer: true}
+		})
+		if err != nil || e.I != 0 || e.Val != "attempt" {
+			t.Fatalf("Run = %+v, %v; want the attempt's answer", e, err)
+		}
+		if took := time.Since(start); took != 150*time.Millisecond {
+			t.Fatalf("answered after %v, want 150ms", took)
+		}
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(released, []string{"hedge"}) {
+			t.Fatalf("released %q, want the hedge's", released)
+		}
+		e.Cancel()
 	})
 }
