@@ -441,7 +441,7 @@ func TestConvergence(t *testing.T) {
 }
 
 // TestAdaptiveHotTail: the hot row's p99 line judges 8 callers and more
-// against the semaphore's p99, twice it beside a CPU-burning neighbour.
+// against the semaphore's p99, in a quiet run only.
 func TestAdaptiveHotTail(t *testing.T) {
 	lv := func(callers int, ours, theirs float64) level {
 		return level{callers: callers, sides: []measured{
@@ -452,8 +452,8 @@ func TestAdaptiveHotTail(t *testing.T) {
 	hot := []result{{row: row{suite: "Adaptive", name: adaptiveHotName}, levels: []level{
 		lv(1, 300, 100), lv(8, 500, 1000), lv(64, 1500, 1000),
 	}}}
-	verdict := func(noise bool) check {
-		for _, c := range adaptiveTargets(hot, noise) {
+	verdict := func() check {
+		for _, c := range adaptiveTargets(hot, false) {
 			if strings.Contains(c.target, "p99 at most") {
 				return c
 			}
@@ -461,11 +461,13 @@ func TestAdaptiveHotTail(t *testing.T) {
 		t.Fatal("no p99 line for the hot row")
 		return check{}
 	}
-	if c := verdict(false); c.met || !c.known || c.measured != "8: 0.50×, 64: 1.50×" {
+	if c := verdict(); c.met || !c.known || c.measured != "8: 0.50×, 64: 1.50×" {
 		t.Errorf("alone: %s (%s), want missed on 64 callers only", c.verdict(), c.measured)
 	}
-	if c := verdict(true); !c.met || !strings.Contains(c.target, "2×") {
-		t.Errorf("beside a neighbour: %s %q, want met within 2×", c.verdict(), c.target)
+	for _, c := range adaptiveTargets(hot, true) {
+		if strings.Contains(c.target, "p99 at most") {
+			t.Errorf("a noisy run judged the hot row's p99: %q", c.target)
+		}
 	}
 }
 
