@@ -187,22 +187,30 @@ func TestAdaptiveDeadlinesReachTheLimit(t *testing.T) {
 	}
 }
 
+// fixedAdaptive is an adaptive gate's actor with a limit that stays at
+// limit, on a virtual clock, run by hand: at is the instant ms
+// milliseconds after the clock's start.
+func fixedAdaptive(t *testing.T, limit int) (a *adaptiveActor, clock *vclock.Virtual, at func(ms int64) int64) {
+	clock = vclock.NewVirtual()
+	t0 := clock.Now()
+	a = &adaptiveActor{
+		ctl:   *policy.NewAdaptive(policy.AdaptiveConfig{Min: limit, Max: limit, Start: limit}, t0),
+		room:  &AdaptiveRoom{},
+		every: 25 * time.Millisecond,
+	}
+	a.alarm.clock = clock
+	t.Cleanup(a.alarm.stop)
+	return a, clock, func(ms int64) int64 { return t0 + ms*int64(time.Millisecond) }
+}
+
 // TestAdaptiveTurnWeighsRecentLatency: a waiter whose turn comes is let
 // in only if the latency of the calls that finished last, and a quarter,
 // fits before its deadline. A window's mean, up to a window old, is not
 // enough: when a burst builds a queue at the dependency, the calls let in
 // would finish late. The room goes to the next waiter, who has the time.
 func TestAdaptiveTurnWeighsRecentLatency(t *testing.T) {
-	clock := vclock.NewVirtual()
-	t0 := clock.Now()
-	at := func(ms int64) int64 { return t0 + ms*int64(time.Millisecond) }
-	a := &adaptiveActor{
-		ctl:   *policy.NewAdaptive(policy.AdaptiveConfig{Min: 8, Max: 8, Start: 8}, t0),
-		room:  &AdaptiveRoom{},
-		every: 25 * time.Millisecond,
-	}
-	a.alarm.clock = clock
-	defer a.alarm.stop()
+	a, clock, at := fixedAdaptive(t, 8)
+	t0 := at(0)
 	for range 8 {
 		m := &AdaptiveEnter{Now: t0, Class: 1, Wait: true, Slot: new(engine.Reply[Permit])}
 		a.Handle(m)
@@ -256,16 +264,7 @@ func TestAdaptiveTurnWeighsRecentLatency(t *testing.T) {
 // their room back to it afterwards without a message. The in-flight it
 // reads counts only the callers inside.
 func TestAdaptiveTimerKeepsTheLease(t *testing.T) {
-	clock := vclock.NewVirtual()
-	t0 := clock.Now()
-	at := func(ms int64) int64 { return t0 + ms*int64(time.Millisecond) }
-	a := &adaptiveActor{
-		ctl:   *policy.NewAdaptive(policy.AdaptiveConfig{Min: 8, Max: 8, Start: 8}, t0),
-		room:  &AdaptiveRoom{},
-		every: 25 * time.Millisecond,
-	}
-	a.alarm.clock = clock
-	defer a.alarm.stop()
+	a, clock, at := fixedAdaptive(t, 8)
 	a.lend()
 	for i := range 3 {
 		if ok, _ := a.room.Enter(1); !ok {
@@ -302,15 +301,7 @@ func TestAdaptiveTimerKeepsTheLease(t *testing.T) {
 // a caller let in outside the lease, frees its room into the lease still
 // out, and the limit holds.
 func TestAdaptiveLeaveLendsWhatItFrees(t *testing.T) {
-	clock := vclock.NewVirtual()
-	t0 := clock.Now()
-	a := &adaptiveActor{
-		ctl:   *policy.NewAdaptive(policy.AdaptiveConfig{Min: 4, Max: 4, Start: 4}, t0),
-		room:  &AdaptiveRoom{},
-		every: 25 * time.Millisecond,
-	}
-	a.alarm.clock = clock
-	defer a.alarm.stop()
+	a, _, _ := fixedAdaptive(t, 4)
 	a.lend()
 	for range 4 {
 		if ok, _ := a.room.Enter(1); !ok {

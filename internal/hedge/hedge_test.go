@@ -16,12 +16,29 @@ import (
 	"github.com/moonpool-go/moonpool/internal/vclock"
 )
 
+// releases notes what a race released, from any of its goroutines.
+type releases struct {
+	mu   sync.Mutex
+	vals []string
+}
+
+func (r *releases) add(v string) {
+	r.mu.Lock()
+	r.vals = append(r.vals, v)
+	r.mu.Unlock()
+}
+
+func (r *releases) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.vals)
+}
+
 // A hedge that answers wins. The attempt it beat is cancelled, and what
 // that attempt brings back later is released.
 func TestRaceHedgeWins(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		var released []string
+		var released releases
 		actx, cancel := context.WithCancel(context.Background())
 		r := &hedge.Race[string]{
 			Clock: vclock.Real(),
@@ -33,11 +50,7 @@ func TestRaceHedgeWins(t *testing.T) {
 					return hedge.Result[string]{Val: "hedge", Answer: true}
 				}, nil, true
 			},
-			Release: func(v string) {
-				mu.Lock()
-				released = append(released, v)
-				mu.Unlock()
-			},
+			Release: released.add,
 		}
 		start := time.Now()
 		e, err := r.Run(context.Background(), cancel, func() hedge.Result[string] {
@@ -51,10 +64,8 @@ func TestRaceHedgeWins(t *testing.T) {
 			t.Fatalf("won after %v, want 110ms", took)
 		}
 		synctest.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		if !slices.Equal(released, []string{"attempt"}) {
-			t.Fatalf("released %q, want the attempt's", released)
+		if got := released.all(); !slices.Equal(got, []string{"attempt"}) {
+			t.Fatalf("released %q, want the attempt's", got)
 		}
 		e.Cancel()
 	})
@@ -178,8 +189,7 @@ func TestRaceLastHedgeOnRunsGoroutine(t *testing.T) {
 // what the hedge brought is released.
 func TestRaceAnswerCancelsTheLastHedge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		var released []string
+		var released releases
 		_, cancel := context.WithCancel(context.Background())
 		r := &hedge.Race[string]{
 			Clock: vclock.Real(),
@@ -197,11 +207,7 @@ func TestRaceAnswerCancelsTheLastHedge(t *testing.T) {
 					}
 				}, nil, true
 			},
-			Release: func(v string) {
-				mu.Lock()
-				released = append(released, v)
-				mu.Unlock()
-			},
+			Release: released.add,
 		}
 		start := time.Now()
 		e, err := r.Run(context.Background(), cancel, func() hedge.Result[string] {
@@ -215,10 +221,8 @@ func TestRaceAnswerCancelsTheLastHedge(t *testing.T) {
 			t.Fatalf("answered after %v, want 150ms", took)
 		}
 		synctest.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		if !slices.Equal(released, []string{"hedge"}) {
-			t.Fatalf("released %q, want the hedge's", released)
+		if got := released.all(); !slices.Equal(got, []string{"hedge"}) {
+			t.Fatalf("released %q, want the hedge's", got)
 		}
 		e.Cancel()
 	})
