@@ -63,11 +63,11 @@ type Race[T any] struct {
 
 	out chan Entrant[T] // room for every entrant, so none ever blocks
 
-	mu      sync.Mutex
-	over    bool                 // a winner is chosen or the race given up
-	cancels []context.CancelFunc // each entrant's, by index
-	here    context.CancelFunc   // the hedge Run sends itself, while it runs
-	beaten  bool                 // another's answer cancelled that hedge
+	mu       sync.Mutex
+	over     bool                 // a winner is chosen or the race given up
+	cancels  []context.CancelFunc // each entrant's, by index
+	here     context.CancelFunc   // the hedge Run sends itself, while it runs
+	answered bool                 // an answer was handed to the race
 }
 
 // Run sends the attempt, made by send on a ctx that cancel ends, and a
@@ -128,6 +128,15 @@ func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[
 		select {
 		case <-timer.due:
 			r.Lead.rang(time.Duration(r.Clock.Now()-timer.at), r.Delay)
+			// An entrant may have come back as the alarm rang: take it in
+			// first, lest a hedge go out after an answer.
+			select {
+			case e := <-r.out:
+				if settle(e) {
+					return last, nil
+				}
+			default:
+			}
 			hctx, hcancel := context.WithCancel(ctx)
 			send, drop, ok := r.Ready(hctx)
 			if !ok {
@@ -150,7 +159,8 @@ func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[
 			}
 			e, beaten := r.runHere(hctx, send, drop, hcancel)
 			if beaten {
-				// An answer came first, and is in r.out: the hedge lost.
+				// An answer came first, and is in r.out: the hedge lost,
+				// or was never sent.
 				out--
 				e.Cancel()
 				r.release(e)
@@ -223,18 +233,26 @@ func (r *Race[T]) run(ctx context.Context, send Send[T], drop func(), cancel con
 }
 
 // runHere makes one hedge on Run's goroutine, after Wait, and returns
-// what came back. While it runs, an answer handed to the race cancels it;
-// beaten says one did.
+// what came back. beaten says an answer was handed to the race before it
+// or while it ran: one before it leaves it unsent, one while it runs
+// cancels it.
 func (r *Race[T]) runHere(ctx context.Context, send Send[T], drop func(), cancel context.CancelFunc) (e Entrant[T], beaten bool) {
 	r.mu.Lock()
 	i := len(r.cancels)
 	r.cancels = append(r.cancels, cancel)
+	if r.answered {
+		r.mu.Unlock()
+		if drop != nil {
+			drop()
+		}
+		return Entrant[T]{I: i, Cancel: cancel, unsent: true}, true
+	}
 	r.here = cancel
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
 		r.here = nil
-		beaten = r.beaten
+		beaten = r.answered
 		r.mu.Unlock()
 	}()
 	if r.Wait != nil {
@@ -257,9 +275,11 @@ func (r *Race[T]) hand(e Entrant[T]) {
 	r.mu.Lock()
 	if !r.over {
 		r.out <- e
-		if e.Answer && r.here != nil {
-			r.here()
-			r.beaten = true
+		if e.Answer {
+			r.answered = true
+			if r.here != nil {
+				r.here()
+			}
 		}
 		r.mu.Unlock()
 		return

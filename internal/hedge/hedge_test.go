@@ -227,3 +227,42 @@ func TestRaceAnswerCancelsTheLastHedge(t *testing.T) {
 		e.Cancel()
 	})
 }
+
+// An answer that comes while Run readies the last hedge, before it sends
+// it, leaves that hedge unsent: Run returns the answer at once.
+func TestRaceAnswerBeforeTheLastHedge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		actx, cancel := context.WithCancel(context.Background())
+		answer := make(chan struct{})
+		drops := 0
+		r := &hedge.Race[string]{
+			Clock: vclock.Real(),
+			Delay: 100 * time.Millisecond,
+			Left:  1,
+			Ready: func(ctx context.Context) (hedge.Send[string], func(), bool) {
+				close(answer) // the attempt answers while the hedge is readied
+				synctest.Wait()
+				return func() hedge.Result[string] {
+					t.Error("a hedge was sent after the attempt had answered")
+					<-ctx.Done()
+					return hedge.Result[string]{Val: "hedge", Err: ctx.Err()}
+				}, func() { drops++ }, true
+			},
+		}
+		start := time.Now()
+		e, err := r.Run(context.Background(), cancel, func() hedge.Result[string] {
+			select {
+			case <-answer:
+			case <-actx.Done():
+			}
+			return hedge.Result[string]{Val: "attempt", Answer: true}
+		})
+		if err != nil || e.Val != "attempt" || time.Since(start) != 100*time.Millisecond {
+			t.Fatalf("Run = %+v, %v after %v; want the attempt's answer at 100ms", e, err, time.Since(start))
+		}
+		if drops != 1 {
+			t.Fatalf("dropped %d readied hedges, want 1", drops)
+		}
+		e.Cancel()
+	})
+}
