@@ -33,7 +33,7 @@ type AdaptiveRoom struct {
 	_       [56]byte      // the word on a line of its own
 	stripes [tallyStripes]adaptiveStripe
 	asleep  atomic.Bool   // the actor reads on no timer: the next Leave wakes it
-	busy    atomic.Bool   // the actor took the room back to answer a request
+	busy    atomic.Bool   // the actor took the room back to answer a message, and will lend again
 	mask    atomic.Uint64 // an Enter whose count in the lease has none of these bits set is timed
 	ref     *engine.Ref
 }
@@ -146,10 +146,11 @@ func clampClass(class int) int { return min(max(class, 0), AdaptiveClasses-1) }
 // takes Leave, Fold and Tick. Every request first takes the lent room
 // back, so each answer is exact (see AdaptiveRoom.Settled for the callers
 // who find none meanwhile). Leave, Fold and Tick leave it lent while
-// nobody waits, and lend what they free, unless the limit moves: callers
-// go on entering while the actor reads. When the limit rises, waiters are
-// let in, highest class first; when it falls, the line is cut to its new
-// length, the lowest class and the latest comers first.
+// nobody waits, and lend what they free, unless the limit moves or the
+// lease's counts near their end: callers go on entering while the actor
+// reads. When the limit rises, waiters are let in, highest class first;
+// when it falls, the line is cut to its new length, the lowest class and
+// the latest comers first.
 func SpawnAdaptive(e *engine.Engine, name string, cfg policy.AdaptiveConfig, queue int) (*engine.Ref, *AdaptiveRoom, error) {
 	if e == nil {
 		return nil, nil, errNoEngine
@@ -252,8 +253,13 @@ func (a *adaptiveActor) Handle(msg any) {
 		a.lend()
 		return
 	}
-	a.room.busy.Store(true)
-	defer a.room.busy.Store(false) // after the lend below (see Settled)
+	if a.waiting == 0 && !a.stopped {
+		// A lend may follow: callers who find no room meanwhile may wait
+		// for it (see Settled). With callers in line nothing is lent, and
+		// they had better ask at once.
+		a.room.busy.Store(true)
+		defer a.room.busy.Store(false) // after the lend below
+	}
 	a.reclaim()
 	a.handle(msg)
 	if !a.stopped {
@@ -300,15 +306,29 @@ func (a *adaptiveActor) handle(msg any) {
 		a.fold(a.alarm.clock.Now())
 	case *Tick:
 		a.alarm.fired(m)
-		if a.fold(m.Now) == 0 && a.inside() == 0 {
-			a.awake = false
-			a.room.asleep.Store(true)
-			// A Leave between the fold and the store finds the actor
-			// asleep and wakes it; one before it was folded in.
+		if a.fold(m.Now) == 0 && a.inside() == 0 && a.sleep() {
 			return
 		}
 		a.alarm.set(m.Now, later(m.Now, a.every), true)
 	}
+}
+
+// sleep stops reading on a timer, unless a call came through the lent
+// room since the fold that found nothing new, and reports whether it
+// stopped. A Leave after the store of asleep wakes the actor; one between
+// the fold and the store would not, but it shows in the stripes or the
+// word, and the actor stays awake.
+func (a *adaptiveActor) sleep() bool {
+	w := a.room.w.Load()
+	a.room.asleep.Store(true)
+	if n, _, _ := a.room.counts(); n == a.seenN && (a.lent == 0 || a.room.w.Load() == w) {
+		a.awake = false
+		return true
+	}
+	// A Leave that saw the store has sent a Fold already; either way the
+	// timer goes on.
+	a.room.asleep.Store(false)
+	return false
 }
 
 // adaptiveLooks is how many times a window the timer reads the stripes
@@ -367,18 +387,24 @@ func (a *adaptiveActor) needed() int64 {
 }
 
 // recent is the mean latency of the calls that finished last, at least
-// adaptiveRecent of them (all of them at the reads that brought the count
-// there, and those read since); before any has finished, the
-// limit's own latency (0 while none is known). It is what a caller let in
-// now can expect: a window's mean is up to a window old, and while a
-// queue builds at the dependency it holds the shorter latencies of the
-// calls that went first.
+// adaptiveRecent of them once that many have (all of them at the reads
+// that brought the count there, and those read since), and at most twice
+// the limit's own latency, so that one call far slower than the rest
+// moves it little; before any has finished, the limit's own latency (0
+// while none is known). It is what a caller let in now can expect: a
+// window's mean is up to a window old, and while a queue builds at the
+// dependency it holds the shorter latencies of the calls that went first.
 func (a *adaptiveActor) recent() time.Duration {
+	w := a.ctl.Latency()
 	n, sum := a.last.n+a.fresh.n, a.last.sum+a.fresh.sum
 	if n <= 0 || sum < 0 {
-		return a.ctl.Latency()
+		return w
 	}
-	return time.Duration(sum / n)
+	r := time.Duration(sum / n)
+	if w > 0 && r/2 > w {
+		r = 2 * w
+	}
+	return r
 }
 
 // adaptiveRecent is how many finished calls make a recent latency.
@@ -405,7 +431,7 @@ func (a *adaptiveActor) expected(c int) (time.Duration, bool) {
 const adaptiveLine = 2
 
 // adaptiveMargin is the latency a caller needs left before its deadline,
-// over the last window's mean: a latency may grow by a quarter before the
+// over the recent latency: a latency may grow by a quarter before the
 // limit falls.
 const adaptiveMargin = 1.25
 

@@ -225,36 +225,65 @@ func TestAdaptiveTurnWeighsRecentLatency(t *testing.T) {
 	if l := a.ctl.Latency(); l != 10*time.Millisecond {
 		t.Fatalf("window latency %v, want 10ms", l)
 	}
-	// Two wait: one with 40 ms to its deadline, one with a second.
-	short := &AdaptiveEnter{Now: at(100), Deadline: at(140), Class: 1, Wait: true, Slot: new(engine.Reply[Permit])}
+	// Two wait: one with 30 ms to its deadline, one with a second.
+	short := &AdaptiveEnter{Now: at(100), Deadline: at(130), Class: 1, Wait: true, Slot: new(engine.Reply[Permit])}
 	long := &AdaptiveEnter{Now: at(100), Deadline: at(1100), Class: 1, Wait: true, Slot: new(engine.Reply[Permit])}
 	a.Handle(short)
 	a.Handle(long)
 	if short.Slot.Ready() || long.Slot.Ready() || a.waiting != 2 {
 		t.Fatalf("%d waiting, want both in line", a.waiting)
 	}
-	// A queue builds at the dependency: calls now take 40 ms. A look
+	// A queue builds at the dependency: calls now take 18 ms. A look
 	// reads them within the window.
-	addSamples(a.room, 16, 40*time.Millisecond)
+	addSamples(a.room, 16, 18*time.Millisecond)
 	clock.AdvanceTo(at(110))
 	a.Handle(&Tick{Now: at(110)})
 	if l := a.ctl.Latency(); l != 10*time.Millisecond {
 		t.Fatalf("window latency %v, want still 10ms", l)
 	}
-	// One leaves: 30 ms is left to the first waiter, under 40 ms and a
+	// One leaves: 20 ms is left to the first waiter, under 18 ms and a
 	// quarter.
 	a.Handle(Leave{})
 	if !short.Slot.Ready() || !long.Slot.Ready() {
 		t.Fatal("both waiters should be answered")
 	}
-	if p := short.Slot.Take(); !errors.Is(p.Err, ErrDeadline) || p.After != 50*time.Millisecond {
-		t.Fatalf("the waiter 30ms from its deadline: %+v, want ErrDeadline after 50ms", p)
+	if p := short.Slot.Take(); !errors.Is(p.Err, ErrDeadline) || p.After != 22500*time.Microsecond {
+		t.Fatalf("the waiter 20ms from its deadline: %+v, want ErrDeadline after 22.5ms", p)
 	}
 	if p := long.Slot.Take(); !p.OK {
 		t.Fatalf("the waiter a second from its deadline: %+v, want in", p)
 	}
 	if a.counts[1].Deadline != 1 || a.held != 8 {
 		t.Fatalf("deadline refusals %d, held %d; want 1 and 8", a.counts[1].Deadline, a.held)
+	}
+}
+
+// TestAdaptiveRecentLatencyBounded: one call far slower than the rest
+// moves the recent latency to at most twice the window's, so a waiter is
+// not refused for a deadline the other calls would fit.
+func TestAdaptiveRecentLatencyBounded(t *testing.T) {
+	a, clock, at := fixedAdaptive(t, 8)
+	for range 8 {
+		m := &AdaptiveEnter{Now: at(0), Class: 1, Wait: true, Slot: new(engine.Reply[Permit])}
+		a.Handle(m)
+		m.Slot.Take()
+	}
+	addSamples(a.room, 200, 10*time.Millisecond)
+	clock.AdvanceTo(at(100))
+	a.Handle(&Tick{Now: at(100)})
+	// Seven calls of 10 ms and one of 30 s, read within the next window.
+	addSamples(a.room, 7, 10*time.Millisecond)
+	addSamples(a.room, 1, 30*time.Second)
+	clock.AdvanceTo(at(110))
+	a.Handle(&Tick{Now: at(110)})
+	if r := a.recent(); r != 20*time.Millisecond {
+		t.Fatalf("recent latency %v, want twice the window's 10ms", r)
+	}
+	m := &AdaptiveEnter{Now: at(110), Deadline: at(140), Class: 1, Wait: true, Slot: new(engine.Reply[Permit])}
+	a.Handle(m)
+	a.Handle(Leave{})
+	if p := m.Slot.Take(); !p.OK {
+		t.Fatalf("a waiter 30ms from its deadline: %+v, want in", p)
 	}
 }
 
@@ -341,21 +370,47 @@ func TestAdaptiveLeaveLendsWhatItFrees(t *testing.T) {
 
 // TestAdaptiveRoomSettled: Settled does not wait on an actor that answers
 // nobody, or for ever on one that stays busy; the actor is not busy once
-// it has answered.
+// it has answered, and has lent again.
 func TestAdaptiveRoomSettled(t *testing.T) {
-	h := newHarness(t)
-	ref, room, err := SpawnAdaptive(h.e, "", policy.AdaptiveConfig{Start: 4}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inspectAdaptive(t, ref)
-	if room.busy.Load() || room.Settled() {
+	a, _, _ := fixedAdaptive(t, 4)
+	a.lend()
+	reply := make(chan AdaptiveStats, 1)
+	a.Handle(&AdaptiveInspect{Reply: reply})
+	<-reply
+	if a.room.busy.Load() || a.room.Settled() {
 		t.Fatal("the actor is busy, or settled, after it answered")
+	}
+	if ok, _ := a.room.Enter(1); !ok {
+		t.Fatal("nothing lent after the answer")
 	}
 	var r AdaptiveRoom
 	r.busy.Store(true)
 	if r.Settled() {
 		t.Fatal("settled while the actor stayed busy")
+	}
+}
+
+// TestAdaptiveSleepSeesACallSinceTheFold: the timer stops only if no call
+// came through the lent room since the fold that found nothing new. One
+// that did left its latency in the stripes, and its Leave saw the actor
+// awake and woke nobody: the actor reads on.
+func TestAdaptiveSleepSeesACallSinceTheFold(t *testing.T) {
+	a, _, at := fixedAdaptive(t, 8)
+	a.lend()
+	a.awake = true
+	a.fold(at(0))
+	if ok, _ := a.room.Enter(1); !ok {
+		t.Fatal("no room lent")
+	}
+	if !a.room.Leave(time.Millisecond) {
+		t.Fatal("the room went to the actor, want it back in the lease")
+	}
+	if a.sleep() || a.room.asleep.Load() || !a.awake {
+		t.Fatal("the actor slept with a call unread")
+	}
+	a.fold(at(1))
+	if !a.sleep() || !a.room.asleep.Load() || a.awake {
+		t.Fatal("the actor did not sleep with nothing new")
 	}
 }
 

@@ -498,7 +498,8 @@ type (
 	// within a class. It is refused at once with ErrDeadline, After the
 	// expected wait, when the wait and a latency and a quarter would pass
 	// Deadline (0: none; the latency is the mean of the calls timed last,
-	// at least 8), and with ErrTooManyWaiting when the line is full of callers
+	// at least 8 once 8 have finished, and at most twice the last
+	// window's), and with ErrTooManyWaiting when the line is full of callers
 	// of its class or higher. A parked caller may be evicted by a higher
 	// class (ErrTooManyWaiting), or as the limit falls (ErrOverLimit), and
 	// is refused with ErrDeadline if its turn comes less than a latency and

@@ -172,7 +172,8 @@ func (p *Pass) Drop() {
 //   - at once with a *WaitError (ErrExceedsDeadline) when ctx's deadline
 //     comes before the expected wait and a latency and a quarter more:
 //     the wait is one latency for each limit's worth of callers ahead,
-//     the latency the mean of the calls timed last, at least 8. So is a
+//     the latency the mean of the calls timed last (at least 8 once 8
+//     have finished, at most twice the last window's mean). So is a
 //     waiter whose turn comes less than that latency and a quarter before
 //     its deadline: it could not finish, and the room goes to the next;
 //   - with ErrTooManyWaiting when the line is full of callers of its
