@@ -33,7 +33,7 @@ type AdaptiveRoom struct {
 	_       [56]byte      // the word on a line of its own
 	stripes [tallyStripes]adaptiveStripe
 	asleep  atomic.Bool   // the actor reads on no timer: the next Leave wakes it
-	busy    atomic.Bool   // the actor took the room back to answer a message, and will lend again
+	busy    atomic.Bool   // the actor took the room back to answer a message, and may lend again
 	mask    atomic.Uint64 // an Enter whose count in the lease has none of these bits set is timed
 	ref     *engine.Ref
 }
@@ -313,15 +313,14 @@ func (a *adaptiveActor) handle(msg any) {
 	}
 }
 
-// sleep stops reading on a timer, unless a call came through the lent
-// room since the fold that found nothing new, and reports whether it
-// stopped. A Leave after the store of asleep wakes the actor; one between
-// the fold and the store would not, but it shows in the stripes or the
-// word, and the actor stays awake.
+// sleep stops reading on a timer, unless a call finished since the fold
+// that found nothing new, and reports whether it stopped. A Leave after
+// the store of asleep wakes the actor; one between the fold and the store
+// would not, but its latency shows in the stripes, and the actor stays
+// awake. (A call not timed leaves no latency to read.)
 func (a *adaptiveActor) sleep() bool {
-	w := a.room.w.Load()
 	a.room.asleep.Store(true)
-	if n, _, _ := a.room.counts(); n == a.seenN && (a.lent == 0 || a.room.w.Load() == w) {
+	if n, _, _ := a.room.counts(); n == a.seenN {
 		a.awake = false
 		return true
 	}
@@ -401,7 +400,7 @@ func (a *adaptiveActor) recent() time.Duration {
 		return w
 	}
 	r := time.Duration(sum / n)
-	if w > 0 && r/2 > w {
+	if w > 0 && r-w > w {
 		r = 2 * w
 	}
 	return r

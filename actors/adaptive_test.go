@@ -279,6 +279,15 @@ func TestAdaptiveRecentLatencyBounded(t *testing.T) {
 	if r := a.recent(); r != 20*time.Millisecond {
 		t.Fatalf("recent latency %v, want twice the window's 10ms", r)
 	}
+	for _, sum := range []time.Duration{20*time.Millisecond - 1, 20 * time.Millisecond, 20*time.Millisecond + 1} {
+		was := a.last
+		a.last.n, a.last.sum = 1, int64(sum)
+		a.fresh.n, a.fresh.sum = 0, 0
+		if r := a.recent(); r != min(sum, 20*time.Millisecond) {
+			t.Fatalf("a call of %v: recent latency %v, want it within twice the window's", sum, r)
+		}
+		a.last = was
+	}
 	m := &AdaptiveEnter{Now: at(110), Deadline: at(140), Class: 1, Wait: true, Slot: new(engine.Reply[Permit])}
 	a.Handle(m)
 	a.Handle(Leave{})

@@ -137,6 +137,9 @@ func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[
 				}
 			default:
 			}
+			if r.beaten() {
+				continue // an answer is in r.out: the next turn takes it
+			}
 			hctx, hcancel := context.WithCancel(ctx)
 			send, drop, ok := r.Ready(hctx)
 			if !ok {
@@ -161,6 +164,9 @@ func (r *Race[T]) Run(ctx context.Context, cancel context.CancelFunc, send Send[
 			if beaten {
 				// An answer came first, and is in r.out: the hedge lost,
 				// or was never sent.
+				if e.unsent {
+					r.Sent--
+				}
 				out--
 				e.Cancel()
 				r.release(e)
@@ -266,6 +272,13 @@ func (r *Race[T]) runHere(ctx context.Context, send Send[T], drop func(), cancel
 	start := r.Clock.Now()
 	res := send()
 	return Entrant[T]{Result: res, I: i, Took: time.Duration(r.Clock.Now() - start), Cancel: cancel}, false
+}
+
+// beaten reports whether an answer has been handed to the race.
+func (r *Race[T]) beaten() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.answered
 }
 
 // hand gives e to the race, or cancels and releases it if the race is

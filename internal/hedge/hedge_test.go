@@ -260,8 +260,8 @@ func TestRaceAnswerBeforeTheLastHedge(t *testing.T) {
 		if err != nil || e.Val != "attempt" || time.Since(start) != 100*time.Millisecond {
 			t.Fatalf("Run = %+v, %v after %v; want the attempt's answer at 100ms", e, err, time.Since(start))
 		}
-		if drops != 1 {
-			t.Fatalf("dropped %d readied hedges, want 1", drops)
+		if drops != 1 || r.Sent != 0 {
+			t.Fatalf("dropped %d readied hedges with %d sent, want 1 dropped and none sent", drops, r.Sent)
 		}
 		e.Cancel()
 	})
