@@ -105,12 +105,12 @@ func (r *AdaptiveRoom) Drop() bool {
 }
 
 // Settled waits a short bounded while for the actor to finish the
-// request it is answering, if it is answering one, and reports whether it
-// did: the room it took back to answer is lent again then, if any is
-// free, and a caller whose Enter found none meanwhile can enter rather
-// than queue on the actor behind it. It reports false at once when the
-// actor is not answering. Like Credit.Settled, it spins and never yields
-// the processor.
+// message it took the room back for, if it took it back and may lend
+// again (nobody waits), and reports whether it did: the room is lent
+// again then, if any is free, and a caller whose Enter found none
+// meanwhile can enter rather than queue on the actor behind it. It
+// reports false at once otherwise. Like Credit.Settled, it spins and
+// never yields the processor.
 func (r *AdaptiveRoom) Settled() bool { return settled(&r.busy) }
 
 // wake sends the actor a Fold, if this caller is the one to wake it.
