@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/moonpool-go/moonpool/engine"
@@ -396,6 +397,40 @@ func TestAdaptiveRoomSettled(t *testing.T) {
 	r.busy.Store(true)
 	if r.Settled() {
 		t.Fatal("settled while the actor stayed busy")
+	}
+}
+
+// TestAdaptiveBusyOnlyWhenItMayLend: while the actor answers with the room
+// taken back, callers who find none may spin for the lend to follow
+// (Settled); with callers in line nothing will be lent, and the actor
+// does not say it is busy, so they ask at once.
+func TestAdaptiveBusyOnlyWhenItMayLend(t *testing.T) {
+	for _, waiting := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			a, _, at := fixedAdaptive(t, 4)
+			a.lend()
+			for range 4 {
+				if ok, _ := a.room.Enter(1); !ok {
+					t.Fatal("no room lent")
+				}
+			}
+			if waiting {
+				m := &AdaptiveEnter{Now: at(0), Class: 1, Wait: true, Slot: new(engine.Reply[Permit])}
+				a.Handle(m)
+				if a.waiting != 1 {
+					t.Fatalf("%d waiting, want 1", a.waiting)
+				}
+			}
+			reply := make(chan AdaptiveStats) // the actor blocks on it, mid-answer
+			go a.Handle(&AdaptiveInspect{Reply: reply})
+			synctest.Wait()
+			busy := a.room.busy.Load()
+			<-reply
+			synctest.Wait()
+			if busy == waiting || a.room.busy.Load() {
+				t.Fatalf("with a caller waiting %v: busy %v while answering, %v after; want %v, then false", waiting, busy, a.room.busy.Load(), !waiting)
+			}
+		})
 	}
 }
 
