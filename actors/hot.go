@@ -104,13 +104,14 @@ func (h *Hot) Drawn() int64 {
 //
 // A hot key's credit works as SpawnBucketCredit's does for its bucket: a
 // lease of a sixteenth of the burst, and at most 1,024 tokens or a
-// millisecond of the rate, whichever is more (see leaseOf), taken back before the
-// actor answers anything about that key, and not lent while anybody waits
-// on it; so Wait, Left, Delay and each key's line are exact, and no key
-// ever lets through more than its exact bucket would over any stretch of
-// time. Under-admission is as SpawnBucketCredit's, per hot key: at most a
-// lease per quiet spell of that key (TestKeyedCreditNeverOverAdmits
-// measures it). Keys that are not hot are answered exactly, by the actor.
+// millisecond of the rate, whichever is more (see leaseOf), taken back
+// before the actor answers anything about that key, and not lent while
+// anybody waits on it; so Wait, Left, Delay and each key's line are
+// exact, and no key ever lets through more than its exact bucket would
+// over any stretch of time. Under-admission is as SpawnBucketCredit's,
+// per hot key: at most a lease per quiet spell of that key
+// (TestKeyedCreditNeverOverAdmits measures it). Keys that are not hot are
+// answered exactly, by the actor.
 func SpawnKeyedBucketCredit(e *engine.Engine, name string, rate, burst float64, seed maphash.Seed) (*engine.Ref, *Hot, error) {
 	if e == nil {
 		return nil, nil, errNoEngine
