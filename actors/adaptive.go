@@ -240,6 +240,7 @@ func (a *adaptiveActor) Receive(c actor.Context) {
 func (a *adaptiveActor) Handle(msg any) {
 	defer a.unanswered()
 	a.hold(msg)
+	handled := false
 	if a.lent > 0 && a.waiting == 0 && !a.stopped && keepsLease(msg) {
 		limit := a.ctl.Limit()
 		a.handle(msg)
@@ -247,11 +248,7 @@ func (a *adaptiveActor) Handle(msg any) {
 			a.topUp()
 			return
 		}
-		a.room.busy.Store(true)
-		defer a.room.busy.Store(false) // after the lend below (see Settled)
-		a.reclaim()
-		a.lend()
-		return
+		handled = true // the lease is taken back and lent afresh below
 	}
 	if a.waiting == 0 && !a.stopped {
 		// A lend may follow: callers who find no room meanwhile may wait
@@ -261,7 +258,9 @@ func (a *adaptiveActor) Handle(msg any) {
 		defer a.room.busy.Store(false) // after the lend below
 	}
 	a.reclaim()
-	a.handle(msg)
+	if !handled {
+		a.handle(msg)
+	}
 	if !a.stopped {
 		a.lend()
 	}
@@ -588,8 +587,7 @@ func (a *adaptiveActor) reclaim() {
 	if a.lent == 0 {
 		return
 	}
-	w := a.room.w.Swap(0)
-	in, out := int(w>>24&roomField), int(w&roomField)
+	in, out := roomCounts(a.room.w.Swap(0))
 	a.held -= a.lent - (in - out)
 	a.fast += int64(in)
 	a.lent = 0
@@ -601,8 +599,7 @@ func (a *adaptiveActor) inside() int {
 	if a.lent == 0 {
 		return a.held
 	}
-	w := a.room.w.Load()
-	in, out := int(w>>24&roomField), int(w&roomField)
+	in, out := roomCounts(a.room.w.Load())
 	return a.held - a.lent + in - out
 }
 
@@ -611,8 +608,13 @@ func (a *adaptiveActor) through() int {
 	if a.lent == 0 {
 		return 0
 	}
-	return int(a.room.w.Load() >> 24 & roomField)
+	in, _ := roomCounts(a.room.w.Load())
+	return in
 }
+
+// roomCounts is how many entered and how many left through the lease an
+// AdaptiveRoom's word holds.
+func roomCounts(w uint64) (in, out int) { return int(w >> 24 & roomField), int(w & roomField) }
 
 // topUp adds the free room to the lease out, while nobody waits. Callers
 // only count in the word, so the actor adds to its lent field.

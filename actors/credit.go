@@ -390,6 +390,9 @@ func leaseOf(rate, burst float64) int64 {
 	return int64(min(math.Floor(burst/16), most))
 }
 
+// bucketLease is leaseOf for a bucket of rule r's numbers.
+func bucketLease(r bucketRule) int64 { return leaseOf(r.rate, r.burst) }
+
 // maxLease is the most a bucket's lease may hold: what its stripes'
 // fields count, and more than a millisecond of any rate a machine serves.
 const maxLease = drawStripes * stripeMask
@@ -418,7 +421,7 @@ func SpawnBucketCredit(e *engine.Engine, name string, rate, burst float64) (*eng
 	}
 	r := newBucketRule(rate, burst)
 	l := newLimiter(e, r, *policy.NewBucket(r.rate, r.burst, e.Now()))
-	return spawnLender(e, name, l, func(r bucketRule) int64 { return leaseOf(r.rate, r.burst) }, 0)
+	return spawnLender(e, name, l, bucketLease, 0)
 }
 
 // SpawnWindowCredit is SpawnWindow with credit, as SpawnBucketCredit is

@@ -131,11 +131,11 @@ func SpawnKeyedBucketCredit(e *engine.Engine, name string, rate, burst float64, 
 }
 
 // keyLease is how many tokens a hot key of rule r is lent at a time: as a
-// bucket of its numbers lends (see leaseOf). A rule that is not a
+// bucket of its numbers lends (bucketLease). A rule that is not a
 // bucket's lends nothing: 0.
 func keyLease(r any) int64 {
 	if b, ok := r.(bucketRule); ok {
-		return leaseOf(b.rate, b.burst)
+		return bucketLease(b)
 	}
 	return 0
 }

@@ -222,20 +222,23 @@ func (r *Race[T]) run(ctx context.Context, send Send[T], drop func(), cancel con
 	i := len(r.cancels)
 	r.cancels = append(r.cancels, cancel)
 	r.mu.Unlock()
-	go func() {
-		if hedge && r.Wait != nil {
-			if err := r.Wait(ctx); err != nil {
-				if drop != nil {
-					drop()
-				}
-				r.hand(Entrant[T]{I: i, Cancel: cancel, unsent: true})
-				return
+	go func() { r.hand(r.attempt(ctx, i, send, drop, cancel, hedge)) }()
+}
+
+// attempt makes entrant i, after Wait if it is a hedge, and says what
+// came back. A hedge whose Wait fails is dropped, unsent.
+func (r *Race[T]) attempt(ctx context.Context, i int, send Send[T], drop func(), cancel context.CancelFunc, hedge bool) Entrant[T] {
+	if hedge && r.Wait != nil {
+		if err := r.Wait(ctx); err != nil {
+			if drop != nil {
+				drop()
 			}
+			return Entrant[T]{I: i, Cancel: cancel, unsent: true}
 		}
-		start := r.Clock.Now()
-		res := send()
-		r.hand(Entrant[T]{Result: res, I: i, Took: time.Duration(r.Clock.Now() - start), Cancel: cancel})
-	}()
+	}
+	start := r.Clock.Now()
+	res := send()
+	return Entrant[T]{Result: res, I: i, Took: time.Duration(r.Clock.Now() - start), Cancel: cancel}
 }
 
 // runHere makes one hedge on Run's goroutine, after Wait, and returns
@@ -261,17 +264,7 @@ func (r *Race[T]) runHere(ctx context.Context, send Send[T], drop func(), cancel
 		beaten = r.answered
 		r.mu.Unlock()
 	}()
-	if r.Wait != nil {
-		if err := r.Wait(ctx); err != nil {
-			if drop != nil {
-				drop()
-			}
-			return Entrant[T]{I: i, Cancel: cancel, unsent: true}, false
-		}
-	}
-	start := r.Clock.Now()
-	res := send()
-	return Entrant[T]{Result: res, I: i, Took: time.Duration(r.Clock.Now() - start), Cancel: cancel}, false
+	return r.attempt(ctx, i, send, drop, cancel, true), false
 }
 
 // beaten reports whether an answer has been handed to the race.
