@@ -128,7 +128,7 @@ var retryConfigs = map[string]retryConfig{
 		real:       retryPlan{rate: 400, warm: 500 * time.Millisecond, outage: time.Second, after: 1200 * time.Millisecond, latency: 2 * time.Millisecond, shares: []float64{0.5, 1}},
 		realWindow: 500 * time.Millisecond,
 		hedge:      hedgePlan{rate: 800, warm: 600 * time.Millisecond, span: 4 * time.Second, rounds: 5, base: 2 * time.Millisecond, delay: 5 * time.Millisecond, quantile: 0.97, ladder: []float64{0.95, 0.96, 0.97, 0.98}},
-		healthy:    []int{1, 8}, healthyRounds: 8,
+		healthy:    []int{1, 8}, healthyRounds: 15,
 	},
 	"full": {
 		virtual:    retryPlan{rate: 1000, warm: 10 * time.Second, outage: 40 * time.Second, after: 20 * time.Second, latency: 5 * time.Millisecond, shares: []float64{0.5, 1}, healthy: true},
@@ -1290,12 +1290,20 @@ func hedgeName(p hedgePlan) string {
 // hedgeSlow is how much slower the tail's requests are.
 const hedgeSlow = 20
 
-// hedgeSlowAt is whether the backend's n-th request is one of the slow:
-// three in every two hundred, evenly. Exactly one in a hundred would put
-// the p99 of requests that are not hedged on the edge between fast and
-// slow, flipping from run to run; a hair more puts it in the tail.
-func hedgeSlowAt(n int64) bool {
-	switch n % 200 {
+// hedgeSlowAt is whether attempt k of request req is one of the slow.
+// First attempts are slow three in every two hundred, evenly. Exactly one
+// in a hundred would put the p99 of requests that are not hedged on the
+// edge between fast and slow, flipping from run to run; a hair more puts
+// it in the tail. A hedge (k of 1 or more) is slow with the same odds,
+// drawn from req and k. Every side sends the same requests, so every side
+// meets the same slow first attempts and the same slow hedges: the p99s
+// of two sides differ by when they hedge, not by which requests happened
+// to be slow in their runs.
+func hedgeSlowAt(req, k int) bool {
+	if k > 0 {
+		return retryDraw(uint64(req), uint64(k), 2) < 3.0/200
+	}
+	switch req % 200 {
 	case 0, 67, 133:
 		return true
 	}
@@ -1308,7 +1316,6 @@ type hedgeBackend struct {
 	srv    *http.Server
 	url    string
 	done   chan struct{}
-	seq    atomic.Int64
 	mu     sync.Mutex
 	perReq []int32
 }
@@ -1329,7 +1336,7 @@ func startHedgeBackend(p hedgePlan, requests int) (*hedgeBackend, error) {
 		}
 		b.mu.Unlock()
 		d := retryLatency(p.base, id, k)
-		if hedgeSlowAt(b.seq.Add(1)) {
+		if hedgeSlowAt(id, k) {
 			d *= hedgeSlow
 		}
 		t := time.NewTimer(d)

@@ -167,13 +167,14 @@ func TestVirtualRunBudget(t *testing.T) {
 
 // TestHedgeTailIsPastP99 checks the reason for three slow requests in two
 // hundred: the p99 of requests no hedge helps falls among the slow ones,
-// over a run and over one round of the default run (160 requests).
+// over a run and over one round of the default run (640 requests); and
+// that hedges are slow as often.
 func TestHedgeTailIsPastP99(t *testing.T) {
-	for _, n := range []int{160, 200, 1000, 4321} {
+	for _, n := range []int{160, 200, 640, 1000, 4321} {
 		lat := make([]float64, 0, n)
 		for i := range n {
 			d := float64(retryLatency(2*time.Millisecond, i, 0))
-			if hedgeSlowAt(int64(i + 1)) {
+			if hedgeSlowAt(i, 0) {
 				d *= hedgeSlow
 			}
 			lat = append(lat, d)
@@ -182,6 +183,17 @@ func TestHedgeTailIsPastP99(t *testing.T) {
 		if p := quantile(lat, 0.99); p < float64(hedgeSlow)*0.8*float64(2*time.Millisecond) {
 			t.Errorf("%d requests: p99 %s is not among the slow ones", n, nsText(p))
 		}
+	}
+	// Hedges are slow at the same odds.
+	slow := 0
+	const n = 100000
+	for i := range n {
+		if hedgeSlowAt(i, 1) {
+			slow++
+		}
+	}
+	if share := float64(slow) / n; share < 0.013 || share > 0.017 {
+		t.Errorf("%.2f%% of hedges are slow, want 1.5%%", 100*share)
 	}
 }
 
