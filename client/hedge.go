@@ -28,6 +28,9 @@ type Hedge struct {
 	// the Budget has seen: at 0.95, about one request in twenty is
 	// hedged. Outside (0, 1), zero included, it is 0.95. Until the
 	// budget has seen enough first attempts to tell, no hedge is sent.
+	// These timers are not set early, as a Delay's are: the quantile is
+	// the share of requests hedged, and early alarms would hedge more.
+	// A late timer sends its hedge past the quantile, so a few fewer go.
 	Quantile float64
 	// Max is the most hedges one request sends, over all its attempts.
 	// Zero or less is 1. While no answer comes, one more goes out each

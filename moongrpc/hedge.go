@@ -76,7 +76,7 @@ func (c *call) race(ctx context.Context, delay time.Duration) error {
 		Delay:  delay,
 		Left:   most(c.hedge) - c.hedges,
 		First:  first,
-		Lead:   c.lead,
+		Lead:   c.lead.For(c.hedge),
 	}
 	cc := *c // a copy, read only: the call stays on its caller's stack
 	rc.Ready = func(ctx context.Context) (hedge.Send[*entrant], func(), bool) {

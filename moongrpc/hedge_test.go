@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/internal/hedge/hedgetest"
 	"github.com/moonpool-go/moonpool/moongrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -725,6 +726,27 @@ func TestClientHedgeAnswerAfterFailure(t *testing.T) {
 		}
 		if s := l.sent(); len(s) != 2 {
 			t.Fatalf("sent %d times, want the attempt and its hedge", len(s))
+		}
+	})
+}
+
+// TestClientHedgeLead: the hedges of a fixed Delay are set early by how
+// late the timers ring, those past a quantile are not (see
+// hedgetest.Lead).
+func TestClientHedgeLead(t *testing.T) {
+	hedgetest.Lead(t, func(t *testing.T, eng *client.Engine, b *client.Budget, h *client.Hedge, k *hedgetest.Backend) func() {
+		invoker := func(ctx context.Context, _ string, _, reply any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+			if err := k.Attempt(ctx); err != nil {
+				return status.FromContextError(err).Err()
+			}
+			reply.(*wrapperspb.StringValue).Value = "ok"
+			return nil
+		}
+		ic := moongrpc.NewUnaryClientInterceptor(moongrpc.ClientConfig{Engine: eng, Budget: b, Hedge: h})
+		return func() {
+			if err := ic(context.Background(), getMethod, wrapperspb.String("hi"), new(wrapperspb.StringValue), nil, invoker); err != nil {
+				t.Error(err)
+			}
 		}
 	})
 }

@@ -70,7 +70,7 @@ func (rt *roundTrip) race(ctx context.Context, delay time.Duration) error {
 		Delay:  delay,
 		Left:   most(rt.hedge) - rt.hedges,
 		First:  first,
-		Lead:   &t.lead,
+		Lead:   t.lead.For(rt.hedge),
 		Ready: func(ctx context.Context) (hedge.Send[*http.Response], func(), bool) {
 			h, err := cp.again(ctx)
 			if err != nil {

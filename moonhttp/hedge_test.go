@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/moonpool-go/moonpool/client"
+	"github.com/moonpool-go/moonpool/internal/hedge/hedgetest"
 	"github.com/moonpool-go/moonpool/moonhttp"
 )
 
@@ -640,4 +641,24 @@ func TestTransportOffAllocates(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { tr.RoundTrip(req) }); n > retry {
 		t.Fatalf("with a budget, %v allocations a request, want no more than client.Retry's %v", n, retry)
 	}
+}
+
+// TestTransportHedgeLead: the hedges of a fixed Delay are set early by
+// how late the timers ring, those past a quantile are not (see
+// hedgetest.Lead).
+func TestTransportHedgeLead(t *testing.T) {
+	hedgetest.Lead(t, func(t *testing.T, eng *client.Engine, b *client.Budget, h *client.Hedge, k *hedgetest.Backend) func() {
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if err := k.Attempt(r.Context()); err != nil {
+				return nil, err
+			}
+			return &http.Response{StatusCode: 200, Status: "OK", Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok")), Request: r}, nil
+		})
+		tr := &moonhttp.Transport{Base: base, Engine: eng, Budget: b, Hedge: h}
+		return func() {
+			if res := roundTrip(tr, newReq(t, "GET", "http://b.invalid/", "")); res.err != nil || res.status != 200 {
+				t.Errorf("%+v", res)
+			}
+		}
+	})
 }

@@ -3,6 +3,8 @@ package hedge
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/moonpool-go/moonpool/client"
 )
 
 // Lead sets a race's alarms early by about how late they ring, so that a
@@ -22,6 +24,18 @@ import (
 // concurrent use.
 type Lead struct {
 	ns atomic.Int64
+}
+
+// For is the lead a race hedging by h uses: l when h sets a fixed Delay,
+// nil when the delay is a latency quantile. A quantile says what share
+// of requests to hedge, and an alarm set early would hedge more than
+// that share. Left late, its hedges go out past the quantile by a
+// timer's lateness, and a few fewer go.
+func (l *Lead) For(h *client.Hedge) *Lead {
+	if h == nil || h.Delay <= 0 {
+		return nil
+	}
+	return l
 }
 
 // leadGain is the share of a late ring's error a Lead takes in: an

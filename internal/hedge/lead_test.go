@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/moonpool-go/moonpool/client"
 	"github.com/moonpool-go/moonpool/internal/hedge"
 	"github.com/moonpool-go/moonpool/internal/vclock"
 )
@@ -182,4 +183,25 @@ func hedgeOffsets(t *testing.T, clock *vclock.Virtual, lead *hedge.Lead, delay t
 	}
 	synctest.Wait()
 	return offs
+}
+
+// A Lead serves a fixed delay only: a hedge past a latency quantile is
+// set for the quantile, not early.
+func TestLeadFor(t *testing.T) {
+	l := new(hedge.Lead)
+	for _, tc := range []struct {
+		name string
+		h    *client.Hedge
+		want *hedge.Lead
+	}{
+		{"no hedging", nil, nil},
+		{"fixed delay", &client.Hedge{Delay: 5 * time.Millisecond}, l},
+		{"quantile", &client.Hedge{Quantile: 0.97}, nil},
+		{"default quantile", &client.Hedge{}, nil},
+		{"delay below zero, so a quantile", &client.Hedge{Delay: -time.Millisecond, Quantile: 0.9}, nil},
+	} {
+		if got := l.For(tc.h); got != tc.want {
+			t.Errorf("%s: For = %p, want %p", tc.name, got, tc.want)
+		}
+	}
 }
