@@ -135,7 +135,7 @@ var retryConfigs = map[string]retryConfig{
 		real:       retryPlan{rate: 500, warm: time.Second, outage: 2 * time.Second, after: 3 * time.Second, latency: 2 * time.Millisecond, shares: []float64{0.5, 1}},
 		realWindow: time.Second,
 		hedge:      hedgePlan{rate: 800, warm: time.Second, span: 8 * time.Second, rounds: 10, base: 2 * time.Millisecond, delay: 5 * time.Millisecond, quantile: 0.97, ladder: []float64{0.95, 0.96, 0.97, 0.98}},
-		healthy:    []int{1, 8, 64}, healthyRounds: 9,
+		healthy:    []int{1, 8, 64}, healthyRounds: 25,
 	},
 }
 

@@ -164,8 +164,8 @@ type call struct {
 // attempt makes the call once, and says by its error whether Retry should
 // try again. With a hedge due it races copies of the call instead.
 func (c *call) attempt(ctx context.Context) error {
-	if delay, ok := c.hedgeDelay(); ok {
-		return c.race(ctx, delay)
+	if delay, lead, ok := c.hedgeDelay(); ok {
+		return c.race(ctx, delay, lead)
 	}
 	first := !c.made
 	c.made = true

@@ -54,20 +54,23 @@ func NoSideEffects(method string) bool {
 }
 
 // hedgeDelay is how long the current attempt waits before a hedge, and
-// false if it sends none: the call may not be hedged, its hedges are
-// spent, or nothing says how long.
-func (c *call) hedgeDelay() (time.Duration, bool) {
+// the lead its alarms are set early by; false if it sends none: the call
+// may not be hedged, its hedges are spent, or nothing says how long. The
+// Hedge is read once, so the delay and the lead agree.
+func (c *call) hedgeDelay() (time.Duration, *hedge.Lead, bool) {
 	if c.hedge == nil || c.hedges >= most(c.hedge) {
-		return 0, false
+		return 0, nil, false
 	}
-	return c.hedge.DelayFrom(c.cfg.Budget)
+	h := *c.hedge
+	d, ok := h.DelayFrom(c.cfg.Budget)
+	return d, c.lead.For(&h), ok
 }
 
 // race makes the attempt on a ctx of its own, and a hedge each delay
 // while no answer has come, as long as the call has hedges left and the
 // budget allows. The first answer wins, and race returns it as attempt
 // would. If every attempt out fails, race returns the last failure.
-func (c *call) race(ctx context.Context, delay time.Duration) error {
+func (c *call) race(ctx context.Context, delay time.Duration, lead *hedge.Lead) error {
 	first := !c.made // the call's first attempt, whose latency counts
 	c.made = true
 	rc := &hedge.Race[*entrant]{
@@ -76,7 +79,7 @@ func (c *call) race(ctx context.Context, delay time.Duration) error {
 		Delay:  delay,
 		Left:   most(c.hedge) - c.hedges,
 		First:  first,
-		Lead:   c.lead.For(c.hedge),
+		Lead:   lead,
 	}
 	cc := *c // a copy, read only: the call stays on its caller's stack
 	rc.Ready = func(ctx context.Context) (hedge.Send[*entrant], func(), bool) {

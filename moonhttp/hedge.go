@@ -38,13 +38,16 @@ func Hedgeable(req *http.Request) bool {
 }
 
 // hedgeDelay is how long the current attempt waits before a hedge, and
-// false if it sends none: the request may not be hedged, its hedges are
-// spent, or nothing says how long.
-func (rt *roundTrip) hedgeDelay() (time.Duration, bool) {
+// the lead its alarms are set early by; false if it sends none: the
+// request may not be hedged, its hedges are spent, or nothing says how
+// long. The Hedge is read once, so the delay and the lead agree.
+func (rt *roundTrip) hedgeDelay() (time.Duration, *hedge.Lead, bool) {
 	if rt.hedge == nil || rt.hedges >= most(rt.hedge) {
-		return 0, false
+		return 0, nil, false
 	}
-	return rt.hedge.DelayFrom(rt.t.Budget)
+	h := *rt.hedge
+	d, ok := h.DelayFrom(rt.t.Budget)
+	return d, rt.t.lead.For(&h), ok
 }
 
 // race sends the attempt on a ctx of its own, and a hedge each delay
@@ -52,7 +55,7 @@ func (rt *roundTrip) hedgeDelay() (time.Duration, bool) {
 // the budget allows. The first answer wins, and race returns it as
 // attempt would. If every attempt out fails, race returns the last
 // failure.
-func (rt *roundTrip) race(ctx context.Context, delay time.Duration) error {
+func (rt *roundTrip) race(ctx context.Context, delay time.Duration, lead *hedge.Lead) error {
 	first := !rt.sent // the request's first attempt, whose latency counts
 	// The attempt gets a ctx of its own, so that a hedge that wins can
 	// cancel it.
@@ -70,7 +73,7 @@ func (rt *roundTrip) race(ctx context.Context, delay time.Duration) error {
 		Delay:  delay,
 		Left:   most(rt.hedge) - rt.hedges,
 		First:  first,
-		Lead:   t.lead.For(rt.hedge),
+		Lead:   lead,
 		Ready: func(ctx context.Context) (hedge.Send[*http.Response], func(), bool) {
 			h, err := cp.again(ctx)
 			if err != nil {

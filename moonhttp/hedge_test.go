@@ -656,7 +656,12 @@ func TestTransportHedgeLead(t *testing.T) {
 		})
 		tr := &moonhttp.Transport{Base: base, Engine: eng, Budget: b, Hedge: h}
 		return func() {
-			if res := roundTrip(tr, newReq(t, "GET", "http://b.invalid/", "")); res.err != nil || res.status != 200 {
+			req, err := http.NewRequest("GET", "http://b.invalid/", nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if res := roundTrip(tr, req); res.err != nil || res.status != 200 {
 				t.Errorf("%+v", res)
 			}
 		}

@@ -161,8 +161,8 @@ type roundTrip struct {
 // races copies of the request instead (see race).
 func (rt *roundTrip) attempt(ctx context.Context) error {
 	rt.resp = nil // an earlier response, body in memory, is dropped
-	if delay, ok := rt.hedgeDelay(); ok {
-		return rt.race(ctx, delay)
+	if delay, lead, ok := rt.hedgeDelay(); ok {
+		return rt.race(ctx, delay, lead)
 	}
 	first := !rt.sent
 	r, err := rt.next(ctx)

@@ -27,7 +27,7 @@ type Lead struct {
 }
 
 // For is the lead a race hedging by h uses: l when h sets a fixed Delay,
-// nil when the delay is a latency quantile. A quantile says what share
+// nil when the delay is a latency quantile, or h is nil. A quantile says what share
 // of requests to hedge, and an alarm set early would hedge more than
 // that share. Left late, its hedges go out past the quantile by a
 // timer's lateness, and a few fewer go.

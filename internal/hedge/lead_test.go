@@ -196,6 +196,7 @@ func TestLeadFor(t *testing.T) {
 	}{
 		{"no hedging", nil, nil},
 		{"fixed delay", &client.Hedge{Delay: 5 * time.Millisecond}, l},
+		{"fixed delay, a quantile too", &client.Hedge{Delay: 5 * time.Millisecond, Quantile: 0.9}, l},
 		{"quantile", &client.Hedge{Quantile: 0.97}, nil},
 		{"default quantile", &client.Hedge{}, nil},
 		{"delay below zero, so a quantile", &client.Hedge{Delay: -time.Millisecond, Quantile: 0.9}, nil},
