@@ -159,9 +159,10 @@ if moved and not again then
       local G = mmax(keep, 1000000)
       to = (floor(need / G) + 2) * G
     end
-    call('HSET', KEYS[1], 't', fmt('%d', tat), ARGV[1], stamp .. (got[1] or ''), 'e', fmt('%d', to / 1000))
+    local e = fmt('%d', to / 1000)
+    call('HSET', KEYS[1], 't', fmt('%d', tat), ARGV[1], stamp .. (got[1] or ''), 'e', e)
     if set then
-      call('PEXPIREAT', KEYS[1], fmt('%d', to / 1000))
+      call('PEXPIREAT', KEYS[1], e)
     end
   end
 end
