@@ -62,8 +62,9 @@ func (c outageCall) tripped() bool { return c.trips > c.closes }
 // go-redis's default retries, one none (MaxRetries -1) and
 // ContextTimeoutEnabled. Each process's breaker trips after a few calls
 // wait for the dead Redis, and stays tripped until Redis is started
-// again. Meanwhile the local share answers all but one call in a hundred
-// in under a millisecond. From the kill on, the fleet never lets through
+// again. Meanwhile the local share answers all but two calls in a hundred
+// in under a millisecond, and none waits a quarter of the Timeout. From
+// the kill on, the fleet never lets through
 // more than the limit plus one burst in any stretch of time, the limit
 // being the bucket's rate over the stretch plus its burst. Redis lets
 // requests through again once it is back.
@@ -213,11 +214,14 @@ func TestOutage(t *testing.T) {
 		t.Logf("process %d: breaker tripped %v after the kill, %d calls waited for Redis before; %d calls after, median %v, 99th percentile %v, %d over 1ms, slowest %v; %d probes; Redis let through %d before the kill, %d after it came back",
 			i, tripped.Round(time.Millisecond), len(waited), len(took), pct(took, 50), pct(took, 99), slow, pct(took, 100),
 			hi-lo, redisBefore, redisAfter-redisBefore)
+		// A call that waited for the dead Redis would take the Timeout.
+		// The machine's own stalls (three processes on two cores, under
+		// -race) put a call or two in a hundred over a millisecond.
 		if len(took) < 200 {
 			t.Errorf("process %d made only %d calls in the outage once its breaker tripped, want hundreds", i, len(took))
-		} else if slow > len(took)/100 {
-			t.Errorf("process %d: %d of %d calls once its breaker tripped took over a millisecond, the slowest %v; want at most one in a hundred",
-				i, slow, len(took), pct(took, 100))
+		} else if slow > len(took)/50 || pct(took, 100) > outageTimeout/4 {
+			t.Errorf("process %d: %d of %d calls once its breaker tripped took over a millisecond, the slowest %v; want at most two in a hundred, none over %v",
+				i, slow, len(took), pct(took, 100), outageTimeout/4)
 		}
 		if redisAfter == redisBefore {
 			t.Errorf("process %d: Redis let nothing through once it was back", i)
