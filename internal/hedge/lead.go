@@ -27,10 +27,10 @@ type Lead struct {
 }
 
 // For is the lead a race hedging by h uses: l when h sets a fixed Delay,
-// nil when the delay is a latency quantile, or h is nil. A quantile says what share
-// of requests to hedge, and an alarm set early would hedge more than
-// that share. Left late, its hedges go out past the quantile by a
-// timer's lateness, and a few fewer go.
+// nil when the delay is a latency quantile, or h is nil. A quantile says
+// what share of requests to hedge, and an alarm set early would hedge
+// more than that share. Left late, its hedges go out past the quantile
+// by a timer's lateness, and a few fewer go.
 func (l *Lead) For(h *client.Hedge) *Lead {
 	if h == nil || h.Delay <= 0 {
 		return nil
