@@ -1654,10 +1654,22 @@ func hedgeTargets(h *retryHedge) []check {
 		}
 		theirs.known = true
 		theirs.met = theirs.met && o.p99 <= p99
-		ts = append(ts, fmt.Sprintf("%s: %s against %s, failsafe-go's read at ours' %s extra (%s), %s", hedgeRule(h.plan, o), nsText(o.p99), nsText(p99), pct(o.roundExtra), from, round))
+		a, b := nsPair(o.p99, p99)
+		ts = append(ts, fmt.Sprintf("%s: %s against %s, failsafe-go's read at ours' %s extra (%s), %s", hedgeRule(h.plan, o), a, b, pct(o.roundExtra), from, round))
 	}
 	half.measured, theirs.measured = strings.Join(hs, "; "), strings.Join(ts, "; ")
 	return []check{half, theirs}
+}
+
+// nsPair is a and b as nsText writes them, or in whole microseconds when
+// nsText would write two different times of a microsecond or more alike:
+// a line that compares them then shows which is larger.
+func nsPair(a, b float64) (string, string) {
+	x, y := nsText(a), nsText(b)
+	if x == y && a != b && min(a, b) >= 1e3 {
+		return fmt.Sprintf("%.0fµs", a/1e3), fmt.Sprintf("%.0fµs", b/1e3)
+	}
+	return x, y
 }
 
 // ---- the plots ----

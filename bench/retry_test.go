@@ -370,3 +370,22 @@ func TestLibraryLeavesFailsafeToBench(t *testing.T) {
 		t.Errorf("bench does not depend on %s: is this check looking in the right place?", failsafe)
 	}
 }
+
+// TestNSPair: two times of a microsecond or more that nsText writes
+// alike are written so that the larger reads larger; others as nsText
+// writes them.
+func TestNSPair(t *testing.T) {
+	for _, tc := range []struct {
+		a, b         float64
+		wantA, wantB string
+	}{
+		{7.862e6, 7.858e6, "7862µs", "7858µs"},
+		{7.86e6, 7.86e6, "7.86ms", "7.86ms"},
+		{6.43e6, 6.60e6, "6.43ms", "6.60ms"},
+		{4.2, 4.24, "4.2ns", "4.2ns"},
+	} {
+		if a, b := nsPair(tc.a, tc.b); a != tc.wantA || b != tc.wantB {
+			t.Errorf("nsPair(%v, %v) = %s, %s; want %s, %s", tc.a, tc.b, a, b, tc.wantA, tc.wantB)
+		}
+	}
+}
