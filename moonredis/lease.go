@@ -207,14 +207,26 @@ const awaits = 3
 // call in flight, or sends the next one (a key whose callers find it dry
 // is hot), at most Config.Timeout on the engine's clock from the call's
 // start, and draws again, and it answers with the refusal a call left.
-// When no call may go, the request goes to Redis alone.
+// A call that landed before the caller came to wait is drawn from, or
+// its refusal taken, the same way. When no call may go, the request goes
+// to Redis alone.
 func (ls *leases) await(e *keyLease, n uint64) (client.Decision, bool) {
 	for range awaits {
 		sig := e.sig.Load()
 		if sig == nil || !e.busy.Load() {
-			// The last call landed and others drained it first: ask
-			// again at once rather than go to Redis alone.
-			ls.renew(e, ls.eng.Now())
+			// The last call landed, maybe before this caller came to
+			// wait for it: draw from its grant, or take its refusal.
+			// If others drained it first, ask again at once rather
+			// than go to Redis alone.
+			now := ls.eng.Now()
+			if d, ok := ls.drawn(e, now, n); ok {
+				return d, true
+			}
+			if over := e.over.Load(); now < over {
+				ls.refused.Add(1)
+				return client.Decision{Wait: time.Duration(over - now)}, true
+			}
+			ls.renew(e, now)
 			if sig = e.sig.Load(); sig == nil || !e.busy.Load() {
 				break
 			}

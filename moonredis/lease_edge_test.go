@@ -473,3 +473,30 @@ func holdLeaseCalls(f *fake) (release, entered chan struct{}) {
 	}})
 	return release, entered
 }
+
+// TestLeaseAwaitDrawsALandedGrant: a caller that starts a key's lease
+// call and comes to wait for it after it has landed draws from its
+// grant. It makes no call: alone, Redis would refuse it for the tokens
+// this process just took, and another lease call would take more while
+// those are held.
+func TestLeaseAwaitDrawsALandedGrant(t *testing.T) {
+	f := newFake(t)
+	b := leased(t, f, f.cfg(), 10, 10)
+	e := b.ls.entry("k")
+	// A grant of 6 that landed just now, before the caller waits.
+	now := f.clock.Now()
+	e.w.Store(6)
+	e.end.Store(now + int64(leasePeriod))
+	e.landed.Store(now)
+	e.base = 6
+	done := make(chan struct{})
+	close(done)
+	e.sig.Store(&callSig{done: done, late: make(chan struct{})})
+	d, ok := b.ls.await(e, 1)
+	if !ok || !d.OK || d.Left != 5 {
+		t.Fatalf("await = %+v, %v; want a draw from the grant, 5 left", d, ok)
+	}
+	if calls := b.Stats().Calls; calls != 0 {
+		t.Errorf("%d calls to Redis, want none", calls)
+	}
+}
