@@ -219,12 +219,8 @@ func (ls *leases) await(e *keyLease, n uint64) (client.Decision, bool) {
 			// If others drained it first, ask again at once rather
 			// than go to Redis alone.
 			now := ls.eng.Now()
-			if d, ok := ls.drawn(e, now, n); ok {
+			if d, ok := ls.left(e, now, n); ok {
 				return d, true
-			}
-			if over := e.over.Load(); now < over {
-				ls.refused.Add(1)
-				return client.Decision{Wait: time.Duration(over - now)}, true
 			}
 			ls.renew(e, now)
 			if sig = e.sig.Load(); sig == nil || !e.busy.Load() {
@@ -239,14 +235,23 @@ func (ls *leases) await(e *keyLease, n uint64) (client.Decision, bool) {
 		if ls.shut.Load() {
 			return client.Decision{Wait: client.Never, Closed: true}, true
 		}
-		now := ls.eng.Now()
-		if d, ok := ls.drawn(e, now, n); ok {
+		if d, ok := ls.left(e, ls.eng.Now(), n); ok {
 			return d, true
 		}
-		if over := e.over.Load(); now < over {
-			ls.refused.Add(1)
-			return client.Decision{Wait: time.Duration(over - now)}, true
-		}
+	}
+	return client.Decision{}, false
+}
+
+// left is the answer a landed call leaves for n of e at now: a draw from
+// its grant, or the refusal it left while its wait runs. It is false
+// when it leaves neither.
+func (ls *leases) left(e *keyLease, now int64, n uint64) (client.Decision, bool) {
+	if d, ok := ls.drawn(e, now, n); ok {
+		return d, true
+	}
+	if over := e.over.Load(); now < over {
+		ls.refused.Add(1)
+		return client.Decision{Wait: time.Duration(over - now)}, true
 	}
 	return client.Decision{}, false
 }
