@@ -287,16 +287,16 @@ func TestWaitGivesUp(t *testing.T) {
 	}
 }
 
-// TestBucketExpiryGrid: under random arrivals, a bucket's key is kept
+// TestBucketExpirySteps: under random arrivals, a bucket's key is kept
 // until its bucket is full again and at least twice Config.Timeout past
 // every write (so a resent batch finds its kept answer), and is gone
-// within two cells of its expiry grid (here a second) past that; and its
-// expiry is set about once per cell its state moves through, not on every
+// within two steps of its expiry (here a second) past that; and its
+// expiry is set about once per step its state moves through, not on every
 // write.
-func TestBucketExpiryGrid(t *testing.T) {
+func TestBucketExpirySteps(t *testing.T) {
 	f := newFake(t)
 	cfg := f.cfg()
-	cfg.Timeout = 300 * time.Millisecond // kept at least 600 ms; the grid is a second
+	cfg.Timeout = 300 * time.Millisecond // kept at least 600 ms; steps of a second
 	const G = time.Second
 	b, err := NewBucket(f.eng, cfg, 10, 50) // a token in 100 ms, full in 5 s
 	if err != nil {
@@ -327,16 +327,46 @@ func TestBucketExpiryGrid(t *testing.T) {
 			t.Fatalf("write %d: the key expires in %v, before its bucket is full again (%v) or within twice the Timeout", writes, ttl, full)
 		}
 		if most := max(full, 2*cfg.Timeout) + 2*G + time.Millisecond; ttl > most {
-			t.Fatalf("write %d: the key expires in %v, more than two cells past its bucket being full again (%v) and twice the Timeout", writes, ttl, full)
+			t.Fatalf("write %d: the key expires in %v, more than two steps past its bucket being full again (%v) and twice the Timeout", writes, ttl, full)
 		}
 		if e := now + int64(ttl); e != expiry {
 			sets++
 			expiry = e
 		}
 	}
-	cells := int((tat-first)/int64(G)) + 2
-	if writes < 1000 || sets > cells {
-		t.Errorf("the expiry was set %d times in %d writes whose state moved through %d cells: want at most one a cell", sets, writes, cells)
+	steps := int((tat-first)/int64(G)) + 2
+	if writes < 1000 || sets > steps {
+		t.Errorf("the expiry was set %d times in %d writes whose state moved through %d steps: want at most one a step", sets, writes, steps)
+	}
+}
+
+// TestBucketKeysExpireApart: keys first written at different instants
+// expire as far apart, each at the phase it was made at, not together at
+// the edge of one step of a grid shared by all keys.
+func TestBucketKeysExpireApart(t *testing.T) {
+	f := newFake(t)
+	cfg := f.cfg()
+	cfg.Timeout = 300 * time.Millisecond // kept at least 600 ms; steps of a second
+	b, err := NewBucket(f.eng, cfg, 10, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	for i := range 12 {
+		key := fmt.Sprint("k", i)
+		if !b.Allow(key) {
+			t.Fatalf("%s: a full bucket refused", key)
+		}
+		ttl := f.mr.TTL("moonredis:bucket:" + key)
+		if ttl < 1600*time.Millisecond || ttl > 2601*time.Millisecond {
+			t.Errorf("%s expires in %v, want one to two steps of a second past the 601 ms it needs", key, ttl)
+		}
+		at := f.clock.Now()/1e6 + ttl.Milliseconds()
+		if i > 0 && (at-last < 89 || at-last > 91) {
+			t.Errorf("%s, made 90 ms after the key before it, expires %d ms after it", key, at-last)
+		}
+		last = at
+		f.advance(90 * time.Millisecond)
 	}
 }
 
@@ -344,7 +374,7 @@ func TestBucketExpiryGrid(t *testing.T) {
 // Timeouts keep its state for all of them. A bucket with a short Timeout
 // writes the key first, one with a long Timeout queues waiters far past
 // that key's expiry, and the key must outlive them: each write reads the
-// expiry there is, whoever set it. A bucket that kept a grid of its own
+// expiry there is, whoever set it. A bucket that kept steps of its own
 // would leave the first one's short expiry: the key would vanish, and the
 // first bucket would let a request through ahead of the waiters.
 func TestBucketKeptForEveryTimeout(t *testing.T) {
@@ -451,8 +481,8 @@ func TestBucketTatRoundsUp(t *testing.T) {
 // millisecond (a bucket full again that soon) is kept at least twice
 // Config.Timeout, so a batch go-redis sends again within the call's
 // Timeout still finds its answer rather than being counted again; and,
-// idle, it is gone within two of its expiry grid's cells (twice the
-// Timeout, here 3 s) past that.
+// idle, it is gone within two of its expiry's steps (twice the Timeout,
+// here 3 s) past that.
 func TestKeptAnswerOutlivesRetries(t *testing.T) {
 	f := newFake(t)
 	cfg := f.cfg()
@@ -466,8 +496,8 @@ func TestKeptAnswerOutlivesRetries(t *testing.T) {
 	if !f.mr.Exists("moonredis:bucket:k") {
 		t.Error("the key and its kept answer expired within twice the call's Timeout")
 	}
-	f.advance(6200 * time.Millisecond) // twice the Timeout and two cells on
+	f.advance(6200 * time.Millisecond) // twice the Timeout and two steps on
 	if f.mr.Exists("moonredis:bucket:k") {
-		t.Error("an idle, full key is still in Redis two of its grid's cells after its kept answer stopped mattering")
+		t.Error("an idle, full key is still in Redis two of its expiry's steps after its kept answer stopped mattering")
 	}
 }

@@ -42,6 +42,8 @@ import (
 //     it took, and one that took little calls again sooner: at the
 //     limit, they share it about evenly.
 //   - A lessee that gives back and asks for nothing leaves the list.
+//   - The key is kept as a bucket's write keeps it (see bucketBody),
+//     without field e.
 //
 // The answer is grant,wait,lessees in whole numbers. Like a bucket's
 // batch, a call sent again (go-redis resends after a network error) finds
@@ -94,9 +96,11 @@ tat = math.ceil(tat)
 redis.call('HSET', KEYS[1], 't', string.format('%.0f', tat), me, ARGV[2] .. '|' .. res, 'lessees', table.concat(list, ' '))
 local keep = math.max(tonumber(ARGV[5]), tonumber(ARGV[9]) / 1000) * 1000
 local need = math.max(tat, now + keep) + 1000
-if not got[1] or now + redis.call('PTTL', KEYS[1]) * 1000 < need then
+local to = now
+if got[1] then to = now + redis.call('PTTL', KEYS[1]) * 1000 end
+if to < need then
   local G = math.max(keep, 1000000)
-  redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', (math.floor(need / G) + 2) * G / 1000))
+  redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', (to + (math.floor((need - to) / G) + 2) * G) / 1000))
 end
 return res
 `

@@ -102,12 +102,18 @@ if out then res = table.concat(out, ';') end
 // batch. Field e of the key holds an instant, in milliseconds, the key is
 // known to live to. A write that needs no more reads nothing else. One
 // that does reads the key's expiry (PTTL, which only reads), and sets it
-// only when it falls short, and then a grid's cell further, the cell G
-// being ARGV[5] or a second, whichever is more; either way e becomes what
-// the key lives to. So a busy key's expiry is read and set about once in
-// G rather than on every write (PTTL and PEXPIRE are each a sixth of a
-// short run), and never made shorter by this script, whatever expiry
-// another process (with another Timeout, or a lease) set. Scripts without
+// only when it falls short: on from where it was (from now, for a new
+// key) by whole steps of G, to between one and two steps past what is
+// needed, G being ARGV[5] or a second, whichever is more. Either way e
+// becomes what the key lives to. So a busy key's expiry is read and set
+// about once in G rather than on every write (PTTL and PEXPIRE are each a
+// sixth of a short run), and never made shorter by this script, whatever
+// expiry another process (with another Timeout, or a lease) set. A key
+// keeps the phase of the instant it was made at, so keys made over time
+// expire over time. Expiries on one grid for all keys would make every
+// key written within one step expire at one instant: Redis deletes
+// expired keys in cycles of up to 25 ms, and such a crowd keeps it in
+// them, with every command waiting behind. Scripts without
 // e only lengthen the expiry, so e never overstates it; but an older
 // script that sets it on every write may shorten it (never below its
 // tat), and then e may overstate it. An idle key is gone about 2G after
@@ -158,14 +164,14 @@ if moved and not again then
   if (got[3] or 0) * 1000 >= need then
     call('HSET', KEYS[1], 't', fmt('%d', tat), ARGV[1], stamp .. (got[1] or ''))
   else
-    local to, set = 0, true
+    local to, set = now, true
     if got[1] then
       to = now + call('PTTL', KEYS[1]) * 1000
       set = to < need
     end
     if set then
       local G = mmax(keep, 1000000)
-      to = (floor(need / G) + 2) * G
+      to = to + (floor((need - to) / G) + 2) * G
     end
     local e = fmt('%d', to / 1000)
     call('HSET', KEYS[1], 't', fmt('%d', tat), ARGV[1], stamp .. (got[1] or ''), 'e', e)
