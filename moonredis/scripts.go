@@ -79,6 +79,24 @@ const emit = `
   if i == 6 then res = one elseif out then out[#out + 1] = one else out = {res, one} end
 `
 
+// request reads request i's n and most. Strings become numbers by
+// arithmetic, which converts once (tonumber converts twice), and the usual
+// n of 1 and most of 0 are told apart as strings and not converted at
+// all. Each conversion is a strtod in Redis; converting every number
+// costs a bucket's run of many keys about a tenth more.
+const request = `
+  local n, most = 1, 0
+  if ARGV[i] ~= '1' then n = ARGV[i] + 0 end
+  if ARGV[i + 1] ~= '0' then most = ARGV[i + 1] + 0 end
+`
+
+// count reads c, the count of requests of the key that begins at pos in
+// the form for several keys; it is usually one.
+const count = `
+  local c = 1
+  if ARGV[pos] ~= '1' then c = ARGV[pos] + 0 end
+`
+
 // answer makes res the whole answer: a batch's answers joined.
 const answer = `
 if out then res = table.concat(out, ';') end
@@ -119,12 +137,6 @@ if out then res = table.concat(out, ';') end
 // tat), and then e may overstate it. An idle key is gone about 2G after
 // its state and kept batches stop mattering, G the largest of its
 // writers'.
-//
-// Strings become numbers by arithmetic, which converts once (tonumber
-// converts twice), and a request's usual numbers, an n of 1 and a most
-// of 0, are told apart as strings and not converted at all. Each
-// conversion is a strtod; converting every number would cost a run of
-// many keys about a tenth more.
 const bucketBody = `
 local got = call('HMGET', KEYS[1], 't', ARGV[1], 'e')
 local at, was, again = now, got[1], false
@@ -143,9 +155,7 @@ local tat = (was or 0) + 0
 if tat < at then tat = at end
 local moved = false
 for i = 6, #ARGV, 3 do
-  local n, most = 1, 0
-  if ARGV[i] ~= '1' then n = ARGV[i] + 0 end
-  if ARGV[i + 1] ~= '0' then most = ARGV[i + 1] + 0 end
+` + request + `
   local wait = tat + n * T - tau - at
   if wait < 0 then wait = 0 end
   local ok = 0
@@ -225,7 +235,8 @@ if m > 0 then
 end
 local added = false
 for i = 6, #ARGV, 3 do
-  local n, most, look = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2] == '1'
+` + request + `
+  local look = ARGV[i + 2] == '1'
   local name = ARGV[2] .. ':' .. i .. ':'
   local kept = nil
   if not look and ARGV[1] ~= '' then kept = redis.call('ZSCORE', KEYS[1], name .. '1') end
@@ -284,7 +295,8 @@ local c = tonumber(got[1] or '0')
 local p = tonumber(got[2] or '0')
 local added = 0
 for i = 6, #ARGV, 3 do
-  local n, most, look = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2] == '1'
+` + request + `
+  local look = ARGV[i + 2] == '1'
   local est = p * (1 - x) + c
   local wait = 0
   if est + n > allow then
@@ -329,7 +341,7 @@ local function run(key, first, last)
 end
 local all, pos = {}, 6
 for k = 1, #KEYS do
-  local c = tonumber(ARGV[pos])
+` + count + `
   all[k] = run(KEYS[k], pos + 1, pos + 3 * c)
   pos = pos + 1 + 3 * c
 end
@@ -353,8 +365,7 @@ const severalNumbers = `
 end
 local pos = 6
 for k = 1, #KEYS do
-  local c = 1
-  if ARGV[pos] ~= '1' then c = ARGV[pos] + 0 end
+` + count + `
   run(KEYS[k], pos + 1, pos + 3 * c)
   pos = pos + 1 + 3 * c
 end
