@@ -374,9 +374,10 @@ func TestBucketKeysExpireApart(t *testing.T) {
 // Timeouts keep its state for all of them. A bucket with a short Timeout
 // writes the key first, one with a long Timeout queues waiters far past
 // that key's expiry, and the key must outlive them: each write reads the
-// expiry there is, whoever set it. A bucket that kept steps of its own
-// would leave the first one's short expiry: the key would vanish, and the
-// first bucket would let a request through ahead of the waiters.
+// expiry there is, whoever set it. A bucket that set the expiry from its
+// own Timeout alone, without reading the key's, would leave the first
+// one's short expiry: the key would vanish, and the first bucket would
+// let a request through ahead of the waiters.
 func TestBucketKeptForEveryTimeout(t *testing.T) {
 	f := newFake(t)
 	short, long := f.cfg(), f.cfg()

@@ -42,8 +42,9 @@ import (
 //     it took, and one that took little calls again sooner: at the
 //     limit, they share it about evenly.
 //   - A lessee that gives back and asks for nothing leaves the list.
-//   - The key is kept as a bucket's write keeps it (see bucketBody),
-//     without field e.
+//   - The key's expiry moves on in a bucket's steps (see bucketBody),
+//     with ARGV[9] in its keep, and without field e: a lease call reads
+//     PTTL every time.
 //
 // The answer is grant,wait,lessees in whole numbers. Like a bucket's
 // batch, a call sent again (go-redis resends after a network error) finds
