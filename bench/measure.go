@@ -24,6 +24,10 @@ type contender struct {
 	// extra, if set, is a second running count, for a row whose note
 	// needs two: the Redis rows count commands, and calls let through.
 	extra func() int64
+	// cpu, if set, is the CPU time in microseconds a server the side
+	// calls has used: the Redis rows read redis-server's, which only the
+	// side whose slice runs is calling.
+	cpu func() int64
 	// errs, if set, counts operations that failed where none should (a Get
 	// that returned an error from a healthy pool). Any is reported.
 	errs func() int64
@@ -85,6 +89,7 @@ type measured struct {
 	samples  int
 	count    float64 // the row's count per slice (median over rounds)
 	extra    float64 // its second count per slice (median over rounds)
+	cpu      float64 // the server's CPU µs per slice (median over rounds)
 	ops      float64 // operations per slice (median over rounds)
 	heap     float64 // live heap bytes grown per operation (median over rounds)
 	total    float64 // with countOpened: the count over the whole level
@@ -138,6 +143,7 @@ type slice struct {
 	lat     []float64
 	count   int64
 	extra   int64
+	cpu     int64
 	heap    int64
 	errs    int64
 }
@@ -149,12 +155,15 @@ func runSlice(c contender, callers int, d time.Duration, fixed, batch, every, ke
 	batch = max(batch, 1)
 	every = max(every, batch)
 	perWorker := max(keep/callers, 8)
-	var count0, extra0, errs0 int64
+	var count0, extra0, cpu0, errs0 int64
 	if c.count != nil {
 		count0 = c.count()
 	}
 	if c.extra != nil {
 		extra0 = c.extra()
+	}
+	if c.cpu != nil {
+		cpu0 = c.cpu()
 	}
 	if c.errs != nil {
 		errs0 = c.errs()
@@ -238,6 +247,9 @@ func runSlice(c contender, callers int, d time.Duration, fixed, batch, every, ke
 	}
 	if c.extra != nil {
 		s.extra = c.extra() - extra0
+	}
+	if c.cpu != nil {
+		s.cpu = c.cpu() - cpu0
 	}
 	if c.errs != nil {
 		s.errs = c.errs() - errs0
@@ -355,7 +367,7 @@ func summarise(s side, sl []slice) measured {
 	m := measured{side: s.name, ours: s.ours}
 	var ops int64
 	var mallocs uint64
-	var lat, counts, extras, perOps, heaps []float64
+	var lat, counts, extras, cpus, perOps, heaps []float64
 	for _, x := range sl {
 		if x.ops == 0 {
 			continue
@@ -366,6 +378,7 @@ func summarise(s side, sl []slice) measured {
 		lat = append(lat, x.lat...)
 		counts = append(counts, float64(x.count))
 		extras = append(extras, float64(x.extra))
+		cpus = append(cpus, float64(x.cpu))
 		perOps = append(perOps, float64(x.ops))
 		heaps = append(heaps, float64(x.heap)/float64(x.ops))
 		m.errs += x.errs
@@ -381,6 +394,7 @@ func summarise(s side, sl []slice) measured {
 	m.p999 = quantile(lat, 0.999)
 	m.count = median(counts)
 	m.extra = median(extras)
+	m.cpu = median(cpus)
 	m.ops = median(perOps)
 	m.heap = median(heaps)
 	return m

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -157,6 +158,7 @@ func oursRedis(eng *engine.Engine, addr string, callers int, prefix string, keys
 		rdb.Close()
 		return contender{}, err
 	}
+	cpu, closeCPU := serverCPU(addr)
 	return contender{
 		run: func(n int) {
 			a := 0
@@ -170,9 +172,11 @@ func oursRedis(eng *engine.Engine, addr string, callers int, prefix string, keys
 		close: func() {
 			closeWithin(b.Close)
 			rdb.Close()
+			closeCPU()
 		},
 		count: cmds.Load,
 		extra: allowed.Load,
+		cpu:   cpu,
 		errs:  func() int64 { return b.Stats().Fallbacks + b.LeaseStats().Failures },
 	}, nil
 }
@@ -186,6 +190,7 @@ func theirRedis(addr string, callers int, prefix string, keys []string, limit re
 	lim := redis_rate.Limit{Rate: int(limit.rate), Burst: int(limit.burst), Period: time.Second}
 	var once sync.Once
 	ctx := context.Background()
+	cpu, closeCPU := serverCPU(addr)
 	return contender{
 		run: func(n int) {
 			a := 0
@@ -201,11 +206,42 @@ func theirRedis(addr string, callers int, prefix string, keys []string, limit re
 			}
 			allowed.Add(int64(a))
 		},
-		close: func() { rdb.Close() },
+		close: func() { rdb.Close(); closeCPU() },
 		count: cmds.Load,
 		extra: allowed.Load,
+		cpu:   cpu,
 		errs:  errs.Load,
 	}
+}
+
+// serverCPU reads the CPU time redis-server at addr has used, user and
+// system, in microseconds, through a client of its own that no command
+// count sees; 0 when it cannot. done closes that client.
+func serverCPU(addr string) (read func() int64, done func()) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	read = func() int64 {
+		info, err := rdb.Info(context.Background(), "cpu").Result()
+		if err != nil {
+			return 0
+		}
+		return parseCPU(info)
+	}
+	return read, func() { rdb.Close() }
+}
+
+// parseCPU is used_cpu_user plus used_cpu_sys of an INFO cpu reply, in
+// microseconds.
+func parseCPU(info string) int64 {
+	var us int64
+	for line := range strings.Lines(info) {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_user" || k == "used_cpu_sys" {
+			if s, err := strconv.ParseFloat(v, 64); err == nil {
+				us += int64(math.Round(s * 1e6))
+			}
+		}
+	}
+	return us
 }
 
 // redisTargets are the Redis suite's, on the rows where every call goes to

@@ -35,7 +35,28 @@ func TestRedisSidesAgree(t *testing.T) {
 			if sl.count < 1 {
 				t.Errorf("side %d: counted no Redis command", i)
 			}
+			if sl.cpu <= 0 {
+				t.Errorf("side %d: redis-server's CPU time did not move over 300 calls (%d µs)", i, sl.cpu)
+			}
 		}
 		keys = nil
+	}
+}
+
+// TestParseCPU reads redis-server's own CPU time from INFO cpu, user and
+// system, and not its children's (a fork that saves to disk).
+func TestParseCPU(t *testing.T) {
+	for _, c := range []struct {
+		info string
+		want int64
+	}{
+		{"# CPU\r\nused_cpu_sys:1.234567\r\nused_cpu_user:2.000001\r\nused_cpu_sys_children:9.000000\r\nused_cpu_user_children:9.000000\r\nused_cpu_sys_main_thread:1.200000\r\nused_cpu_user_main_thread:1.900000\r\n", 3234568},
+		{"used_cpu_user:0.5\nused_cpu_sys:0.25\n", 750000},
+		{"", 0},
+		{"used_cpu_user:x\r\n", 0},
+	} {
+		if got := parseCPU(c.info); got != c.want {
+			t.Errorf("parseCPU(%q) = %d, want %d", c.info, got, c.want)
+		}
 	}
 }

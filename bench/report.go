@@ -23,7 +23,7 @@ var suiteWhat = map[string]string{
 	"Postgres": "one request on a real PostgreSQL through pgx: wait for a connection, query, hand it back; pools of the same size on every side; " +
 		"req/s over every caller, latency of one request including the wait, connections opened by the side at that level (warm-up included)",
 	"Redis": "Allow on a keyed limit (1/s, bursts of 100, per key) kept in a real redis-server, each call the next key, both sides built afresh (full) for each slice of a fixed number of calls; " +
-		"note: Redis commands per call and per call let through, and how many were let through in the slice",
+		"note: Redis commands per call and per call let through, how many were let through in the slice, and redis-server's CPU time (user and system) per call over the slice, which includes its own work in the background, such as deleting expired keys",
 	"Fleet": "N replicas, each its own engine and pool of 10, in front of one TCP backend that dies and comes back; each request takes a connection, sends a byte and reads it back; " +
 		"sides: the README's ward per replica, the same joined to a fleet ward in a real redis-server, gobreaker per replica around a puddle pool, gobreaker's DistributedCircuitBreaker over the same redis-server; " +
 		"dials are the connections that reached the backend, counted there",
@@ -269,6 +269,9 @@ func note(r row, m *measured) string {
 	case countRedis:
 		if m.ops > 0 && m.extra > 0 {
 			parts = append(parts, fmt.Sprintf("%.3f cmd/call, %.2f cmd/admitted, admitted %.0f of %.0f", m.count/m.ops, m.count/m.extra, m.extra, m.ops))
+		}
+		if m.ops > 0 && m.cpu > 0 {
+			parts = append(parts, fmt.Sprintf("Redis CPU %.1fµs/call", m.cpu/m.ops))
 		}
 	}
 	if r.heap {
