@@ -249,7 +249,9 @@ func runSlice(c contender, callers int, d time.Duration, fixed, batch, every, ke
 		s.extra = c.extra() - extra0
 	}
 	if c.cpu != nil {
-		s.cpu = c.cpu() - cpu0
+		if end := c.cpu(); cpu0 > 0 && end > 0 {
+			s.cpu = end - cpu0 // 0, and so not reported, when a read failed
+		}
 	}
 	if c.errs != nil {
 		s.errs = c.errs() - errs0
