@@ -55,15 +55,12 @@ func NoSideEffects(method string) bool {
 
 // hedgeDelay is how long the current attempt waits before a hedge, and
 // the lead its alarms are set early by; false if it sends none: the call
-// may not be hedged, its hedges are spent, or nothing says how long. The
-// Hedge is read once, so the delay and the lead agree.
+// may not be hedged, its hedges are spent, or nothing says how long.
 func (c *call) hedgeDelay() (time.Duration, *hedge.Lead, bool) {
 	if c.hedge == nil || c.hedges >= most(c.hedge) {
 		return 0, nil, false
 	}
-	h := *c.hedge
-	d, ok := h.DelayFrom(c.cfg.Budget)
-	return d, c.lead.For(&h), ok
+	return c.lead.Delay(c.hedge, c.cfg.Budget)
 }
 
 // race makes the attempt on a ctx of its own, and a hedge each delay

@@ -40,14 +40,12 @@ func Hedgeable(req *http.Request) bool {
 // hedgeDelay is how long the current attempt waits before a hedge, and
 // the lead its alarms are set early by; false if it sends none: the
 // request may not be hedged, its hedges are spent, or nothing says how
-// long. The Hedge is read once, so the delay and the lead agree.
+// long.
 func (rt *roundTrip) hedgeDelay() (time.Duration, *hedge.Lead, bool) {
 	if rt.hedge == nil || rt.hedges >= most(rt.hedge) {
 		return 0, nil, false
 	}
-	h := *rt.hedge
-	d, ok := h.DelayFrom(rt.t.Budget)
-	return d, rt.t.lead.For(&h), ok
+	return rt.t.lead.Delay(rt.hedge, rt.t.Budget)
 }
 
 // race sends the attempt on a ctx of its own, and a hedge each delay

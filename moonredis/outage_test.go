@@ -64,10 +64,10 @@ func (c outageCall) tripped() bool { return c.trips > c.closes }
 // wait for the dead Redis, and stays tripped until Redis is started
 // again. Meanwhile the local share answers all but two calls in a hundred
 // in under a millisecond, and none waits a quarter of the Timeout. From
-// the kill on, the fleet never lets through
-// more than the limit plus one burst in any stretch of time, the limit
-// being the bucket's rate over the stretch plus its burst. Redis lets
-// requests through again once it is back.
+// the kill on, the fleet never lets through more than the limit plus one
+// burst in any stretch of time, the limit being the bucket's rate over
+// the stretch plus its burst. Redis lets requests through again once it
+// is back.
 //
 // A machine shared with other work may hold a process back for a while,
 // so calls are judged by whether the breaker had tripped in their process

@@ -38,6 +38,19 @@ func (l *Lead) For(h *client.Hedge) *Lead {
 	return l
 }
 
+// Delay is how long a race hedging by h under b waits before a hedge
+// (see client.Hedge.DelayFrom), and the lead its alarms are set early by
+// (see For); false when no hedge is due. h is read once, so the delay and
+// the lead agree.
+func (l *Lead) Delay(h *client.Hedge, b *client.Budget) (time.Duration, *Lead, bool) {
+	if h == nil {
+		return 0, nil, false
+	}
+	c := *h
+	d, ok := c.DelayFrom(b)
+	return d, l.For(&c), ok
+}
+
 // leadGain is the share of a late ring's error a Lead takes in: an
 // average over the last eight late rings or so, quick to learn and slow
 // to be swayed by one stall. An early ring's error is taken in whole. The

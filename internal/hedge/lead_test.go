@@ -204,5 +204,12 @@ func TestLeadFor(t *testing.T) {
 		if got := l.For(tc.h); got != tc.want {
 			t.Errorf("%s: For = %p, want %p", tc.name, got, tc.want)
 		}
+		// Delay gives the delay and the lead together; with no budget,
+		// only a fixed delay is due.
+		d, lead, ok := l.Delay(tc.h, nil)
+		fixed := tc.h != nil && tc.h.Delay > 0
+		if lead != tc.want || ok != fixed || (fixed && d != tc.h.Delay) {
+			t.Errorf("%s: Delay = %v, %p, %v; want the delay, %p, %v", tc.name, d, lead, ok, tc.want, fixed)
+		}
 	}
 }
