@@ -149,10 +149,10 @@ func (t *Tally) sum() uint64 {
 	return n
 }
 
-// Quote is the p-quantile the actor last published: d and ok as
-// policy.Quantile.At answers, and found false when none is published for
-// p, so the caller asks the actor with a Latency.
-func (t *Tally) Quote(p float64) (d time.Duration, ok, found bool) {
+// Quote is the p-quantile the actor last published, and whether it has
+// published one for p. A p it answered "too few" for is not found: the
+// caller asks the actor with a Latency, which counts what came since.
+func (t *Tally) Quote(p float64) (d time.Duration, found bool) {
 	bits := math.Float64bits(p)
 	for i := range t.pub {
 		q := &t.pub[i]
@@ -161,15 +161,12 @@ func (t *Tally) Quote(p float64) (d time.Duration, ok, found bool) {
 			continue
 		}
 		v := q.d.Load()
-		if seq&1 != 0 || q.seq.Load() != seq { // being written
-			return 0, false, false
+		if seq&1 != 0 || q.seq.Load() != seq || v < 0 { // being written, or too few
+			return 0, false
 		}
-		if v < 0 {
-			return 0, false, true
-		}
-		return time.Duration(v), true, true
+		return time.Duration(v), true
 	}
-	return 0, false, false
+	return 0, false
 }
 
 // wake sends the actor a Fold, if this caller is the one to wake it.
@@ -215,6 +212,7 @@ func SpawnBudget(e *engine.Engine, name string, ratio, minPerSecond float64, win
 	a.tally.asleep.Store(true)
 	for i := range a.tally.pub {
 		a.tally.pub[i].p.Store(noQuote)
+		a.watch[i], a.last[i] = math.NaN(), -1
 	}
 	ref, err := e.Spawn(name, a, nil)
 	if err != nil {
@@ -240,9 +238,13 @@ type budgetActor struct {
 	awake  bool                           // the alarm folds every every
 	// counted is whether a fold found something since the last Tick.
 	counted bool
-	watch   [published]float64 // the quantiles published, by the Tally's index
-	next    int                // the index the next new quantile takes
-	alarm   alarm
+	watch   [published]float64 // the quantiles asked for, by the Tally's index
+	// last is the latest answer for each quantile watched, -1 for none
+	// yet: a quantile once known is answered from it while too few
+	// latencies are counted to tell.
+	last  [published]time.Duration
+	next  int // the index the next new quantile takes
+	alarm alarm
 	inFlight
 }
 
@@ -462,13 +464,24 @@ func (a *budgetActor) pending() bool {
 // window when it holds recentTail samples at or above it, else of the
 // whole window. So the quote follows a change of latency within a tenth
 // of the window, and still answers for a client too quiet to fill one.
+// When the whole window holds too few, it is the last answer for p, if p
+// was answered before: a client back from a spell quieter than the
+// window hedges on what it knew, not on nothing, until it knows again.
 func (a *budgetActor) quantile(p float64) (time.Duration, bool) {
 	if float64(a.recent.Samples(a.at))*(1-p) >= recentTail {
 		if d, ok := a.recent.At(p, a.at); ok {
 			return d, true
 		}
 	}
-	return a.lat.At(p, a.at)
+	if d, ok := a.lat.At(p, a.at); ok {
+		return d, true
+	}
+	for i, w := range a.watch {
+		if w == p && a.last[i] >= 0 {
+			return a.last[i], true
+		}
+	}
+	return 0, false
 }
 
 // The latencies' quantile comes from the last recentShare-th of the
@@ -480,20 +493,21 @@ const (
 )
 
 // quote publishes the p-quantile, in p's place if it has one, else in
-// the place published longest ago.
+// the place taken longest ago.
 func (a *budgetActor) quote(p float64, d time.Duration, ok bool) {
 	i := 0
-	for i < published && !(a.watch[i] == p && a.tally.pub[i].p.Load() != noQuote) {
+	for i < published && a.watch[i] != p {
 		i++
 	}
 	if i == published {
 		i = a.next
 		a.next = (a.next + 1) % published
-		a.watch[i] = p
+		a.watch[i], a.last[i] = p, -1
 	}
 	v := int64(-1)
 	if ok {
 		v = int64(d)
+		a.last[i] = d
 	}
 	q := &a.tally.pub[i]
 	q.seq.Add(1)

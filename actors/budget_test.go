@@ -144,7 +144,7 @@ func TestBudgetPublishes(t *testing.T) {
 	for range 100 {
 		tally.Observe(10 * time.Millisecond)
 	}
-	if _, _, found := tally.Quote(0.5); found {
+	if _, found := tally.Quote(0.5); found {
 		t.Fatal("a quantile nobody asked for is published")
 	}
 	p := latency(ref, h.t0, 0.5)
@@ -153,48 +153,106 @@ func TestBudgetPublishes(t *testing.T) {
 	if want, _ := q.At(0.5, 0); !p.OK || p.After != want {
 		t.Fatalf("Latency(0.5) = %+v, want %v as the policy says", p, want)
 	}
-	d, ok, found := tally.Quote(0.5)
-	if !found || !ok || d != p.After {
-		t.Fatalf("Quote(0.5) = %v, %v, %v; want %v published", d, ok, found, p.After)
+	d, found := tally.Quote(0.5)
+	if !found || d != p.After {
+		t.Fatalf("Quote(0.5) = %v, %v; want %v published", d, found, p.After)
 	}
 	for range 200 {
 		tally.Observe(time.Second)
 	}
 	h.clock.Advance(100 * time.Millisecond) // a fold: a twentieth of the window
 	left(ref, "", h.clock.Now())            // a barrier: the Tick is handled
-	if d, ok, found := tally.Quote(0.5); !found || !ok || math.Abs(float64(d-time.Second)) > float64(time.Second)/32 {
-		t.Fatalf("after a fold Quote(0.5) = %v, %v, %v; want 1s", d, ok, found)
+	if d, found := tally.Quote(0.5); !found || math.Abs(float64(d-time.Second)) > float64(time.Second)/32 {
+		t.Fatalf("after a fold Quote(0.5) = %v, %v; want 1s", d, found)
 	}
 	// Five more quantiles: the oldest place goes to the newest.
 	for _, q := range []float64{0.1, 0.2, 0.3, 0.4, 0.6} {
 		latency(ref, h.clock.Now(), q)
 	}
-	if _, _, found := tally.Quote(0.5); found {
+	if _, found := tally.Quote(0.5); found {
 		t.Fatal("Quote(0.5) still published after four newer ones")
 	}
-	if _, _, found := tally.Quote(0.6); !found {
+	if _, found := tally.Quote(0.6); !found {
 		t.Fatal("Quote(0.6) not published")
 	}
 	h.advance(ref, 300*time.Millisecond) // folds that find nothing: the actor sleeps
 	if n := h.clock.Pending(); n != 0 {
 		t.Fatalf("%d timers pending after the actor went to sleep", n)
 	}
-	if _, _, found := tally.Quote(0.6); found {
+	if _, found := tally.Quote(0.6); found {
 		t.Fatal("a quantile stays published while the actor sleeps")
 	}
 	// Asked again, the actor wakes to keep it current, and sleeps again
 	// once its folds find nothing new.
 	latency(ref, h.clock.Now(), 0.6)
-	if _, _, found := tally.Quote(0.6); !found {
+	if _, found := tally.Quote(0.6); !found {
 		t.Fatal("a quantile asked of a sleeping actor is not published")
 	}
 	if n := h.clock.Pending(); n != 1 {
 		t.Fatalf("%d timers pending after a Latency woke the actor, want 1", n)
 	}
 	h.advance(ref, 300*time.Millisecond)
-	if _, _, found := tally.Quote(0.6); found || h.clock.Pending() != 0 {
+	if _, found := tally.Quote(0.6); found || h.clock.Pending() != 0 {
 		t.Fatal("the actor did not sleep again")
 	}
+}
+
+// TestBudgetQuoteKnown: a quantile too few latencies answer is not
+// published, so the next ask reaches the actor, which counts what came
+// since: the first delay is there as soon as enough latencies are, not at
+// the next fold. Once answered, a quantile is answered from what was
+// last known while the window holds too few, as after a spell quieter
+// than the window. Fresh latencies take over once there are enough.
+func TestBudgetQuoteKnown(t *testing.T) {
+	h := newHarness(t)
+	ref, tally := spawnBudget(t, h, 0.1, 1, 2*time.Second)
+	ms := time.Millisecond
+	near := func(name string, p Permit, want time.Duration) {
+		t.Helper()
+		if !p.OK || math.Abs(float64(p.After-want)) > float64(want)/32 {
+			t.Fatalf("%s: Latency = %+v, want %v", name, p, want)
+		}
+	}
+	for range 10 {
+		tally.Observe(10 * ms)
+	}
+	if p := latency(ref, h.t0, 0.9); p.OK {
+		t.Fatalf("Latency(0.9) of 10 latencies = %+v, want too few", p)
+	}
+	if _, found := tally.Quote(0.9); found {
+		t.Fatal("too few is published")
+	}
+	for range 100 {
+		tally.Observe(20 * ms)
+	}
+	near("at the same instant, with enough", latency(ref, h.t0, 0.9), 20*ms)
+	if d, found := tally.Quote(0.9); !found || d != latency(ref, h.t0, 0.9).After {
+		t.Fatalf("Quote(0.9) = %v, %v; want the answer published", d, found)
+	}
+	// Two windows with nothing: the actor sleeps, its latencies are gone.
+	h.advance(ref, 4*time.Second)
+	if _, found := tally.Quote(0.9); found {
+		t.Fatal("a quantile stays published while the actor sleeps")
+	}
+	near("after the quiet spell", latency(ref, h.clock.Now(), 0.9), 20*ms)
+	if p := latency(ref, h.clock.Now(), 0.5); p.OK {
+		t.Fatalf("Latency(0.5), never known, = %+v; want too few", p)
+	}
+	// Enough fresh latencies: they answer.
+	for range 200 {
+		tally.Observe(40 * ms)
+	}
+	near("with fresh latencies", latency(ref, h.clock.Now(), 0.9), 40*ms)
+	// Four more quantiles take every place. The one asked longest ago,
+	// 0.9, goes, and what was known of it with it.
+	for _, q := range []float64{0.5, 0.6, 0.7, 0.8} {
+		latency(ref, h.clock.Now(), q)
+	}
+	h.advance(ref, 4*time.Second)
+	if p := latency(ref, h.clock.Now(), 0.9); p.OK {
+		t.Fatalf("Latency(0.9) after four newer quantiles and a quiet spell = %+v; want too few", p)
+	}
+	near("p 0.8, still known", latency(ref, h.clock.Now(), 0.8), 40*ms)
 }
 
 // TestBudgetQuoteFollows: the quantile follows a change of latency

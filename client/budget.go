@@ -238,6 +238,12 @@ func (b *Budget) Observe(d time.Duration) {
 // quantile (100 for p 0.95; see policy.Quantile.At). The duration is
 // within 3.2% of the latency at that rank.
 //
+// Once it has answered for p, it stays true. When the window holds too
+// few again, after a spell quieter than the window, say, it answers with
+// the last delay it worked out for p, until enough are counted to work
+// it out afresh. So a client's first requests after a pause are hedged
+// on what it knew. It remembers the last four p asked.
+//
 // It reads the latencies of the last tenth of the window when they hold
 // ten at or above the quantile (200 for p 0.95), else those of the whole
 // window. So when latency shifts, the delay follows within about a tenth
@@ -248,16 +254,18 @@ func (b *Budget) Observe(d time.Duration) {
 // The first ask for a p goes to the budget's actor. It then publishes the
 // answer and works it out again every twentieth of the window, while
 // anything is counted or asked, so later asks cost a few atomic loads. An
-// answer is thus up to a twentieth of the window old. At most four p are
-// kept published. A p outside [0, 1] is read as the nearest end. NaN, a
-// nil Budget and a closed one say false.
+// answer is thus up to a twentieth of the window old. Until p is first
+// answered, every ask goes to the actor, so the first delay is there as
+// soon as enough latencies are. At most four p are kept published. A p
+// outside [0, 1] is read as the nearest end. NaN, a nil Budget and a
+// closed one say false.
 func (b *Budget) HedgeDelay(p float64) (time.Duration, bool) {
 	if b == nil || math.IsNaN(p) || b.closed.Load() {
 		return 0, false
 	}
 	p = min(max(p, 0), 1) // also reads -0 as 0, so it finds 0's quote
-	if d, ok, found := b.tally.Quote(p); found {
-		return d, ok
+	if d, found := b.tally.Quote(p); found {
+		return d, true
 	}
 	now := b.eng.Now()
 	r := b.ask(func(a *budgetAsk) any {

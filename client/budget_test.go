@@ -255,7 +255,8 @@ func TestBudgetCountsWhileAsked(t *testing.T) {
 
 // TestBudgetHedgeDelay: the delay is the quantile of the latencies
 // observed over the window, once there are enough of them, as of the
-// actor's last fold.
+// actor's last fold. While the window holds too few, a quantile known
+// before is answered as it was last.
 func TestBudgetHedgeDelay(t *testing.T) {
 	for _, c := range budgetClocks {
 		t.Run(c.name, func(t *testing.T) {
@@ -272,10 +273,6 @@ func TestBudgetHedgeDelay(t *testing.T) {
 			for range 10 {
 				b.Observe(200 * time.Millisecond)
 			}
-			// The answer published for 0.95 is worked out again at the
-			// actor's next fold: a twentieth of the window, 100ms, and
-			// however late its timer fires.
-			clock.Advance(500 * time.Millisecond)
 			near := func(p float64, want time.Duration) {
 				t.Helper()
 				// Asked twice: once of the actor, once of what it published.
@@ -286,7 +283,13 @@ func TestBudgetHedgeDelay(t *testing.T) {
 					}
 				}
 			}
+			// Too few was not published: the next ask reaches the actor,
+			// which counts the latencies since.
 			near(0.95, 10*time.Millisecond)
+			// An answer published is worked out again at the actor's
+			// next fold: a twentieth of the window, 100ms, and however
+			// late its timer fires.
+			clock.Advance(500 * time.Millisecond)
 			near(0.96, 200*time.Millisecond)
 			near(2, 200*time.Millisecond)
 			near(-1, 10*time.Millisecond)
@@ -301,11 +304,21 @@ func TestBudgetHedgeDelay(t *testing.T) {
 			near(0.95, 50*time.Millisecond)
 			near(0.97, 200*time.Millisecond)
 			near(0.5, 10*time.Millisecond)
-			// The window passes: nothing is left.
+			// The window passes with nothing counted: each quantile is
+			// what it was last, and one never known is still unknown.
 			clock.Advance(3 * time.Second)
-			if d, ok := b.HedgeDelay(0.5); ok {
-				t.Fatalf("after the window HedgeDelay(0.5) = %v, true", d)
+			b.Stats() // a barrier: the actor has slept
+			near(0.5, 10*time.Millisecond)
+			near(0.97, 200*time.Millisecond)
+			if d, ok := b.HedgeDelay(0.9); ok {
+				t.Fatalf("after the window HedgeDelay(0.9), never asked, = %v, true", d)
 			}
+			// Fresh latencies, enough of them, answer from the next fold.
+			for range 100 {
+				b.Observe(30 * time.Millisecond)
+			}
+			clock.Advance(500 * time.Millisecond)
+			near(0.5, 30*time.Millisecond)
 		})
 	}
 }

@@ -28,6 +28,8 @@ type Hedge struct {
 	// the Budget has seen: at 0.95, about one request in twenty is
 	// hedged. Outside (0, 1), zero included, it is 0.95. Until the
 	// budget has seen enough first attempts to tell, no hedge is sent.
+	// After a spell too quiet to tell, hedges wait for the delay the
+	// budget last knew (see Budget.HedgeDelay).
 	// These timers are not set early, as a Delay's are: the quantile is
 	// the share of requests hedged, and early alarms would hedge more.
 	// A late timer sends its hedge past the quantile, so a few fewer go.
