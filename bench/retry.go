@@ -88,13 +88,18 @@ type retryPlan struct {
 type hedgePlan struct {
 	rate int // requests a second, evenly spaced
 	// warm is sent to each side before it is measured: the quantiles fill
-	// up. Our budget's actor takes in latencies every twentieth of its
-	// window, 500 ms by default, so hedging by quantile starts then.
-	warm     time.Duration
-	span     time.Duration // measured, per side
-	rounds   int           // the span cut in slices, the sides taking turns in each
-	base     time.Duration // a fast request's latency, ±20 %
-	delay    time.Duration // the fixed hedge delay
+	// up. Hedging by quantile starts once a side has seen enough requests
+	// to tell it, a few hundred at p97.
+	warm   time.Duration
+	span   time.Duration // measured, per side
+	rounds int           // the span cut in slices, the sides taking turns in each
+	// base is a fast request's latency, ±20 %. It is tens of
+	// milliseconds, as a call to a database or another service is, and
+	// not one or two: on a shared machine a Go timer of 2 ms rings 2 ms
+	// late about one time in a hundred, and a backend that fast would have
+	// a second tail, the machine's, as long as its requests.
+	base     time.Duration
+	delay    time.Duration // the fixed hedge delay: past every fast request
 	quantile float64       // the other rule: hedge past this quantile
 	// ladder are the quantiles failsafe-go's rule is run at, quantile
 	// among them. Each estimator sends its own share of hedges at one
@@ -120,21 +125,21 @@ var retryConfigs = map[string]retryConfig{
 		virtual:    retryPlan{rate: 200, warm: 10 * time.Second, outage: 20 * time.Second, after: 10 * time.Second, latency: 5 * time.Millisecond, shares: []float64{0.5, 1}, healthy: true},
 		real:       retryPlan{rate: 300, warm: 500 * time.Millisecond, outage: time.Second, after: time.Second, latency: 2 * time.Millisecond, shares: []float64{1}},
 		realWindow: 500 * time.Millisecond,
-		hedge:      hedgePlan{rate: 600, warm: 600 * time.Millisecond, span: 1500 * time.Millisecond, rounds: 3, base: 2 * time.Millisecond, delay: 5 * time.Millisecond, quantile: 0.97, ladder: []float64{0.96, 0.97, 0.98}},
+		hedge:      hedgePlan{rate: 600, warm: 600 * time.Millisecond, span: 1500 * time.Millisecond, rounds: 3, base: 20 * time.Millisecond, delay: 30 * time.Millisecond, quantile: 0.97, ladder: []float64{0.96, 0.97, 0.98}},
 		healthy:    []int{1}, healthyRounds: 3,
 	},
 	"default": {
 		virtual:    retryPlan{rate: 400, warm: 10 * time.Second, outage: 20 * time.Second, after: 10 * time.Second, latency: 5 * time.Millisecond, shares: []float64{0.5, 1}, healthy: true},
 		real:       retryPlan{rate: 400, warm: 500 * time.Millisecond, outage: time.Second, after: 1200 * time.Millisecond, latency: 2 * time.Millisecond, shares: []float64{0.5, 1}},
 		realWindow: 500 * time.Millisecond,
-		hedge:      hedgePlan{rate: 800, warm: 600 * time.Millisecond, span: 4 * time.Second, rounds: 5, base: 2 * time.Millisecond, delay: 5 * time.Millisecond, quantile: 0.97, ladder: []float64{0.95, 0.96, 0.97, 0.98}},
+		hedge:      hedgePlan{rate: 800, warm: 600 * time.Millisecond, span: 4 * time.Second, rounds: 5, base: 20 * time.Millisecond, delay: 30 * time.Millisecond, quantile: 0.97, ladder: []float64{0.95, 0.96, 0.97, 0.98}},
 		healthy:    []int{1, 8}, healthyRounds: 15,
 	},
 	"full": {
 		virtual:    retryPlan{rate: 1000, warm: 10 * time.Second, outage: 40 * time.Second, after: 20 * time.Second, latency: 5 * time.Millisecond, shares: []float64{0.5, 1}, healthy: true},
 		real:       retryPlan{rate: 500, warm: time.Second, outage: 2 * time.Second, after: 3 * time.Second, latency: 2 * time.Millisecond, shares: []float64{0.5, 1}},
 		realWindow: time.Second,
-		hedge:      hedgePlan{rate: 800, warm: time.Second, span: 8 * time.Second, rounds: 10, base: 2 * time.Millisecond, delay: 5 * time.Millisecond, quantile: 0.97, ladder: []float64{0.95, 0.96, 0.97, 0.98}},
+		hedge:      hedgePlan{rate: 800, warm: time.Second, span: 8 * time.Second, rounds: 10, base: 20 * time.Millisecond, delay: 30 * time.Millisecond, quantile: 0.97, ladder: []float64{0.95, 0.96, 0.97, 0.98}},
 		healthy:    []int{1, 8, 64}, healthyRounds: 25,
 	},
 }
