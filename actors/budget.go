@@ -150,8 +150,9 @@ func (t *Tally) sum() uint64 {
 }
 
 // Quote is the p-quantile the actor last published, and whether it has
-// published one for p. A p it answered "too few" for is not found: the
-// caller asks the actor with a Latency, which counts what came since.
+// published one for p. A p it answered "too few" for is not found, nor
+// one being written: the caller asks the actor with a Latency, which
+// counts what came since.
 func (t *Tally) Quote(p float64) (d time.Duration, found bool) {
 	bits := math.Float64bits(p)
 	for i := range t.pub {
@@ -180,7 +181,8 @@ func (t *Tally) wake() {
 // when empty), with a policy.NewBudget(ratio, minPerSecond, window). The
 // latencies go to a policy.NewQuantile(window) and to another over a
 // tenth of the window. A Latency is answered from the tenth when it holds
-// ten samples at or above the quantile, else from the whole window. It
+// ten samples at or above the quantile, else from the whole window, else
+// with the last answer for its quantile (see budgetActor.quantile). It
 // returns the Tally its callers count first attempts and latencies on.
 //
 // It answers Spend (OK and Left), Latency (OK and After), Left (Left),
@@ -465,8 +467,9 @@ func (a *budgetActor) pending() bool {
 // whole window. So the quote follows a change of latency within a tenth
 // of the window, and still answers for a client too quiet to fill one.
 // When the whole window holds too few, it is the last answer for p, if p
-// was answered before: a client back from a spell quieter than the
-// window hedges on what it knew, not on nothing, until it knows again.
+// holds a place among those watched and was answered since it took it: a
+// client back from a spell quieter than the window hedges on what it
+// knew, not on nothing, until it knows again.
 func (a *budgetActor) quantile(p float64) (time.Duration, bool) {
 	if float64(a.recent.Samples(a.at))*(1-p) >= recentTail {
 		if d, ok := a.recent.At(p, a.at); ok {

@@ -238,21 +238,50 @@ func TestBudgetQuoteKnown(t *testing.T) {
 	if p := latency(ref, h.clock.Now(), 0.5); p.OK {
 		t.Fatalf("Latency(0.5), never known, = %+v; want too few", p)
 	}
+	// Too few fresh ones: still what was known.
+	for range 10 {
+		tally.Observe(40 * ms)
+	}
+	near("with 10 fresh latencies", latency(ref, h.clock.Now(), 0.9), 20*ms)
 	// Enough fresh latencies: they answer.
 	for range 200 {
 		tally.Observe(40 * ms)
 	}
 	near("with fresh latencies", latency(ref, h.clock.Now(), 0.9), 40*ms)
-	// Four more quantiles take every place. The one asked longest ago,
-	// 0.9, goes, and what was known of it with it.
+	// Four more quantiles take every place. The one that took its place
+	// longest ago, 0.9, goes, and what was known of it with it: asked
+	// again, it takes a place with nothing known.
 	for _, q := range []float64{0.5, 0.6, 0.7, 0.8} {
 		latency(ref, h.clock.Now(), q)
 	}
 	h.advance(ref, 4*time.Second)
-	if p := latency(ref, h.clock.Now(), 0.9); p.OK {
-		t.Fatalf("Latency(0.9) after four newer quantiles and a quiet spell = %+v; want too few", p)
+	for i := range 2 {
+		if p := latency(ref, h.clock.Now(), 0.9); p.OK {
+			t.Fatalf("ask %d: Latency(0.9) after four newer quantiles and a quiet spell = %+v; want too few", i, p)
+		}
 	}
 	near("p 0.8, still known", latency(ref, h.clock.Now(), 0.8), 40*ms)
+}
+
+// TestBudgetQuoteZero: p 0 is a quantile like any other: it takes a place
+// of its own and keeps it until four later ones have taken theirs.
+func TestBudgetQuoteZero(t *testing.T) {
+	h := newHarness(t)
+	ref, tally := spawnBudget(t, h, 0.1, 1, 2*time.Second)
+	for range 100 {
+		tally.Observe(10 * time.Millisecond)
+	}
+	for _, q := range []float64{0.1, 0.2, 0.3, 0, 0.4} {
+		if p := latency(ref, h.t0, q); !p.OK {
+			t.Fatalf("Latency(%v) = %+v, want an answer", q, p)
+		}
+	}
+	if _, found := tally.Quote(0); !found {
+		t.Fatal("Quote(0) is not published after one later quantile")
+	}
+	if _, found := tally.Quote(0.1); found {
+		t.Fatal("Quote(0.1) is still published after four later quantiles")
+	}
 }
 
 // TestBudgetQuoteFollows: the quantile follows a change of latency

@@ -329,8 +329,9 @@ type (
 	// over the last tenth of its window, or over the whole window while
 	// that tenth holds fewer than ten at or above it (see SpawnBudget and
 	// policy.Quantile.At).
-	// Answered with OK and the quantile in After; OK false while it
-	// holds too few samples.
+	// Answered with OK and the quantile in After. While the window holds
+	// too few samples, it is the last answer for P, if P was answered
+	// since it took its place among the four kept; else OK is false.
 	Latency struct {
 		Now   int64
 		P     float64

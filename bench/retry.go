@@ -89,7 +89,7 @@ type hedgePlan struct {
 	rate int // requests a second, evenly spaced
 	// warm is sent to each side before it is measured: the quantiles fill
 	// up. Hedging by quantile starts once a side has seen enough requests
-	// to tell it, a few hundred at p97.
+	// to tell it: 167 at p97, five of them at or above it.
 	warm   time.Duration
 	span   time.Duration // measured, per side
 	rounds int           // the span cut in slices, the sides taking turns in each
@@ -97,7 +97,8 @@ type hedgePlan struct {
 	// milliseconds, as a call to a database or another service is, and
 	// not one or two: on a shared machine a Go timer of 2 ms rings 2 ms
 	// late about one time in a hundred, and a backend that fast would have
-	// a second tail, the machine's, as long as its requests.
+	// a second tail, the machine's, as long as its requests. (The smoke
+	// run, which only checks that every side runs, keeps 2 ms.)
 	base     time.Duration
 	delay    time.Duration // the fixed hedge delay: past every fast request
 	quantile float64       // the other rule: hedge past this quantile

@@ -233,16 +233,18 @@ func (b *Budget) Observe(d time.Duration) {
 }
 
 // HedgeDelay is the p-quantile of the latencies Observe counted: how long
-// to wait before a hedge, for p of 0.95, say. It is false while too few
-// were counted: fewer than 20, or fewer than five at or above the
-// quantile (100 for p 0.95; see policy.Quantile.At). The duration is
-// within 3.2% of the latency at that rank.
+// to wait before a hedge, for p of 0.95, say. It is false until enough
+// were counted to answer for p: 20, with five at or above the quantile
+// (100 for p 0.95; see policy.Quantile.At). The duration is within 3.2%
+// of the latency at that rank.
 //
-// Once it has answered for p, it stays true. When the window holds too
-// few again, after a spell quieter than the window, say, it answers with
-// the last delay it worked out for p, until enough are counted to work
-// it out afresh. So a client's first requests after a pause are hedged
-// on what it knew. It remembers the last four p asked.
+// Once it has answered for p, it answers true. When the window holds too
+// few again, after a spell quieter than the window, say, the answer is
+// the last delay worked out for p. A fresh one replaces it once enough
+// latencies are counted, at the actor's next fold. So a client's first
+// requests after a pause are hedged on what it knew. The budget keeps
+// four p. A fifth takes the place of the one that took its place longest
+// ago, and what was known of that one is gone.
 //
 // It reads the latencies of the last tenth of the window when they hold
 // ten at or above the quantile (200 for p 0.95), else those of the whole
@@ -254,11 +256,12 @@ func (b *Budget) Observe(d time.Duration) {
 // The first ask for a p goes to the budget's actor. It then publishes the
 // answer and works it out again every twentieth of the window, while
 // anything is counted or asked, so later asks cost a few atomic loads. An
-// answer is thus up to a twentieth of the window old. Until p is first
-// answered, every ask goes to the actor, so the first delay is there as
-// soon as enough latencies are. At most four p are kept published. A p
-// outside [0, 1] is read as the nearest end. NaN, a nil Budget and a
-// closed one say false.
+// answer is thus up to a twentieth of the window old. Until p is
+// answered, every ask waits for the actor's answer, so the first delay
+// is there as soon as enough latencies are. A client whose window never
+// holds enough for p (p 0.99 at under 50 requests a second, with the
+// default window) asks the actor for every request it could hedge. A p outside [0, 1] is read as the nearest end. NaN, a
+// nil Budget and a closed one say false.
 func (b *Budget) HedgeDelay(p float64) (time.Duration, bool) {
 	if b == nil || math.IsNaN(p) || b.closed.Load() {
 		return 0, false

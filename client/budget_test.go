@@ -307,7 +307,7 @@ func TestBudgetHedgeDelay(t *testing.T) {
 			// The window passes with nothing counted: each quantile is
 			// what it was last, and one never known is still unknown.
 			clock.Advance(3 * time.Second)
-			b.Stats() // a barrier: the actor has slept
+			b.Stats() // a barrier: the Ticks before it are handled
 			near(0.5, 10*time.Millisecond)
 			near(0.97, 200*time.Millisecond)
 			if d, ok := b.HedgeDelay(0.9); ok {
