@@ -260,8 +260,10 @@ func (b *Budget) Observe(d time.Duration) {
 // answered, every ask waits for the actor's answer, so the first delay
 // is there as soon as enough latencies are. A client whose window never
 // holds enough for p (p 0.99 at under 50 requests a second, with the
-// default window) asks the actor for every request it could hedge. A p outside [0, 1] is read as the nearest end. NaN, a
-// nil Budget and a closed one say false.
+// default window) asks the actor for every request it could hedge.
+//
+// A p outside [0, 1] is read as the nearest end. NaN, a nil Budget and
+// a closed one say false.
 func (b *Budget) HedgeDelay(p float64) (time.Duration, bool) {
 	if b == nil || math.IsNaN(p) || b.closed.Load() {
 		return 0, false
