@@ -479,12 +479,20 @@ func (a *budgetActor) quantile(p float64) (time.Duration, bool) {
 	if d, ok := a.lat.At(p, a.at); ok {
 		return d, true
 	}
-	for i, w := range a.watch {
-		if w == p && a.last[i] >= 0 {
-			return a.last[i], true
-		}
+	if i := a.place(p); i >= 0 && a.last[i] >= 0 {
+		return a.last[i], true
 	}
 	return 0, false
+}
+
+// place is p's index among the quantiles watched, or -1.
+func (a *budgetActor) place(p float64) int {
+	for i, w := range a.watch {
+		if w == p {
+			return i
+		}
+	}
+	return -1
 }
 
 // The latencies' quantile comes from the last recentShare-th of the
@@ -498,11 +506,8 @@ const (
 // quote publishes the p-quantile, in p's place if it has one, else in
 // the place taken longest ago.
 func (a *budgetActor) quote(p float64, d time.Duration, ok bool) {
-	i := 0
-	for i < published && a.watch[i] != p {
-		i++
-	}
-	if i == published {
+	i := a.place(p)
+	if i < 0 {
 		i = a.next
 		a.next = (a.next + 1) % published
 		a.watch[i], a.last[i] = p, -1

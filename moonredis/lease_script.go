@@ -100,8 +100,8 @@ local need = math.max(tat, now + keep) + 1000
 local to = now
 if got[1] then to = now + redis.call('PTTL', KEYS[1]) * 1000 end
 if to < need then
-  local G = math.max(keep, 1000000)
-  redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', (to + (math.floor((need - to) / G) + 2) * G) / 1000))
+` + expiryStep + `
+  redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', to / 1000))
 end
 return res
 `

@@ -180,8 +180,7 @@ if moved and not again then
       set = to < need
     end
     if set then
-      local G = mmax(keep, 1000000)
-      to = to + (floor((need - to) / G) + 2) * G
+` + expiryStep + `
     end
     local e = fmt('%d', to / 1000)
     call('HSET', KEYS[1], 't', fmt('%d', tat), ARGV[1], stamp .. (got[1] or ''), 'e', e)
@@ -190,6 +189,15 @@ if moved and not again then
     end
   end
 end
+`
+
+// expiryStep moves to, the instant in microseconds a key is kept to, on
+// from where it is by whole steps of G, to between one and two steps past
+// need, G being keep or a second, whichever is more. The bucket and the
+// lease script both set a key's expiry by it (see bucketBody).
+const expiryStep = `
+  local G = math.max(keep, 1000000)
+  to = to + (math.floor((need - to) / G) + 2) * G
 `
 
 // bucketHead is what a bucket's run reads once, whatever its keys: the
